@@ -1,0 +1,128 @@
+package schedclock
+
+import (
+	"fmt"
+	"math/bits"
+	"time"
+)
+
+// The arithmetic of kernel/time/clocksource.c, for converting counter
+// cycles to nanoseconds as (cycles*mult) >> shift.
+
+// maxConversionSeconds is the kernel's maxsec for sched_clock: mult and
+// shift are chosen so that an hour of cycles times mult fits 64 bits.
+const maxConversionSeconds = 3600
+
+// maxShift bounds shift so that mult, shift and the carried remainder
+// (which is below 1<<shift) pack into one 64-bit word of the latch; see
+// packScale. clocksMultShift never exceeds 23 with maxsec 3600 and
+// to = 1e9 (TestMultShiftAlwaysPacks checks it over the whole rate range).
+const maxShift = 24
+
+// clocksMultShift is clocks_calc_mult_shift(): the largest shift (at most
+// 32) whose rounded mult = (to<<shift + from/2) / from keeps
+// maxsec*from*mult below 2^64. A zero mult means no usable conversion
+// exists (from is absurdly high).
+func clocksMultShift(from, to uint64, maxsec uint32) (mult, shift uint32) {
+	// tmp = maxsec*from >> 32, in 128 bits so huge rates cannot wrap.
+	hi, lo := bits.Mul64(uint64(maxsec), from)
+	tmp := hi<<32 | lo>>32
+	sftacc := 32
+	for tmp != 0 {
+		tmp >>= 1
+		sftacc--
+	}
+	if sftacc <= 0 {
+		return 0, 0
+	}
+	var sft uint32
+	for sft = 32; sft > 0; sft-- {
+		tmp = to << sft
+		tmp += from / 2
+		tmp /= from
+		if tmp>>sftacc == 0 {
+			break
+		}
+	}
+	if tmp > 1<<32-1 {
+		return 0, 0
+	}
+	return uint32(tmp), sft
+}
+
+// conversion is a counter's fixed-point rate: ns = cycles*mult >> shift.
+type conversion struct {
+	mult  uint32
+	shift uint32
+	mask  uint64
+}
+
+// newConversion validates src and derives its conversion, refusing
+// counters that the refresh goroutine could not keep up with.
+func newConversion(src Source) (conversion, error) {
+	if err := src.validate(); err != nil {
+		return conversion{}, err
+	}
+	mult, shift := clocksMultShift(src.Rate, uint64(time.Second), maxConversionSeconds)
+	if mult == 0 || shift > maxShift {
+		return conversion{}, fmt.Errorf("%w %q: no mult/shift for %d Hz", ErrInvalidSource, src.Name, src.Rate)
+	}
+	conv := conversion{mult: mult, shift: shift, mask: maskOf(src.Bits)}
+	if p := conv.refreshPeriod(); p < minRefreshPeriod {
+		return conversion{}, fmt.Errorf("%w %q: a %d-bit counter at %d Hz wraps every %v; it must be refreshed every %v, faster than the minimum %v",
+			ErrInvalidSource, src.Name, src.Bits, src.Rate, conv.nanos(conv.mask), p, minRefreshPeriod)
+	}
+	return conv, nil
+}
+
+func maskOf(bitCount int) uint64 {
+	return ^uint64(0) >> (64 - uint(bitCount))
+}
+
+// negativeFrom is the first delta that counts as negative: a counter read
+// below the epoch (cross-core skew, a migrated goroutine, a counter that
+// stepped back) wraps to the top of the mask, and the top eighth of the
+// mask is read as such a negative delta, never as centuries ahead
+// (clocksource.c's max_raw_delta).
+func negativeFrom(mask uint64) uint64 { return mask - mask>>3 + 1 }
+
+// overflowFrom is the first delta whose delta*mult + remainder no longer
+// fits 64 bits; beyond it readers take the 128-bit path.
+func (cv conversion) overflowFrom() uint64 {
+	return (^uint64(0)-(uint64(1)<<cv.shift-1))/uint64(cv.mult) + 1
+}
+
+// window is the largest delta the fast path handles: below both the
+// negative zone and the 64-bit overflow.
+func (cv conversion) window() uint64 {
+	return min(negativeFrom(cv.mask), cv.overflowFrom()) - 1
+}
+
+// refreshPeriod is clocks_calc_max_nsecs() halved (a 50% margin): how
+// often the epoch must be folded forward so no wrap is ever missed.
+func (cv conversion) refreshPeriod() time.Duration {
+	return time.Duration(cv.nanos(cv.window()) / 2)
+}
+
+// nanos converts a cycle count to nanoseconds, in 128 bits.
+func (cv conversion) nanos(cycles uint64) uint64 {
+	hi, lo := bits.Mul64(cycles, uint64(cv.mult))
+	return shiftRight128(hi, lo, cv.shift)
+}
+
+func shiftRight128(hi, lo uint64, shift uint32) uint64 {
+	if shift == 0 {
+		return lo
+	}
+	return hi<<(64-shift) | lo>>shift
+}
+
+// convertFrac re-expresses a remainder in 2^-from ns units as 2^-to ns
+// units, rounding up so that a value never moves backwards.
+func convertFrac(frac uint64, from, to uint32) uint64 {
+	if to >= from {
+		return frac << (to - from)
+	}
+	d := from - to
+	return (frac + (uint64(1)<<d - 1)) >> d
+}

@@ -1,0 +1,36 @@
+package schedclock
+
+import "sync/atomic"
+
+// FakeCounter is a manually driven counter for tests: it reads what it was
+// set to, masked to its width, and can be moved forwards or backwards.
+type FakeCounter struct {
+	value atomic.Uint64
+	reads atomic.Uint64
+}
+
+func (f *FakeCounter) Read() uint64 {
+	f.reads.Add(1)
+	return f.value.Load()
+}
+
+func (f *FakeCounter) Set(v uint64)      { f.value.Store(v) }
+func (f *FakeCounter) Add(d uint64)      { f.value.Add(d) }
+func (f *FakeCounter) Reads() uint64     { return f.reads.Load() }
+func (f *FakeCounter) Value() uint64     { return f.value.Load() }
+func (f *FakeCounter) StepBack(d uint64) { f.value.Add(-d) }
+
+// Source returns the counter as a Source of the given width and rate.
+func (f *FakeCounter) Source(name string, bits int, rate uint64) Source {
+	return Source{Name: name, Read: f.Read, Bits: bits, Rate: rate}
+}
+
+// SetStep installs a hook that the writer calls between its steps.
+func SetStep(c *Clock, step func(string)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if step == nil {
+		step = noStep
+	}
+	c.step = step
+}

@@ -1,0 +1,187 @@
+package schedclock
+
+import (
+	"math/bits"
+	"sync/atomic"
+	"unsafe"
+)
+
+// The seqcount latch (include/linux/seqlock.h, "latch" variant), as used by
+// the kernel's sched_clock since 2015.
+//
+// A classic seqcount makes readers spin while a write is in progress: a
+// reader that runs while the writer is stopped half-way (preempted by the
+// Go scheduler or the OS, stopped in a debugger, throttled by a cgroup)
+// would spin until the writer comes back. The latch never makes a reader
+// wait. It keeps two copies (banks) of the read data. seq is even while
+// readers use bank 0 and odd while they use bank 1; the writer
+//
+//  1. rewrites bank 1 (readers are on bank 0, untouched),
+//  2. increments seq: readers move to bank 1, which is complete,
+//  3. rewrites bank 0 (readers are on bank 1, untouched),
+//  4. increments seq: readers move back to bank 0.
+//
+// Whatever step the writer stops at, one bank is complete and seq points
+// readers at it. A reader loads seq, reads the bank seq&1 names, reads the
+// counter, and then loads seq again: if it changed, the bank may have been
+// rewritten under it and it starts over. A retry happens only if the
+// writer made progress, so a reader finishes in a bounded number of steps
+// whenever the writer is stopped.
+//
+// The publication instant of new data is step 2. A reader that finishes
+// with the old data loaded seq before step 2 and read its counter before
+// it loaded seq the second time, so, given the ordering the counter read
+// provides (see readCounter in the per-arch files), its counter value was
+// taken before step 2 became visible. Every switch in this package is
+// built on that fact (see Clock.switchLine).
+//
+// Every field a reader loads is a sync/atomic value: the race detector
+// sees the protocol as it is, and on amd64 and arm64 an atomic load is a
+// plain MOV or an LDAR.
+//
+// Layout: seq and bank 0 fill exactly one 64-byte cache line, and that
+// line is 64-byte aligned (the latch is the first field of a Clock, whose
+// size is a multiple of 64 bytes and so lands on a 64-byte boundary in
+// Go's size classes; TestLatchLayout checks both), so an ordinary read
+// touches one line. Bank 1 fills the next line and is read only while an
+// update is in flight. The line is shared with no writer-side state: the
+// writer touches it only to publish.
+type latch struct {
+	seq   atomic.Uint64
+	banks [2]bank
+}
+
+// bank is one copy of the read data (the kernel's clock_read_data). All
+// but capDelta are hot: every Now loads them.
+type bank struct {
+	// read is the counter's read function, stored as the func value's
+	// pointer so it can be loaded atomically (see funcPtr).
+	read unsafe.Pointer
+	// epochCyc and epochNs are the anchor: the clock read epochNs (plus
+	// scale's remainder) when the counter read epochCyc.
+	epochCyc atomic.Uint64
+	epochNs  atomic.Int64
+	// mask keeps the low Bits bits of the counter.
+	mask atomic.Uint64
+	// fastMax is the largest delta the fast path may convert: beyond it
+	// the delta is negative (counter below epochCyc), overflows 64 bits
+	// when multiplied, or passes capDelta.
+	fastMax atomic.Uint64
+	// scale packs mult, shift and the carried remainder; see packScale.
+	scale atomic.Uint64
+	// capDelta, the largest delta the line may reach, is read only on the
+	// slow path. It is ^0 (no limit) except for frozen lines.
+	capDelta atomic.Uint64
+}
+
+// noCap is capDelta's value for a line without a limit.
+const noCap = ^uint64(0)
+
+// scale layout: mult in bits 63..32, shift in bits 31..24, the remainder
+// (below 1<<shift, so below 1<<maxShift) in bits 23..0. One load brings
+// all three, keeping seq and bank 0 within one cache line.
+const (
+	scaleMultShift  = 32
+	scaleShiftShift = 24
+	scaleFracMask   = 1<<scaleShiftShift - 1
+)
+
+func packScale(mult, shift uint32, frac uint64) uint64 {
+	return uint64(mult)<<scaleMultShift | uint64(shift)<<scaleShiftShift | frac
+}
+
+func unpackScale(scale uint64) (mult, shift uint32, frac uint64) {
+	return uint32(scale >> scaleMultShift), uint32(scale>>scaleShiftShift) & 0xff, scale & scaleFracMask
+}
+
+// line is the writer's description of what a bank holds: the linear map
+// from counter values to nanoseconds that readers evaluate.
+type line struct {
+	read     func() uint64
+	conv     conversion
+	epochCyc uint64
+	epochNs  int64
+	frac     uint64 // remainder in 2^-shift ns, always < 1<<shift
+	capDelta uint64
+}
+
+// at evaluates the line at counter value cyc exactly as readers do, and
+// also returns the sub-nanosecond remainder so that a new epoch can carry
+// it (which is what makes Update exact).
+func (ln *line) at(cyc uint64) (ns int64, frac uint64) {
+	delta := clampDelta((cyc-ln.epochCyc)&ln.conv.mask, ln.conv.mask, ln.capDelta)
+	hi, lo := mulAdd(delta, ln.conv.mult, ln.frac)
+	return ln.epochNs + int64(shiftRight128(hi, lo, ln.conv.shift)), lo & (uint64(1)<<ln.conv.shift - 1)
+}
+
+// clampDelta reads a delta in the negative zone as 0 and limits the rest
+// to capDelta.
+func clampDelta(delta, mask, capDelta uint64) uint64 {
+	if delta >= negativeFrom(mask) {
+		return 0
+	}
+	return min(delta, capDelta)
+}
+
+// mulAdd returns delta*mult + frac in 128 bits.
+func mulAdd(delta uint64, mult uint32, frac uint64) (hi, lo uint64) {
+	hi, lo = bits.Mul64(delta, uint64(mult))
+	lo, carry := bits.Add64(lo, frac, 0)
+	return hi + carry, lo
+}
+
+// store writes ln into b, field by field. Only the writer calls it, and
+// only on the bank readers are not using.
+func (b *bank) store(ln *line, step func(string)) {
+	atomic.StorePointer(&b.read, funcPtr(ln.read))
+	step("bank.read")
+	b.epochCyc.Store(ln.epochCyc)
+	step("bank.epochCyc")
+	b.epochNs.Store(ln.epochNs)
+	step("bank.epochNs")
+	b.mask.Store(ln.conv.mask)
+	step("bank.mask")
+	b.fastMax.Store(min(ln.conv.window(), ln.capDelta))
+	step("bank.fastMax")
+	b.scale.Store(packScale(ln.conv.mult, ln.conv.shift, ln.frac))
+	step("bank.scale")
+	b.capDelta.Store(ln.capDelta)
+	step("bank.capDelta")
+}
+
+// publish makes ln the data readers use, in the latch's four steps.
+// step is called after each store so tests can stop the writer there.
+func (l *latch) publish(ln *line, step func(string)) {
+	l.banks[1].store(ln, step)
+	l.seq.Add(1) // readers move to bank 1: ln is now published
+	step("seq.odd")
+	l.banks[0].store(ln, step)
+	l.seq.Add(1) // readers move back to bank 0
+	step("seq.even")
+}
+
+// slowNanos handles the deltas the fast path refuses: negative ones
+// (clamped to 0), ones past the bank's cap, and ones whose product with
+// mult overflows 64 bits (the 128-bit path, for a refresher stalled past
+// the overflow horizon or a clock that is no longer refreshed).
+//
+//go:noinline
+func (b *bank) slowNanos(delta uint64, epochNs int64, mask, scale uint64) int64 {
+	mult, shift, frac := unpackScale(scale)
+	delta = clampDelta(delta, mask, b.capDelta.Load())
+	hi, lo := mulAdd(delta, mult, frac)
+	return epochNs + int64(shiftRight128(hi, lo, shift))
+}
+
+// funcPtr and ptrFunc convert a func value to and from the pointer it is
+// made of (a Go func value is a pointer to its closure), so that it can be
+// stored and loaded atomically; sync/atomic.Value does the same with
+// interfaces. The pointer also identifies the function: two reads of the
+// same counter through the same func value compare equal.
+func funcPtr(f func() uint64) unsafe.Pointer {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&f))
+}
+
+func ptrFunc(p unsafe.Pointer) func() uint64 {
+	return *(*func() uint64)(unsafe.Pointer(&p))
+}

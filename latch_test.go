@@ -1,0 +1,147 @@
+package schedclock
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestLatchLayout(t *testing.T) {
+	// seq and bank 0 fill exactly one 64-byte line; bank 1 the next one.
+	assert.Equal(t, uintptr(0), unsafe.Offsetof(latch{}.seq))
+	assert.Equal(t, uintptr(8), unsafe.Offsetof(latch{}.banks))
+	assert.Equal(t, uintptr(56), unsafe.Sizeof(bank{}))
+	assert.Equal(t, uintptr(64), unsafe.Offsetof(latch{}.banks)+unsafe.Sizeof(bank{}))
+	// The latch opens the Clock, and the Clock is a 64-byte multiple size
+	// class, so live latches are 64-byte aligned.
+	assert.Equal(t, uintptr(0), unsafe.Offsetof(Clock{}.latch))
+	assert.Equal(t, uintptr(clockSize), unsafe.Sizeof(Clock{}))
+	assert.Zero(t, clockSize%64)
+	var clocks []*Clock
+	for i := 0; i < 16; i++ {
+		c, err := New(Portable())
+		require.NoError(t, err)
+		clocks = append(clocks, c)
+		assert.Zero(t, uintptr(unsafe.Pointer(&c.latch))%64, "latch of clock %d at %p", i, &c.latch)
+	}
+	for _, c := range clocks {
+		require.NoError(t, c.Close())
+	}
+	assert.Zero(t, uintptr(unsafe.Pointer(&Default().latch))%64, "default clock's latch")
+}
+
+func TestScalePacking(t *testing.T) {
+	for _, tc := range []struct {
+		mult, shift uint32
+		frac        uint64
+	}{{1, 1, 0}, {4096000000, 10, 1023}, {699051, 21, 1<<21 - 1}, {^uint32(0), maxShift, 1<<maxShift - 1}} {
+		m, s, f := unpackScale(packScale(tc.mult, tc.shift, tc.frac))
+		assert.Equal(t, tc.mult, m)
+		assert.Equal(t, tc.shift, s)
+		assert.Equal(t, tc.frac, f)
+	}
+}
+
+// snapshot reads the bank readers would use, by the reader protocol.
+func (l *latch) snapshot() (ln [7]uint64) {
+	for {
+		seq := l.seq.Load()
+		b := &l.banks[seq&1]
+		ln = [7]uint64{uint64(uintptr(atomic.LoadPointer(&b.read))), b.epochCyc.Load(), uint64(b.epochNs.Load()),
+			b.mask.Load(), b.fastMax.Load(), b.scale.Load(), b.capDelta.Load()}
+		if l.seq.Load() == seq {
+			return ln
+		}
+	}
+}
+
+// consistent reports whether a snapshot is one of the lines written by
+// testLine: every field is derived from the same k.
+func consistent(s [7]uint64, reads []func() uint64) bool {
+	k := s[1]
+	want := testLine(k, reads)
+	return s == [7]uint64{uint64(uintptr(funcPtr(want.read))), want.epochCyc, uint64(want.epochNs),
+		want.conv.mask, min(want.conv.window(), want.capDelta), packScale(want.conv.mult, want.conv.shift, want.frac), want.capDelta}
+}
+
+func testLine(k uint64, reads []func() uint64) line {
+	return line{
+		read:     reads[k%uint64(len(reads))],
+		conv:     conversion{mult: uint32(1000 + k%4096), shift: uint32(1 + k%20), mask: maskOf(int(8 + k%57))},
+		epochCyc: k,
+		epochNs:  int64(3 * k),
+		frac:     k % 2,
+		capDelta: noCap - k%3,
+	}
+}
+
+func TestLatchReadersNeverSeeATornBank(t *testing.T) {
+	var l latch
+	reads := []func() uint64{readSuspended, readMono, func() uint64 { return 7 }}
+	first := testLine(0, reads)
+	l.publish(&first, noStep)
+
+	const readers = 4
+	var stop atomic.Bool
+	var torn, total atomic.Int64
+	var wg sync.WaitGroup
+	for r := 0; r < readers; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if !consistent(l.snapshot(), reads) {
+					torn.Add(1)
+				}
+				total.Add(1)
+			}
+		}()
+	}
+	deadline := time.Now().Add(300 * time.Millisecond)
+	var k uint64
+	for time.Now().Before(deadline) || total.Load() < 1000 {
+		k++
+		ln := testLine(k, reads)
+		l.publish(&ln, noStep)
+		if k%64 == 0 {
+			runtime.Gosched()
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	assert.Zero(t, torn.Load(), "torn snapshots out of %d, %d publications", total.Load(), k)
+	assert.Greater(t, k, uint64(100))
+}
+
+// TestLatchWriterStoppedAtEveryStep stops the writer after each of its
+// stores and checks that readers still finish, each with a complete copy
+// of either the old or the new data.
+func TestLatchWriterStoppedAtEveryStep(t *testing.T) {
+	var l latch
+	reads := []func() uint64{readSuspended, readMono}
+	old, next := testLine(1, reads), testLine(2, reads)
+	l.publish(&old, noStep)
+	var steps []string
+	l.publish(&next, func(step string) {
+		steps = append(steps, step)
+		done := make(chan [7]uint64)
+		go func() { done <- l.snapshot() }()
+		select {
+		case s := <-done:
+			assert.True(t, consistent(s, reads), "after %s: inconsistent snapshot", step)
+			assert.Contains(t, []uint64{1, 2}, s[1], "after %s", step)
+			if step == "seq.odd" || step == "seq.even" {
+				assert.Equal(t, uint64(2), s[1], "after %s readers must see the new data", step)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a reader waited for the writer stopped after %s", step)
+		}
+	})
+	assert.Len(t, steps, 16)
+}

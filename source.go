@@ -1,0 +1,100 @@
+package schedclock
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Source describes a free-running counter that a Clock turns into
+// nanoseconds.
+//
+// Read must be safe to call from many goroutines at once, must not block
+// and should be as cheap as possible: it is on the read path of every Now.
+// Only the low Bits bits of its value count; the counter is expected to
+// count up at Rate Hz and to wrap from 2^Bits-1 to 0.
+type Source struct {
+	Name string
+	Read func() uint64
+	Bits int
+	Rate uint64 // Hz
+}
+
+// Sentinel errors. Errors returned by this package wrap one of these, so
+// callers can test them with errors.Is.
+var (
+	// ErrInvalidSource: a Source field is unusable (nil Read, Bits outside
+	// 1..64, Rate 0, or a counter that wraps too fast to be tracked).
+	ErrInvalidSource = errors.New("schedclock: invalid source")
+	// ErrSlowerSource: Register was given a Source whose Rate is lower
+	// than the current one (the kernel's "rate wins" rule).
+	ErrSlowerSource = errors.New("schedclock: source is slower than the current one")
+	// ErrClosed: the Clock was closed.
+	ErrClosed = errors.New("schedclock: clock is closed")
+	// ErrUnsupported: the hardware counter does not exist on this platform
+	// or in this build.
+	ErrUnsupported = errors.New("schedclock: counter not supported here")
+	// ErrUntrusted: the hardware counter exists but cannot be trusted as a
+	// clock on this machine (see the wrapped message for why).
+	ErrUntrusted = errors.New("schedclock: counter not trusted")
+)
+
+// RateOrigin says where a Source's Rate came from.
+type RateOrigin int
+
+const (
+	RateDeclared   RateOrigin = iota // given by the caller in Source.Rate
+	RateCPUID                        // x86 CPUID leaf 0x15 (and 0x16)
+	RateHypervisor                   // hypervisor timing leaf 0x40000010
+	RateMeasured                     // measured against CLOCK_MONOTONIC_RAW
+	RateCNTFRQ                       // arm64 CNTFRQ_EL0
+	RateRefined                      // refined in the background against CLOCK_MONOTONIC_RAW
+)
+
+func (o RateOrigin) String() string {
+	switch o {
+	case RateDeclared:
+		return "declared"
+	case RateCPUID:
+		return "cpuid"
+	case RateHypervisor:
+		return "hypervisor leaf"
+	case RateMeasured:
+		return "measured"
+	case RateCNTFRQ:
+		return "cntfrq"
+	case RateRefined:
+		return "refined"
+	}
+	return fmt.Sprintf("RateOrigin(%d)", int(o))
+}
+
+// minRefreshPeriod bounds how fast a counter may wrap: below it the
+// refresh goroutine could not fold the counter often enough.
+const minRefreshPeriod = 10 * time.Microsecond
+
+func (s Source) validate() error {
+	switch {
+	case s.Read == nil:
+		return fmt.Errorf("%w %q: Read is nil", ErrInvalidSource, s.Name)
+	case s.Bits < 1 || s.Bits > 64:
+		return fmt.Errorf("%w %q: Bits = %d, want 1..64", ErrInvalidSource, s.Name, s.Bits)
+	case s.Rate == 0:
+		return fmt.Errorf("%w %q: Rate is 0 Hz", ErrInvalidSource, s.Name)
+	}
+	return nil
+}
+
+// monoBase anchors the portable source; it is set once, at package
+// initialisation, and only read afterwards.
+var monoBase = time.Now()
+
+func readMono() uint64 { return uint64(time.Since(monoBase)) }
+
+// Portable returns a Source built on Go's monotonic clock (the runtime's
+// nanotime, CLOCK_MONOTONIC on Linux): 1 GHz, 63 bits, available on every
+// platform, ready at once. It follows the kernel's NTP frequency
+// corrections, so it is steered rather than raw.
+func Portable() Source {
+	return Source{Name: "portable", Read: readMono, Bits: 63, Rate: 1_000_000_000}
+}
