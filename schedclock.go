@@ -1,0 +1,348 @@
+package schedclock
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// A Clock turns a free-running counter into monotonic nanoseconds. Now is
+// wait-free and safe for any number of goroutines; Register, Update,
+// Suspend, Resume and Close are serialised by the Clock.
+//
+// A Clock must be created with New. The zero value is not usable.
+type Clock struct {
+	// latch must stay the first field: its first 64 bytes (seq and bank 0)
+	// must start on a 64-byte boundary. See latch.
+	latch latch
+	clockState
+	_ [clockSize - unsafe.Sizeof(latch{}) - unsafe.Sizeof(clockState{})]byte
+}
+
+// clockSize is a Go size class that is a multiple of 64, so that every
+// Clock, and so its latch, starts on a 64-byte boundary (TestLatchLayout
+// checks it). The build fails if clockState outgrows it.
+const clockSize = 384
+
+// clockState is the writer's side of a Clock.
+type clockState struct {
+	mu        sync.Mutex
+	cur       line // what readers are given, as the writer knows it
+	src       Source
+	conv      conversion // src's conversion (cur.conv differs only while suspended)
+	origin    RateOrigin
+	errPPM    float64
+	suspended bool
+	closed    bool
+	rejected  string // why the default clock is not on a hardware counter
+
+	period  atomic.Int64  // refresh period in ns, read by the refresh goroutine
+	wake    chan struct{} // tells the refresh goroutine the period changed
+	stop    chan struct{}
+	stopped chan struct{}
+
+	// step is called between the writer's steps; tests use it to stop the
+	// writer at each of them. It is a no-op otherwise.
+	step func(string)
+}
+
+func noStep(string) {}
+
+// New returns a running Clock on src, reading near 0 ns now, with its
+// refresh goroutine started (stop it with Close). It returns an error
+// wrapping ErrInvalidSource if src is unusable: Read nil, Bits outside
+// 1..64, Rate 0, or a counter that wraps faster than every 20µs.
+func New(src Source) (*Clock, error) {
+	return newClock(src, RateDeclared, 0)
+}
+
+func newClock(src Source, origin RateOrigin, errPPM float64) (*Clock, error) {
+	conv, err := newConversion(src)
+	if err != nil {
+		return nil, err
+	}
+	c := &Clock{clockState: clockState{
+		src: src, conv: conv, origin: origin, errPPM: errPPM,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
+		step: noStep,
+	}}
+	c.cur = line{read: src.Read, conv: conv, epochCyc: src.Read() & conv.mask, capDelta: noCap}
+	c.latch.publish(&c.cur, c.step)
+	c.period.Store(int64(conv.refreshPeriod()))
+	go c.refreshLoop()
+	return c, nil
+}
+
+// Now returns the clock's time in nanoseconds. It never waits for a
+// writer, never allocates, and never returns less than a call that
+// happened before it (given a counter that is monotonic across CPUs).
+func (c *Clock) Now() int64 {
+	for {
+		seq := c.latch.seq.Load()
+		b := &c.latch.banks[seq&1]
+		read := ptrFunc(atomic.LoadPointer(&b.read))
+		epochCyc := b.epochCyc.Load()
+		epochNs := b.epochNs.Load()
+		mask := b.mask.Load()
+		fastMax := b.fastMax.Load()
+		scale := b.scale.Load()
+		// The counter is read after the bank (the read function orders it
+		// so) and before seq is checked again.
+		delta := (read() - epochCyc) & mask
+		var ns int64
+		if delta <= fastMax {
+			ns = epochNs + int64((delta*(scale>>scaleMultShift)+scale&scaleFracMask)>>(scale>>scaleShiftShift&63))
+		} else {
+			ns = b.slowNanos(delta, epochNs, mask, scale)
+		}
+		if c.latch.seq.Load() == seq {
+			return ns
+		}
+	}
+}
+
+// Update folds the counter elapsed since the epoch into the epoch, so that
+// the counter can wrap without time being lost. The refresh goroutine
+// calls it every refresh period; calling it more often is harmless. It
+// does not move time by even a nanosecond: the sub-nanosecond remainder
+// is carried into the new epoch.
+//
+// Update does nothing while the clock is suspended or after Close.
+func (c *Clock) Update() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.suspended {
+		return
+	}
+	c.updateLocked()
+}
+
+func (c *Clock) updateLocked() {
+	cyc := c.cur.read()
+	next := c.cur
+	next.epochNs, next.frac = c.cur.at(cyc)
+	next.epochCyc = cyc & c.cur.conv.mask
+	c.publishLocked(next)
+}
+
+func (c *Clock) publishLocked(ln line) {
+	c.cur = ln
+	c.latch.publish(&c.cur, c.step)
+}
+
+// Register switches the clock to src, keeping time continuous: the new
+// counter takes over from the exact value the old one had reached.
+//
+// A src whose Rate is lower than the current source's is refused with
+// ErrSlowerSource (the kernel's "rate wins" rule); an equal or higher Rate
+// replaces the current source. An invalid src is refused with
+// ErrInvalidSource, and a closed clock refuses with ErrClosed; a refused
+// Register changes nothing.
+//
+// Register is safe against a stopped writer: see switchLine.
+func (c *Clock) Register(src Source) error {
+	conv, err := newConversion(src)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("%w: cannot register %q", ErrClosed, src.Name)
+	}
+	if src.Rate < c.src.Rate {
+		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.src.Name, c.src.Rate)
+	}
+	c.switchLocked(src, conv, RateDeclared, 0)
+	return nil
+}
+
+// switchLocked makes src, with conversion conv, the clock's source.
+func (c *Clock) switchLocked(src Source, conv conversion, origin RateOrigin, errPPM float64) {
+	sameCounter := funcPtr(src.Read) == funcPtr(c.src.Read) && conv.mask == c.conv.mask
+	c.src, c.conv, c.origin, c.errPPM = src, conv, origin, errPPM
+	c.rejected = ""
+	if c.suspended {
+		c.publishLocked(frozenLine(c.cur, conv))
+	} else {
+		c.switchLine(src.Read, conv, sameCounter)
+	}
+	c.setPeriod(conv.refreshPeriod())
+}
+
+// switchLine moves readers from the current line to a new counter or a
+// new rate without time ever going backwards for any reader, wherever the
+// writer is stopped, and without moving time at the switch.
+//
+// The hazard (DESIGN section 5): between the writer's counter read and
+// the publication of the new line, readers keep extrapolating the old
+// line. If the new line is slower, or the old counter coarser, a reader
+// just before the publication can return more than a reader just after,
+// and in Go the writer can be stopped right there for milliseconds.
+//
+// The cure is to let the publication itself fix the switch point:
+//
+//  1. Publish the old line unchanged but read through a freezer, a
+//     stand-in read function. The first call to it, by a reader or by the
+//     writer, whichever comes first after the publication, reads the old
+//     counter (and then the new one) once, and every call returns that
+//     same old counter value: the freezer bank reads a constant V.
+//  2. The writer calls the freezer itself, which fixes (old, new) if no
+//     reader has, and computes V = old line at old, exactly, remainder
+//     included.
+//  3. Publish the new line anchored at (new, V).
+//
+// Readers that finish on the old bank read their counter before step 1
+// became visible (see latch), hence before the freezer's reads, so they
+// return at most V. Readers of the freezer bank return V. Readers of the
+// new bank read the new counter after the freezer did, so they return at
+// least V. This holds for any rate, faster or slower, any granularity of
+// either counter, and any pause of the writer: no horizon is assumed.
+// The price is that while a writer is stopped between steps 1 and 3,
+// time stands still for readers; after step 3 it resumes from V at the
+// counter's true pace, catching up at once.
+//
+// For the same counter (a new rate for it) the new line is anchored at
+// the frozen counter value itself, so not even the few nanoseconds
+// between two counter reads are lost.
+func (c *Clock) switchLine(next func() uint64, conv conversion, sameCounter bool) {
+	fz := &freezer{old: c.cur.read}
+	if !sameCounter {
+		fz.next = next
+	}
+	frozen := c.cur
+	frozen.read = fz.read
+	c.publishLocked(frozen)
+	c.step("switch.frozen")
+	oldCyc, nextCyc := fz.fix()
+	if sameCounter {
+		nextCyc = oldCyc
+	}
+	c.step("switch.fixed")
+	ns, frac := frozen.at(oldCyc)
+	ns, frac = rescaleFrac(ns, frac, frozen.conv.shift, conv.shift)
+	c.publishLocked(line{read: next, conv: conv, epochCyc: nextCyc & conv.mask, epochNs: ns, frac: frac, capDelta: noCap})
+	c.step("switch.published")
+}
+
+// rescaleFrac re-expresses ns + frac*2^-from as ns' + frac'*2^-to,
+// rounding up so that time never moves backwards.
+func rescaleFrac(ns int64, frac uint64, from, to uint32) (int64, uint64) {
+	frac = convertFrac(frac, from, to)
+	if frac >= uint64(1)<<to {
+		ns++
+		frac -= uint64(1) << to
+	}
+	return ns, frac
+}
+
+// freezer is the stand-in read function of step 1 of switchLine (and of
+// Suspend): it pins the old counter, and the new one, at their first read
+// after it was published.
+type freezer struct {
+	old, next func() uint64
+	pinned    atomic.Pointer[[2]uint64]
+}
+
+func (fz *freezer) read() uint64 {
+	cyc, _ := fz.fix()
+	return cyc
+}
+
+func (fz *freezer) fix() (oldCyc, nextCyc uint64) {
+	if p := fz.pinned.Load(); p != nil {
+		return p[0], p[1]
+	}
+	pair := [2]uint64{fz.old(), 0}
+	if fz.next != nil {
+		pair[1] = fz.next()
+	}
+	fz.pinned.CompareAndSwap(nil, &pair)
+	p := fz.pinned.Load()
+	return p[0], p[1]
+}
+
+// Close stops the refresh goroutine and waits for it to exit. Now keeps
+// answering: on a counter of 64 bits it stays exact for centuries (deltas
+// too large for 64-bit arithmetic take a 128-bit path), while a narrower
+// counter is no longer folded and will wrap. After Close, Register returns
+// ErrClosed and Update, Suspend and Resume do nothing. A second Close
+// returns ErrClosed.
+func (c *Clock) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.closed = true
+	close(c.stop)
+	c.mu.Unlock()
+	<-c.stopped
+	return nil
+}
+
+func (c *Clock) setPeriod(p time.Duration) {
+	if time.Duration(c.period.Swap(int64(p))) != p {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// refreshLoop is the kernel's sched_clock_poll hrtimer: it folds the
+// counter into the epoch every refresh period, half of the time the
+// counter takes to reach the negative zone or 64-bit overflow, so no wrap
+// is missed even if the goroutine runs late by as much again.
+func (c *Clock) refreshLoop() {
+	defer close(c.stopped)
+	timer := time.NewTimer(time.Duration(c.period.Load()))
+	defer timer.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.wake:
+		case <-timer.C:
+			c.Update()
+		}
+		timer.Reset(time.Duration(c.period.Load()))
+	}
+}
+
+// Info describes a Clock's configuration.
+type Info struct {
+	Source        string        // the Source's Name
+	Rate          uint64        // Hz
+	RateOrigin    RateOrigin    // where Rate came from
+	RateErrorPPM  float64       // estimated error of Rate, ppm (0 when declared)
+	Bits          int           // counter width
+	Mult, Shift   uint32        // ns = cycles*Mult >> Shift
+	RefreshPeriod time.Duration // how often the epoch is folded forward
+	Suspended     bool
+	Closed        bool
+	// Rejected says why the default clock does not run on the hardware
+	// counter; it is empty when it does, and for clocks made by New.
+	Rejected string
+}
+
+// Info returns the clock's current configuration.
+func (c *Clock) Info() Info {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Info{
+		Source:        c.src.Name,
+		Rate:          c.src.Rate,
+		RateOrigin:    c.origin,
+		RateErrorPPM:  c.errPPM,
+		Bits:          c.src.Bits,
+		Mult:          c.conv.mult,
+		Shift:         c.conv.shift,
+		RefreshPeriod: c.conv.refreshPeriod(),
+		Suspended:     c.suspended,
+		Closed:        c.closed,
+		Rejected:      c.rejected,
+	}
+}

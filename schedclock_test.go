@@ -1,0 +1,481 @@
+package schedclock_test
+
+import (
+	"errors"
+	"math/big"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock"
+)
+
+const ghz = 1_000_000_000
+
+// newFake returns a running clock on a fake counter of the given width and
+// rate, closed when the test ends.
+func newFake(t *testing.T, bits int, rate uint64) (*schedclock.Clock, *schedclock.FakeCounter) {
+	t.Helper()
+	f := &schedclock.FakeCounter{}
+	c, err := schedclock.New(f.Source("fake", bits, rate))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c, f
+}
+
+// exactNanos is cycles*mult >> shift in arbitrary precision: what a clock
+// started at counter 0 must read after cycles, however many updates came
+// in between.
+func exactNanos(cycles uint64, info schedclock.Info) int64 {
+	v := new(big.Int).SetUint64(cycles)
+	v.Mul(v, big.NewInt(int64(info.Mult)))
+	v.Rsh(v, uint(info.Shift))
+	return v.Int64()
+}
+
+func TestNewStartsNearZero(t *testing.T) {
+	f := &schedclock.FakeCounter{}
+	f.Set(123456789)
+	c, err := schedclock.New(f.Source("fake", 64, ghz))
+	require.NoError(t, err)
+	defer c.Close()
+	assert.Equal(t, int64(0), c.Now())
+	f.Add(1500)
+	assert.Equal(t, int64(1500), c.Now())
+
+	p, err := schedclock.New(schedclock.Portable())
+	require.NoError(t, err)
+	defer p.Close()
+	first := p.Now()
+	assert.GreaterOrEqual(t, first, int64(0))
+	assert.Less(t, first, int64(time.Second))
+}
+
+func TestMultShiftMatchKernel(t *testing.T) {
+	// Values of clocks_calc_mult_shift(from, NSEC_PER_SEC, 3600), worked
+	// out by hand from kernel/time/clocksource.c.
+	for _, tc := range []struct {
+		rate        uint64
+		mult, shift uint32
+		period      time.Duration
+	}{
+		{24_000_000, 87381333, 21, 0},
+		{1_000_000_000, 2097152, 21, (1<<43 - 1) / 2},
+		{3_000_000_000, 699051, 21, 0},
+		{250, 4096000000, 10, 0},
+	} {
+		c, _ := newFake(t, 64, tc.rate)
+		info := c.Info()
+		assert.Equal(t, tc.mult, info.Mult, "mult for %d Hz", tc.rate)
+		assert.Equal(t, tc.shift, info.Shift, "shift for %d Hz", tc.rate)
+		// The refresh period is clocks_calc_max_nsecs halved: about an
+		// hour and a quarter for 64-bit counters (maxsec is 3600).
+		assert.Greater(t, info.RefreshPeriod, 3600*time.Second/2)
+		if tc.period != 0 {
+			assert.Equal(t, tc.period, info.RefreshPeriod)
+		}
+	}
+}
+
+func TestInvalidSourcesAreRefused(t *testing.T) {
+	f := &schedclock.FakeCounter{}
+	for name, src := range map[string]schedclock.Source{
+		"nil read":  {Name: "x", Bits: 64, Rate: ghz},
+		"0 bits":    f.Source("x", 0, ghz),
+		"65 bits":   f.Source("x", 65, ghz),
+		"-1 bits":   f.Source("x", -1, ghz),
+		"0 Hz":      f.Source("x", 64, 0),
+		"too fast":  f.Source("x", 1, ghz), // a 1-bit counter at 1 GHz wraps every 2 ns
+		"rate 2^64": f.Source("x", 64, ^uint64(0)),
+	} {
+		c, err := schedclock.New(src)
+		assert.Nil(t, c, name)
+		assert.ErrorIs(t, err, schedclock.ErrInvalidSource, name)
+	}
+
+	// A refused Register changes nothing.
+	c, fc := newFake(t, 64, ghz)
+	fc.Add(1000)
+	before := c.Info()
+	for _, src := range []schedclock.Source{{Name: "nil", Bits: 64, Rate: 2 * ghz}, f.Source("x", 65, 2*ghz), f.Source("x", 64, 0)} {
+		assert.ErrorIs(t, c.Register(src), schedclock.ErrInvalidSource)
+	}
+	assert.Equal(t, before, c.Info())
+	assert.Equal(t, int64(1000), c.Now())
+	fc.Add(1)
+	assert.Equal(t, int64(1001), c.Now())
+}
+
+func TestUpdateNeverMovesTime(t *testing.T) {
+	// 24 MHz: mult is not exact, so each update has a remainder to carry.
+	c, f := newFake(t, 64, 24_000_000)
+	info := c.Info()
+	var total uint64
+	step := uint64(1)
+	for i := 0; i < 2000; i++ {
+		step = step*6364136223846793005 + 1442695040888963407
+		d := step>>40 | 1
+		f.Add(d)
+		total += d
+		before := c.Now()
+		c.Update()
+		assert.Equal(t, before, c.Now(), "update %d moved time", i)
+		require.Equal(t, exactNanos(total, info), before, "after %d updates and %d cycles", i, total)
+	}
+}
+
+func TestWrapsAreFoldedByUpdate(t *testing.T) {
+	for _, bits := range []int{8, 16} {
+		c, f := newFake(t, bits, 1000)
+		info := c.Info()
+		mask := uint64(1)<<bits - 1
+		// Advance by just under half the refresh window each time, so
+		// every wrap is folded, across many wraps.
+		step := uint64(info.RefreshPeriod) / uint64(time.Millisecond)
+		require.NotZero(t, step)
+		var total uint64
+		for i := 0; i < 50; i++ {
+			f.Set((f.Value() + step) & mask)
+			total += step
+			c.Update()
+			require.Equal(t, exactNanos(total, info), c.Now(), "%d-bit after %d cycles", bits, total)
+		}
+		assert.Greater(t, total, 3*mask, "the test must cross several wraps")
+	}
+}
+
+// realtimeCounter counts at rate from a start time, masked to bits: a
+// narrow hardware counter that nobody advances by hand.
+func realtimeCounter(bits int, rate uint64) schedclock.Source {
+	start := time.Now()
+	mask := uint64(1)<<bits - 1
+	return schedclock.Source{Name: "realtime", Bits: bits, Rate: rate, Read: func() uint64 {
+		return uint64(time.Since(start)) * rate / ghz & mask
+	}}
+}
+
+func TestRefresherNeverLosesAWrap(t *testing.T) {
+	for _, tc := range []struct {
+		bits int
+		rate uint64
+	}{{8, 1000}, {16, 100_000}} {
+		t.Run("", func(t *testing.T) {
+			t.Parallel()
+			c, err := schedclock.New(realtimeCounter(tc.bits, tc.rate))
+			require.NoError(t, err)
+			defer c.Close()
+			wrap := time.Duration(uint64(1) << tc.bits * ghz / tc.rate)
+			start := time.Now()
+			startNs := c.Now()
+			last := startNs
+			for time.Since(start) < 4*wrap {
+				now := c.Now()
+				require.GreaterOrEqual(t, now, last, "time went backwards")
+				last = now
+				time.Sleep(wrap / 50)
+			}
+			elapsed := time.Since(start)
+			got := time.Duration(c.Now() - startNs)
+			tick := time.Duration(ghz / tc.rate)
+			// A lost wrap would be a whole wrap period missing.
+			assert.InDelta(t, float64(elapsed), float64(got), float64(wrap/8+2*tick),
+				"elapsed %v, clock advanced %v (wrap every %v)", elapsed, got, wrap)
+		})
+	}
+}
+
+func TestCounterSteppingBackwardsIsClamped(t *testing.T) {
+	c, f := newFake(t, 64, ghz)
+	f.Set(10_000)
+	c.Update()
+	assert.Equal(t, int64(10_000), c.Now())
+	// Below the epoch: read as a negative delta, clamped to the epoch,
+	// never as a jump of centuries.
+	f.Set(9_000)
+	assert.Equal(t, int64(10_000), c.Now())
+	f.Set(0)
+	assert.Equal(t, int64(10_000), c.Now())
+	// An update there re-anchors: time goes on from the epoch value.
+	c.Update()
+	assert.Equal(t, int64(10_000), c.Now())
+	f.Set(500)
+	assert.Equal(t, int64(10_500), c.Now())
+
+	// Narrow counters too: an 8-bit counter one count behind its epoch
+	// reads as 255 counts ahead without the clamp.
+	c8, f8 := newFake(t, 8, 1000)
+	f8.Set(100)
+	c8.Update()
+	at := c8.Now()
+	f8.Set(99)
+	assert.Equal(t, at, c8.Now())
+}
+
+func TestStalledRefresherTakesThe128BitPath(t *testing.T) {
+	for _, rate := range []uint64{ghz, 3 * ghz, 24_000_000} {
+		c, f := newFake(t, 64, rate)
+		info := c.Info()
+		// Far past the point where delta*mult overflows 64 bits: for
+		// 3 GHz that is after about 2.4 hours; this is 2^44 cycles on top
+		// of a first step, hours to days of counter time.
+		for _, cycles := range []uint64{1 << 30, 1<<44 + 12345, 1<<50 + 1} {
+			f.Set(cycles)
+			require.Equal(t, exactNanos(cycles, info), c.Now(), "%d Hz after %d cycles", rate, cycles)
+		}
+		// An update folds it all in, exactly.
+		c.Update()
+		assert.Equal(t, exactNanos(1<<50+1, info), c.Now())
+		f.Add(rate)
+		assert.Equal(t, exactNanos(1<<50+1+rate, info), c.Now())
+	}
+}
+
+func TestRegisterKeepsTimeContinuous(t *testing.T) {
+	c, a := newFake(t, 64, ghz)
+	a.Add(5000)
+	before := c.Now()
+
+	b := &schedclock.FakeCounter{}
+	b.Set(987654321)
+	require.NoError(t, c.Register(b.Source("b", 64, 3*ghz)))
+	assert.Equal(t, before, c.Now(), "time moved at the switch")
+	assert.Equal(t, "b", c.Info().Source)
+
+	// The old counter no longer matters; the new one drives the clock.
+	a.Add(1_000_000)
+	assert.Equal(t, before, c.Now())
+	b.Add(3000)
+	assert.InDelta(t, before+1000, c.Now(), 1)
+
+	// Equal rate replaces too.
+	d := &schedclock.FakeCounter{}
+	at := c.Now()
+	require.NoError(t, c.Register(d.Source("d", 32, 3*ghz)))
+	assert.Equal(t, at, c.Now())
+	assert.Equal(t, "d", c.Info().Source)
+	assert.Equal(t, 32, c.Info().Bits)
+}
+
+func TestRegisterFromJiffiesToAFineSource(t *testing.T) {
+	// A 100 Hz counter moves in 10 ms steps; the switch to a fine counter
+	// continues from the value the coarse clock had reached.
+	c, j := newFake(t, 32, 100)
+	j.Add(7)
+	before := c.Now()
+	assert.Equal(t, int64(70*time.Millisecond), before)
+	fine := &schedclock.FakeCounter{}
+	fine.Set(42)
+	require.NoError(t, c.Register(fine.Source("fine", 64, ghz)))
+	assert.Equal(t, before, c.Now())
+	fine.Add(1234)
+	assert.Equal(t, before+1234, c.Now())
+	// The jiffy counter ticking after the switch changes nothing.
+	j.Add(1)
+	assert.Equal(t, before+1234, c.Now())
+
+	// And with the package's own jiffy source and a real clock.
+	jiffies, err := schedclock.NewJiffies(1000)
+	require.NoError(t, err)
+	defer jiffies.Stop()
+	rc, err := schedclock.New(jiffies.Source())
+	require.NoError(t, err)
+	defer rc.Close()
+	time.Sleep(20 * time.Millisecond)
+	last := rc.Now()
+	assert.Greater(t, last, int64(5*time.Millisecond), "jiffies did not advance")
+	require.NoError(t, rc.Register(schedclock.Portable()))
+	for i := 0; i < 1000; i++ {
+		now := rc.Now()
+		require.GreaterOrEqual(t, now, last)
+		last = now
+	}
+}
+
+func TestRegisterSlowerSourceIsRefused(t *testing.T) {
+	c, a := newFake(t, 64, ghz)
+	a.Add(100)
+	before := c.Info()
+	slow := &schedclock.FakeCounter{}
+	err := c.Register(slow.Source("slow", 64, ghz-1))
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, schedclock.ErrSlowerSource))
+	assert.Contains(t, err.Error(), "slow")
+	assert.Equal(t, before, c.Info())
+	a.Add(100)
+	assert.Equal(t, int64(200), c.Now(), "the old source must still drive the clock")
+}
+
+func TestSuspendFreezesAndResumeSkipsTheGap(t *testing.T) {
+	c, f := newFake(t, 64, ghz)
+	f.Add(1000)
+	before := c.Now()
+	c.Suspend()
+	assert.True(t, c.Info().Suspended)
+	readsAtSuspend := f.Reads()
+	f.Add(5 * ghz)
+	assert.Equal(t, before, c.Now())
+	c.Suspend() // idempotent
+	c.Update()  // no-op while suspended
+	f.StepBack(7 * ghz)
+	assert.Equal(t, before, c.Now())
+	assert.Equal(t, readsAtSuspend, f.Reads(), "a suspended clock must not read the counter")
+
+	c.Resume()
+	assert.False(t, c.Info().Suspended)
+	assert.Equal(t, before, c.Now())
+	f.Add(250)
+	assert.Equal(t, before+250, c.Now())
+	c.Resume() // idempotent
+	assert.Equal(t, before+250, c.Now())
+}
+
+func TestRegisterWhileSuspended(t *testing.T) {
+	c, f := newFake(t, 64, ghz)
+	f.Add(1000)
+	c.Suspend()
+	b := &schedclock.FakeCounter{}
+	b.Set(1 << 40)
+	require.NoError(t, c.Register(b.Source("b", 64, 2*ghz)))
+	b.Add(1000)
+	assert.Equal(t, int64(1000), c.Now(), "still suspended")
+	c.Resume()
+	assert.Equal(t, int64(1000), c.Now())
+	b.Add(2000)
+	assert.Equal(t, int64(2000), c.Now())
+}
+
+func TestClose(t *testing.T) {
+	base := runtime.NumGoroutine()
+	f := &schedclock.FakeCounter{}
+	c, err := schedclock.New(f.Source("fake", 64, ghz))
+	require.NoError(t, err)
+	f.Add(10)
+	require.NoError(t, c.Close())
+	assert.ErrorIs(t, c.Close(), schedclock.ErrClosed)
+	assert.True(t, c.Info().Closed)
+
+	// Now keeps answering.
+	f.Add(10)
+	assert.Equal(t, int64(20), c.Now())
+	// Mutators are refused or do nothing, and change nothing.
+	g := &schedclock.FakeCounter{}
+	assert.ErrorIs(t, c.Register(g.Source("g", 64, 2*ghz)), schedclock.ErrClosed)
+	c.Update()
+	c.Suspend()
+	assert.False(t, c.Info().Suspended)
+	c.Resume()
+	assert.Equal(t, "fake", c.Info().Source)
+	f.Add(10)
+	assert.Equal(t, int64(30), c.Now())
+
+	// No goroutine is left behind.
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), base)
+}
+
+func TestJiffies(t *testing.T) {
+	_, err := schedclock.NewJiffies(0)
+	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
+	_, err = schedclock.NewJiffies(schedclock.MaxHZ + 1)
+	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
+
+	j, err := schedclock.NewJiffies(1000)
+	require.NoError(t, err)
+	time.Sleep(30 * time.Millisecond)
+	j.Stop()
+	n := j.Read()
+	assert.GreaterOrEqual(t, n, uint64(20))
+	assert.LessOrEqual(t, n, uint64(1000), "a stopped 1000 Hz counter counted %d in 30 ms", n)
+	time.Sleep(5 * time.Millisecond)
+	assert.Equal(t, n, j.Read(), "a stopped counter must not move")
+	j.Stop() // idempotent
+	src := j.Source()
+	assert.Equal(t, uint64(1000), src.Rate)
+	assert.Equal(t, n, src.Read())
+}
+
+func TestNowAllocatesNothing(t *testing.T) {
+	c, f := newFake(t, 64, ghz)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { f.Add(1); c.Now() }))
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { schedclock.Now() }))
+	c.Suspend()
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { c.Now() }))
+}
+
+// TestNowIsMonotonicUnderConcurrentWriters hammers a clock with readers
+// while a writer switches sources and rates, suspends, resumes and
+// updates as fast as it can. Every reader checks that it never gets less
+// than a value some reader returned before its call began (happens-before
+// order, across goroutines).
+func TestNowIsMonotonicUnderConcurrentWriters(t *testing.T) {
+	var trueTime atomic.Uint64
+	counters := make([]schedclock.Source, 4)
+	rates := []uint64{100, 24_000_000, ghz, 3 * ghz}
+	for i, r := range rates {
+		r := r
+		// Each counter follows trueTime at its own real rate.
+		counters[i] = schedclock.Source{Name: "c", Bits: 64, Rate: r, Read: func() uint64 { return trueTime.Load() * r / ghz }}
+	}
+	c, err := schedclock.New(counters[0])
+	require.NoError(t, err)
+	defer c.Close()
+
+	var stop atomic.Bool
+	var highest atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for r := 0; r < 3; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				floor := highest.Load()
+				now := c.Now()
+				if now < floor {
+					errs <- "backwards"
+					return
+				}
+				for cur := highest.Load(); now > cur && !highest.CompareAndSwap(cur, now); cur = highest.Load() {
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			trueTime.Add(37)
+		}
+	}()
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for i := 0; time.Now().Before(deadline); i++ {
+		switch i % 5 {
+		case 0, 1:
+			// Rates only go up through Register; start over when at the top.
+			next := counters[(i/5)%len(counters)]
+			if err := c.Register(next); err != nil {
+				require.ErrorIs(t, err, schedclock.ErrSlowerSource)
+			}
+		case 2:
+			c.Update()
+		case 3:
+			c.Suspend()
+		case 4:
+			c.Resume()
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}

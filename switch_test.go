@@ -1,0 +1,159 @@
+package schedclock
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// timeline drives counters from one true time, so that a test can let
+// time pass while the writer is stopped.
+type timeline struct{ ns atomic.Uint64 }
+
+// counter returns a counter that really ticks at rate Hz, declared with
+// declared Hz (they differ to model a wrong or refined rate).
+func (tl *timeline) counter(name string, bits int, rate, declared uint64) Source {
+	mask := maskOf(bits)
+	offset := uint64(len(name)) * 1e12 // counters do not start together
+	return Source{Name: name, Bits: bits, Rate: declared, Read: func() uint64 {
+		t := tl.ns.Load()
+		return (t/1e9*rate + t%1e9*rate/1e9 + offset) & mask
+	}}
+}
+
+type writerCase struct {
+	name string
+	from Source
+	op   func(c *Clock)
+	// after checks the clock's pace once the operation is done: over
+	// a true second, it must advance by about this much.
+	pace time.Duration
+}
+
+func writerCases(tl *timeline) []writerCase {
+	fast := tl.counter("fast", 64, 3e9, 3e9)
+	jiffy := tl.counter("jiffy", 32, 100, 100)
+	tsc := tl.counter("tsc", 64, 2_100_000_000, 2_100_000_000)
+	retune := func(c *Clock, rate uint64) {
+		src := c.src
+		src.Rate = rate
+		conv, err := newConversion(src)
+		if err != nil {
+			panic(err)
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.switchLocked(src, conv, RateRefined, 0)
+	}
+	register := func(src Source) func(*Clock) {
+		return func(c *Clock) {
+			if err := c.Register(src); err != nil {
+				panic(err)
+			}
+		}
+	}
+	return []writerCase{
+		{"jiffies to fine counter", jiffy, register(fast), time.Second},
+		{"fine counter to another", tsc, register(fast), time.Second},
+		{"fine counter to jiffies (slower, internal)", fast, func(c *Clock) {
+			conv, _ := newConversion(jiffy)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.switchLocked(jiffy, conv, RateDeclared, 0)
+		}, time.Second},
+		// The counter really runs at 2.1 GHz; its declared rate is
+		// refined up (a slower line) or down (a faster line).
+		{"same counter, slower line", tl.counter("tsc", 64, 2_100_000_000, 2_000_000_000), func(c *Clock) { retune(c, 2_100_000_000) }, time.Second},
+		{"same counter, faster line", tl.counter("tsc", 64, 2_100_000_000, 2_200_000_000), func(c *Clock) { retune(c, 2_100_000_000) }, time.Second},
+		{"suspend", tsc, (*Clock).Suspend, 0},
+		{"suspend and resume", tsc, func(c *Clock) { c.Suspend(); c.Resume() }, time.Second},
+		{"update", tsc, (*Clock).Update, time.Second},
+	}
+}
+
+// TestWriterStoppedAtEveryStep stops the writer at each of its steps in
+// every kind of publication, lets true time run on while it is stopped,
+// and reads the clock from another goroutine there. Every reader must
+// finish without the writer, and the whole sequence of readings, in
+// happens-before order, must never decrease.
+func TestWriterStoppedAtEveryStep(t *testing.T) {
+	tl := &timeline{}
+	tl.ns.Store(1e9)
+	for _, tc := range writerCases(tl) {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(tc.from)
+			require.NoError(t, err)
+			defer c.Close()
+			var readings []int64
+			var where []string
+			read := func(at string) {
+				done := make(chan int64)
+				go func() { done <- c.Now() }()
+				select {
+				case v := <-done:
+					readings = append(readings, v)
+					where = append(where, at)
+				case <-time.After(5 * time.Second):
+					t.Fatalf("a reader waited for the writer stopped at %s", at)
+				}
+			}
+			// Let true time run in uneven steps, from 1 ns to 30 ms, while
+			// the writer is stopped, reading in between.
+			passTime := func(at string) {
+				for _, d := range []uint64{1, 7, 333, 100_000, 3e6, 30e6} {
+					tl.ns.Add(d)
+					read(at)
+				}
+			}
+			passTime("before")
+			steps := 0
+			SetStep(c, func(step string) {
+				steps++
+				passTime(step)
+			})
+			tc.op(c)
+			SetStep(c, nil)
+			require.NotZero(t, steps)
+			passTime("after")
+			for i := 1; i < len(readings); i++ {
+				require.GreaterOrEqual(t, readings[i], readings[i-1],
+					"time went backwards from %d (at %s) to %d (at %s)", readings[i-1], where[i-1], readings[i], where[i])
+			}
+			start := c.Now()
+			tl.ns.Add(1e9)
+			assert.InDelta(t, float64(tc.pace), float64(c.Now()-start), 10e6, "pace after the operation")
+		})
+	}
+}
+
+// TestSwitchFreezesAtTheFirstReadAfterPublication checks the heart of the
+// switch protocol: a reader that arrives first after the freezer is
+// published pins the switch point, and the writer then uses that point.
+func TestSwitchFreezesAtTheFirstReadAfterPublication(t *testing.T) {
+	tl := &timeline{}
+	jiffy := tl.counter("jiffy", 32, 100, 100)
+	fine := tl.counter("fine", 64, 1e9, 1e9)
+	c, err := New(jiffy)
+	require.NoError(t, err)
+	defer c.Close()
+	tl.ns.Add(25e6) // 2.5 jiffies: the jiffy clock reads 20 ms
+	require.Equal(t, int64(20e6), c.Now())
+	var pinned int64
+	SetStep(c, func(step string) {
+		if step == "switch.frozen" {
+			tl.ns.Add(10e6) // a jiffy ticks while the writer is stopped
+			pinned = c.Now()
+			tl.ns.Add(50e6)
+			assert.Equal(t, pinned, c.Now(), "the frozen bank must read one value")
+		}
+	})
+	require.NoError(t, c.Register(fine))
+	SetStep(c, nil)
+	assert.Equal(t, int64(30e6), pinned, "the reader pinned the switch at the jiffy it read")
+	// The new line starts from the pinned value at the fine counter's
+	// value of that same moment: the 50 ms the writer was stopped count.
+	assert.Equal(t, pinned+50e6, c.Now())
+}
