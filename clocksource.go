@@ -13,11 +13,10 @@ import (
 // shift are chosen so that an hour of cycles times mult fits 64 bits.
 const maxConversionSeconds = 3600
 
-// maxShift bounds shift so that mult, shift and the carried remainder
-// (which is below 1<<shift) pack into one 64-bit word of the latch; see
-// packScale. clocksMultShift never exceeds 23 with maxsec 3600 and
-// to = 1e9 (TestMultShiftAlwaysPacks checks it over the whole rate range).
-const maxShift = 24
+// maxShift bounds shift: the carried remainder is below 1<<shift and
+// must fit 64 bits comfortably. clocksMultShift stays far below it with
+// maxsec 3600 and to = 1e9 (TestMultShiftBounds checks the rate range).
+const maxShift = 32
 
 // clocksMultShift is clocks_calc_mult_shift(): the largest shift (at most
 // 32) whose rounded mult = (to<<shift + from/2) / from keeps
@@ -74,6 +73,8 @@ func newConversion(src Source) (conversion, error) {
 	}
 	return conv, nil
 }
+
+func bitsOf(mask uint64) int { return bits.Len64(mask) }
 
 func maskOf(bitCount int) uint64 {
 	return ^uint64(0) >> (64 - uint(bitCount))

@@ -39,7 +39,7 @@ import (
 // sees the protocol as it is, and on amd64 and arm64 an atomic load is a
 // plain MOV or an LDAR.
 //
-// Layout: seq and bank 0 fill exactly one 64-byte cache line, and that
+// Layout: seq and bank 0 fit one 64-byte cache line, and that
 // line is 64-byte aligned (the latch is the first field of a Clock, whose
 // size is a multiple of 64 bytes and so lands on a 64-byte boundary in
 // Go's size classes; TestLatchLayout checks both), so an ordinary read
@@ -51,47 +51,44 @@ type latch struct {
 	banks [2]bank
 }
 
-// bank is one copy of the read data (the kernel's clock_read_data). All
-// but capDelta are hot: every Now loads them.
+// bank is one copy of the read data (the kernel's clock_read_data),
+// arranged so that the arithmetic after the counter read is as short as
+// it can be: with base = frac - epochCyc*mult (mod 2^64),
+//
+//	ns = epochNs + (cyc*mult + base) >> shift
+//
+// equals epochNs + ((cyc-epochCyc)*mult + frac) >> shift exactly whenever
+// cyc-epochCyc is at most fastMax, so the subtraction and the mask leave
+// the dependency chain behind the counter read: only a multiply, two
+// adds and a shift follow it. Everything else goes to slowNanos.
 type bank struct {
 	// read is the counter's read function, stored as the func value's
 	// pointer so it can be loaded atomically (see funcPtr).
 	read unsafe.Pointer
-	// epochCyc and epochNs are the anchor: the clock read epochNs (plus
-	// scale's remainder) when the counter read epochCyc.
+	// The clock read epochNs plus frac*2^-shift ns when the counter read
+	// epochCyc (masked to the counter's width).
 	epochCyc atomic.Uint64
 	epochNs  atomic.Int64
-	// mask keeps the low Bits bits of the counter.
-	mask atomic.Uint64
-	// fastMax is the largest delta the fast path may convert: beyond it
-	// the delta is negative (counter below epochCyc), overflows 64 bits
-	// when multiplied, or passes capDelta.
+	// fastMax is the largest cyc-epochCyc the fast path may convert,
+	// computed without the mask: beyond it the delta is negative (counter
+	// below epochCyc), has wrapped (a narrow counter), overflows 64 bits
+	// when multiplied, or the counter set bits above its width.
 	fastMax atomic.Uint64
-	// scale packs mult, shift and the carried remainder; see packScale.
+	// base is frac - epochCyc*mult, modulo 2^64.
+	base atomic.Uint64
+	// scale packs mult, shift and the counter width; see packScale.
 	scale atomic.Uint64
-	// capDelta, the largest delta the line may reach, is read only on the
-	// slow path. It is ^0 (no limit) except for frozen lines.
-	capDelta atomic.Uint64
+	_     [8]byte // bank 1 starts a cache line of its own
 }
 
-// noCap is capDelta's value for a line without a limit.
-const noCap = ^uint64(0)
-
-// scale layout: mult in bits 63..32, shift in bits 31..24, the remainder
-// (below 1<<shift, so below 1<<maxShift) in bits 23..0. One load brings
-// all three, keeping seq and bank 0 within one cache line.
-const (
-	scaleMultShift  = 32
-	scaleShiftShift = 24
-	scaleFracMask   = 1<<scaleShiftShift - 1
-)
-
-func packScale(mult, shift uint32, frac uint64) uint64 {
-	return uint64(mult)<<scaleMultShift | uint64(shift)<<scaleShiftShift | frac
+// scale layout: mult in bits 63..32, shift in bits 15..8, the counter
+// width in bits 7..0.
+func packScale(mult, shift uint32, width uint64) uint64 {
+	return uint64(mult)<<32 | uint64(shift)<<8 | width
 }
 
-func unpackScale(scale uint64) (mult, shift uint32, frac uint64) {
-	return uint32(scale >> scaleMultShift), uint32(scale>>scaleShiftShift) & 0xff, scale & scaleFracMask
+func unpackScale(scale uint64) (mult, shift uint32, mask uint64) {
+	return uint32(scale >> 32), uint32(scale>>8) & 0xff, maskOf(int(scale & 0xff))
 }
 
 // line is the writer's description of what a bank holds: the linear map
@@ -102,25 +99,22 @@ type line struct {
 	epochCyc uint64
 	epochNs  int64
 	frac     uint64 // remainder in 2^-shift ns, always < 1<<shift
-	capDelta uint64
 }
 
 // at evaluates the line at counter value cyc exactly as readers do, and
 // also returns the sub-nanosecond remainder so that a new epoch can carry
 // it (which is what makes Update exact).
 func (ln *line) at(cyc uint64) (ns int64, frac uint64) {
-	delta := clampDelta((cyc-ln.epochCyc)&ln.conv.mask, ln.conv.mask, ln.capDelta)
-	hi, lo := mulAdd(delta, ln.conv.mult, ln.frac)
+	hi, lo := mulAdd(clampDelta((cyc-ln.epochCyc)&ln.conv.mask, ln.conv.mask), ln.conv.mult, ln.frac)
 	return ln.epochNs + int64(shiftRight128(hi, lo, ln.conv.shift)), lo & (uint64(1)<<ln.conv.shift - 1)
 }
 
-// clampDelta reads a delta in the negative zone as 0 and limits the rest
-// to capDelta.
-func clampDelta(delta, mask, capDelta uint64) uint64 {
+// clampDelta reads a delta in the negative zone as 0.
+func clampDelta(delta, mask uint64) uint64 {
 	if delta >= negativeFrom(mask) {
 		return 0
 	}
-	return min(delta, capDelta)
+	return delta
 }
 
 // mulAdd returns delta*mult + frac in 128 bits.
@@ -139,14 +133,12 @@ func (b *bank) store(ln *line, step func(string)) {
 	step("bank.epochCyc")
 	b.epochNs.Store(ln.epochNs)
 	step("bank.epochNs")
-	b.mask.Store(ln.conv.mask)
-	step("bank.mask")
-	b.fastMax.Store(min(ln.conv.window(), ln.capDelta))
+	b.fastMax.Store(ln.conv.window())
 	step("bank.fastMax")
-	b.scale.Store(packScale(ln.conv.mult, ln.conv.shift, ln.frac))
+	b.base.Store(ln.frac - ln.epochCyc*uint64(ln.conv.mult))
+	step("bank.base")
+	b.scale.Store(packScale(ln.conv.mult, ln.conv.shift, uint64(bitsOf(ln.conv.mask))))
 	step("bank.scale")
-	b.capDelta.Store(ln.capDelta)
-	step("bank.capDelta")
 }
 
 // publish makes ln the data readers use, in the latch's four steps.
@@ -160,17 +152,19 @@ func (l *latch) publish(ln *line, step func(string)) {
 	step("seq.even")
 }
 
-// slowNanos handles the deltas the fast path refuses: negative ones
-// (clamped to 0), ones past the bank's cap, and ones whose product with
-// mult overflows 64 bits (the 128-bit path, for a refresher stalled past
-// the overflow horizon or a clock that is no longer refreshed).
+// slowNanos converts the counter values the fast path refuses: below the
+// epoch (clamped to it), past a narrow counter's wrap (masked), with bits
+// set above the counter's width (masked), and so far past the epoch that
+// delta*mult overflows 64 bits (the 128-bit path, for a refresher stalled
+// past the overflow horizon or a clock that is no longer refreshed).
 //
 //go:noinline
-func (b *bank) slowNanos(delta uint64, epochNs int64, mask, scale uint64) int64 {
-	mult, shift, frac := unpackScale(scale)
-	delta = clampDelta(delta, mask, b.capDelta.Load())
-	hi, lo := mulAdd(delta, mult, frac)
-	return epochNs + int64(shiftRight128(hi, lo, shift))
+func (b *bank) slowNanos(cyc, scale uint64) int64 {
+	mult, shift, mask := unpackScale(scale)
+	epochCyc := b.epochCyc.Load()
+	frac := b.base.Load() + epochCyc*uint64(mult)
+	hi, lo := mulAdd(clampDelta((cyc-epochCyc)&mask, mask), mult, frac)
+	return b.epochNs.Load() + int64(shiftRight128(hi, lo, shift))
 }
 
 // funcPtr and ptrFunc convert a func value to and from the pointer it is

@@ -18,6 +18,13 @@ func TestLatchLayout(t *testing.T) {
 	assert.Equal(t, uintptr(8), unsafe.Offsetof(latch{}.banks))
 	assert.Equal(t, uintptr(56), unsafe.Sizeof(bank{}))
 	assert.Equal(t, uintptr(64), unsafe.Offsetof(latch{}.banks)+unsafe.Sizeof(bank{}))
+	// Every field a reader loads on the fast path is within the first line.
+	b := &latch{}
+	for _, f := range []unsafe.Pointer{unsafe.Pointer(&b.banks[0].read), unsafe.Pointer(&b.banks[0].epochCyc),
+		unsafe.Pointer(&b.banks[0].epochNs), unsafe.Pointer(&b.banks[0].fastMax), unsafe.Pointer(&b.banks[0].base),
+		unsafe.Pointer(&b.banks[0].scale)} {
+		assert.Less(t, uintptr(f)-uintptr(unsafe.Pointer(b))+8, uintptr(65))
+	}
 	// The latch opens the Clock, and the Clock is a 64-byte multiple size
 	// class, so live latches are 64-byte aligned.
 	assert.Equal(t, uintptr(0), unsafe.Offsetof(Clock{}.latch))
@@ -39,22 +46,22 @@ func TestLatchLayout(t *testing.T) {
 func TestScalePacking(t *testing.T) {
 	for _, tc := range []struct {
 		mult, shift uint32
-		frac        uint64
-	}{{1, 1, 0}, {4096000000, 10, 1023}, {699051, 21, 1<<21 - 1}, {^uint32(0), maxShift, 1<<maxShift - 1}} {
-		m, s, f := unpackScale(packScale(tc.mult, tc.shift, tc.frac))
+		bits        int
+	}{{1, 1, 1}, {4096000000, 10, 64}, {699051, 21, 56}, {^uint32(0), maxShift, 8}} {
+		m, s, mask := unpackScale(packScale(tc.mult, tc.shift, uint64(tc.bits)))
 		assert.Equal(t, tc.mult, m)
 		assert.Equal(t, tc.shift, s)
-		assert.Equal(t, tc.frac, f)
+		assert.Equal(t, maskOf(tc.bits), mask)
 	}
 }
 
 // snapshot reads the bank readers would use, by the reader protocol.
-func (l *latch) snapshot() (ln [7]uint64) {
+func (l *latch) snapshot() (ln [6]uint64) {
 	for {
 		seq := l.seq.Load()
 		b := &l.banks[seq&1]
-		ln = [7]uint64{uint64(uintptr(atomic.LoadPointer(&b.read))), b.epochCyc.Load(), uint64(b.epochNs.Load()),
-			b.mask.Load(), b.fastMax.Load(), b.scale.Load(), b.capDelta.Load()}
+		ln = [6]uint64{uint64(uintptr(atomic.LoadPointer(&b.read))), b.epochCyc.Load(), uint64(b.epochNs.Load()),
+			b.fastMax.Load(), b.base.Load(), b.scale.Load()}
 		if l.seq.Load() == seq {
 			return ln
 		}
@@ -63,11 +70,12 @@ func (l *latch) snapshot() (ln [7]uint64) {
 
 // consistent reports whether a snapshot is one of the lines written by
 // testLine: every field is derived from the same k.
-func consistent(s [7]uint64, reads []func() uint64) bool {
+func consistent(s [6]uint64, reads []func() uint64) bool {
 	k := s[1]
 	want := testLine(k, reads)
-	return s == [7]uint64{uint64(uintptr(funcPtr(want.read))), want.epochCyc, uint64(want.epochNs),
-		want.conv.mask, min(want.conv.window(), want.capDelta), packScale(want.conv.mult, want.conv.shift, want.frac), want.capDelta}
+	return s == [6]uint64{uint64(uintptr(funcPtr(want.read))), want.epochCyc, uint64(want.epochNs),
+		want.conv.window(), want.frac - want.epochCyc*uint64(want.conv.mult),
+		packScale(want.conv.mult, want.conv.shift, uint64(bitsOf(want.conv.mask)))}
 }
 
 func testLine(k uint64, reads []func() uint64) line {
@@ -77,7 +85,6 @@ func testLine(k uint64, reads []func() uint64) line {
 		epochCyc: k,
 		epochNs:  int64(3 * k),
 		frac:     k % 2,
-		capDelta: noCap - k%3,
 	}
 }
 
@@ -130,7 +137,7 @@ func TestLatchWriterStoppedAtEveryStep(t *testing.T) {
 	var steps []string
 	l.publish(&next, func(step string) {
 		steps = append(steps, step)
-		done := make(chan [7]uint64)
+		done := make(chan [6]uint64)
 		go func() { done <- l.snapshot() }()
 		select {
 		case s := <-done:
@@ -143,5 +150,5 @@ func TestLatchWriterStoppedAtEveryStep(t *testing.T) {
 			t.Fatalf("a reader waited for the writer stopped after %s", step)
 		}
 	})
-	assert.Len(t, steps, 16)
+	assert.Len(t, steps, 14)
 }

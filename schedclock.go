@@ -68,7 +68,7 @@ func newClock(src Source, origin RateOrigin, errPPM float64) (*Clock, error) {
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		step: noStep,
 	}}
-	c.cur = line{read: src.Read, conv: conv, epochCyc: src.Read() & conv.mask, capDelta: noCap}
+	c.cur = line{read: src.Read, conv: conv, epochCyc: src.Read() & conv.mask}
 	c.latch.publish(&c.cur, c.step)
 	c.period.Store(int64(conv.refreshPeriod()))
 	go c.refreshLoop()
@@ -79,23 +79,31 @@ func newClock(src Source, origin RateOrigin, errPPM float64) (*Clock, error) {
 // writer, never allocates, and never returns less than a call that
 // happened before it (given a counter that is monotonic across CPUs).
 func (c *Clock) Now() int64 {
+	if ns, ok := tscNow(&c.latch); ok {
+		return ns
+	}
+	return c.now()
+}
+
+// now is the reader side of the latch (see latch) for any counter. On
+// amd64, tscNow does the same for the TSC in assembly.
+func (c *Clock) now() int64 {
 	for {
 		seq := c.latch.seq.Load()
 		b := &c.latch.banks[seq&1]
-		read := ptrFunc(atomic.LoadPointer(&b.read))
-		epochCyc := b.epochCyc.Load()
-		epochNs := b.epochNs.Load()
-		mask := b.mask.Load()
-		fastMax := b.fastMax.Load()
+		// The counter is read after seq and the read function are loaded
+		// (the read function orders it so) and before seq is checked
+		// again. The rest of the bank is loaded after it: while seq does
+		// not change, the bank is the one published before the first load
+		// of seq, so its epochCyc was read before this counter value, and
+		// loading it late keeps it out of the counter read's way.
+		cyc := ptrFunc(atomic.LoadPointer(&b.read))()
 		scale := b.scale.Load()
-		// The counter is read after the bank (the read function orders it
-		// so) and before seq is checked again.
-		delta := (read() - epochCyc) & mask
 		var ns int64
-		if delta <= fastMax {
-			ns = epochNs + int64((delta*(scale>>scaleMultShift)+scale&scaleFracMask)>>(scale>>scaleShiftShift&63))
+		if cyc-b.epochCyc.Load() <= b.fastMax.Load() {
+			ns = b.epochNs.Load() + int64((cyc*(scale>>32)+b.base.Load())>>(scale>>8&63))
 		} else {
-			ns = b.slowNanos(delta, epochNs, mask, scale)
+			ns = b.slowNanos(cyc, scale)
 		}
 		if c.latch.seq.Load() == seq {
 			return ns
@@ -223,7 +231,7 @@ func (c *Clock) switchLine(next func() uint64, conv conversion, sameCounter bool
 	c.step("switch.fixed")
 	ns, frac := frozen.at(oldCyc)
 	ns, frac = rescaleFrac(ns, frac, frozen.conv.shift, conv.shift)
-	c.publishLocked(line{read: next, conv: conv, epochCyc: nextCyc & conv.mask, epochNs: ns, frac: frac, capDelta: noCap})
+	c.publishLocked(line{read: next, conv: conv, epochCyc: nextCyc & conv.mask, epochNs: ns, frac: frac})
 	c.step("switch.published")
 }
 

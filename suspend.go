@@ -39,7 +39,7 @@ func (c *Clock) Resume() {
 	// Anchoring at a counter value read before the publication means
 	// every reader of the new line reads at least V.
 	cyc := c.src.Read()
-	c.publishLocked(line{read: c.src.Read, conv: c.conv, epochCyc: cyc & c.conv.mask, epochNs: c.cur.epochNs, frac: c.cur.frac, capDelta: noCap})
+	c.publishLocked(line{read: c.src.Read, conv: c.conv, epochCyc: cyc & c.conv.mask, epochNs: c.cur.epochNs, frac: c.cur.frac})
 	c.suspended = false
 	c.step("resume.published")
 }
@@ -52,5 +52,5 @@ func readSuspended() uint64 { return 0 }
 // remainder, which the caller has already evaluated), in conversion conv.
 func frozenLine(ln line, conv conversion) line {
 	ns, frac := rescaleFrac(ln.epochNs, ln.frac, ln.conv.shift, conv.shift)
-	return line{read: readSuspended, conv: conv, epochNs: ns, frac: frac, capDelta: noCap}
+	return line{read: readSuspended, conv: conv, epochNs: ns, frac: frac}
 }
