@@ -1,0 +1,20 @@
+package schedclock
+
+import (
+	"fmt"
+	"runtime"
+)
+
+// probeHardware returns this machine's hardware counter without blocking:
+// the TSC on amd64, CNTVCT_EL0 on arm64. When the rate must be measured,
+// src.Rate is 0 and origin is RateMeasured. err wraps ErrUnsupported or
+// ErrUntrusted and says why when there is no counter to use.
+func probeHardware() (src Source, origin RateOrigin, errPPM float64, err error) {
+	switch runtime.GOARCH {
+	case "amd64":
+		return probeTSC()
+	case "arm64":
+		return probeCNTVCT()
+	}
+	return Source{}, 0, 0, fmt.Errorf("%w: no hardware counter for GOARCH=%s", ErrUnsupported, runtime.GOARCH)
+}

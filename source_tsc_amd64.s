@@ -1,0 +1,74 @@
+//go:build gc && !purego
+
+#include "go_asm.h"
+#include "textflag.h"
+
+// func readTSC() uint64
+TEXT ·readTSC(SB), NOSPLIT|NOFRAME, $0-8
+	LFENCE // RDTSC waits until the earlier loads of the latch bank have completed.
+	RDTSC
+	SHLQ $32, DX
+	ORQ  DX, AX
+	MOVQ AX, ret+0(FP)
+	RET
+
+// func cpuidAsm(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
+TEXT ·cpuidAsm(SB), NOSPLIT|NOFRAME, $0-24
+	MOVL eaxArg+0(FP), AX
+	MOVL ecxArg+4(FP), CX
+	CPUID
+	MOVL AX, eax+8(FP)
+	MOVL BX, ebx+12(FP)
+	MOVL CX, ecx+16(FP)
+	MOVL DX, edx+20(FP)
+	RET
+
+// tscNow is Clock.Now for a latch whose current bank reads the TSC: the
+// whole reader protocol of latch.go in registers, because a Go call to the
+// read function would make the compiler spill and reload every live value
+// around it. It gives up (ok false) when the bank reads another counter
+// or the delta is outside the fast path's range; Clock.Now then takes the
+// general path. It never waits: it retries only if seq changed.
+//
+// func tscNow(l *latch) (ns int64, ok bool)
+TEXT ·tscNow(SB), NOSPLIT|NOFRAME, $0-17
+	MOVQ l+0(FP), DI
+	MOVQ ·tscReadPtr(SB), R8
+
+retry:
+	MOVQ latch_seq(DI), R9
+	LEAQ latch_banks(DI), SI
+	TESTQ $1, R9
+	JEQ  bank0
+	ADDQ $bank__size, SI
+
+bank0:
+	CMPQ   bank_read(SI), R8
+	JNE    giveup
+	LFENCE // RDTSC waits until the loads of seq and of the bank's read function have completed.
+	RDTSC
+	SHLQ   $32, DX
+	ORQ    DX, AX
+	MOVQ   AX, DX
+	SUBQ   bank_epochCyc(SI), DX
+	CMPQ   DX, bank_fastMax(SI)
+	JHI    giveup
+	MOVQ   AX, R10
+	ANDQ   $0, R10 // R10 = 0, data-dependent on the counter value: the seq re-check below cannot be satisfied before RDTSC has read the counter.
+	MOVQ   bank_scale(SI), CX
+	MOVQ   CX, BX
+	SHRQ   $32, BX
+	IMULQ  BX, AX
+	ADDQ   bank_base(SI), AX
+	SHRQ   $8, CX
+	SHRQ   CX, AX
+	ADDQ   bank_epochNs(SI), AX
+	CMPQ   R9, latch_seq(DI)(R10*1)
+	JNE    retry
+	MOVQ   AX, ns+8(FP)
+	MOVB   $1, ok+16(FP)
+	RET
+
+giveup:
+	MOVB $0, ok+16(FP)
+	RET
