@@ -2,10 +2,7 @@
 
 package schedclock
 
-import (
-	"runtime"
-	"unsafe"
-)
+import "runtime"
 
 // tscSupported reports whether this build has the TSC assembly.
 const tscSupported = false
@@ -13,9 +10,6 @@ const tscSupported = false
 // tscReader is never called when tscSupported is false: there is no
 // counter to read in this build.
 func tscReader() func() uint64 { return nil }
-
-// tscReadPtr matches no bank's read function in this build.
-var tscReadPtr unsafe.Pointer
 
 // tscNow never applies in this build.
 func tscNow(*latch) (int64, bool) { return 0, false }
