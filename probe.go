@@ -18,3 +18,15 @@ func probeHardware() (src Source, origin RateOrigin, errPPM float64, err error) 
 	}
 	return Source{}, 0, 0, fmt.Errorf("%w: no hardware counter for GOARCH=%s", ErrUnsupported, runtime.GOARCH)
 }
+
+// noAsmReason says which half of the assembly's build tag (gc && !purego,
+// on arch) excluded it from this build.
+func noAsmReason(arch string) string {
+	switch {
+	case runtime.GOARCH != arch:
+		return "not " + arch + " (GOARCH=" + runtime.GOARCH + ")"
+	case runtime.Compiler != "gc":
+		return "built with " + runtime.Compiler + ", not gc"
+	}
+	return "built with the purego tag"
+}

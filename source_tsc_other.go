@@ -2,8 +2,6 @@
 
 package schedclock
 
-import "runtime"
-
 // tscSupported reports whether this build has the TSC assembly.
 const tscSupported = false
 
@@ -17,14 +15,5 @@ func tscNow(*latch) (int64, bool) { return 0, false }
 // hostCPUID has no CPUID instruction to run in this build.
 func hostCPUID(eax, ecx uint32) (a, b, c, d uint32) { return 0, 0, 0, 0 }
 
-// tscUnsupportedReason says which half of the build tag excluded the
-// assembly.
-func tscUnsupportedReason() string {
-	switch {
-	case runtime.GOARCH != "amd64":
-		return "not amd64 (GOARCH=" + runtime.GOARCH + ")"
-	case runtime.Compiler != "gc":
-		return "built with " + runtime.Compiler + ", not gc"
-	}
-	return "built with the purego tag"
-}
+// tscUnsupportedReason says why this build has no assembly for the counter.
+func tscUnsupportedReason() string { return noAsmReason("amd64") }
