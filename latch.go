@@ -31,8 +31,9 @@ import (
 // The publication instant of new data is step 2. A reader that finishes
 // with the old data loaded seq before step 2 and read its counter before
 // it loaded seq the second time, so, given the ordering the counter read
-// provides (see readCounter in the per-arch files), its counter value was
-// taken before step 2 became visible. Every switch in this package is
+// provides (tscNow's dependent re-check on amd64, readCNTVCT's LDAR on
+// arm64, sequentially consistent atomics in fake counters), its counter
+// value was taken before step 2 became visible. Every switch in this package is
 // built on that fact (see Clock.switchLine).
 //
 // Every field a reader loads is a sync/atomic value: the race detector

@@ -53,7 +53,8 @@ func noStep(string) {}
 // New returns a running Clock on src, reading near 0 ns now, with its
 // refresh goroutine started (stop it with Close). It returns an error
 // wrapping ErrInvalidSource if src is unusable: Read nil, Bits outside
-// 1..64, Rate 0, or a counter that wraps faster than every 20µs.
+// 1..64, Rate 0, a Rate too high for a 32-bit mult, or a counter so narrow
+// and fast that it would have to be folded more often than every 10µs.
 func New(src Source) (*Clock, error) {
 	return newClock(src, RateDeclared, 0)
 }
