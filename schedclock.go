@@ -217,7 +217,7 @@ func (c *Clock) switchLocked(src Source, conv conversion, origin RateOrigin, err
 // the frozen counter value itself, so not even the few nanoseconds
 // between two counter reads are lost.
 func (c *Clock) switchLine(next func() uint64, conv conversion, sameCounter bool) {
-	fz := &freezer{old: c.cur.read}
+	fz := c.newFreezer()
 	if !sameCounter {
 		fz.next = next
 	}
@@ -250,16 +250,38 @@ func rescaleFrac(ns int64, frac uint64, from, to uint32) (int64, uint64) {
 // freezer is the stand-in read function of step 1 of switchLine (and of
 // Suspend): it pins the old counter, and the new one, at their first read
 // after it was published.
+//
+// "After it was published" needs care: the writer stores the freezer in
+// bank 1 before it increments seq, and a reader that loaded an odd seq
+// during an earlier publication and was delayed can find it there first.
+// Such a reader's seq check is bound to fail, but if it pinned the
+// counter, readers still on the published bank could go on to read later
+// values. So the freezer pins only once seq has reached armedAt, the
+// value its publication gives seq; before that it reads the old counter
+// without pinning.
 type freezer struct {
 	old, next func() uint64
+	seq       *atomic.Uint64
+	armedAt   uint64
 	pinned    atomic.Pointer[[2]uint64]
 }
 
+// newFreezer returns a freezer of the current line, armed by the
+// publication the writer is about to make.
+func (c *Clock) newFreezer() *freezer {
+	return &freezer{old: c.cur.read, seq: &c.latch.seq, armedAt: c.latch.seq.Load() + 1}
+}
+
 func (fz *freezer) read() uint64 {
+	if fz.seq.Load() < fz.armedAt {
+		return fz.old()
+	}
 	cyc, _ := fz.fix()
 	return cyc
 }
 
+// fix pins the counters, unless a reader already has; only the writer
+// calls it directly, after publishing the freezer.
 func (fz *freezer) fix() (oldCyc, nextCyc uint64) {
 	if p := fz.pinned.Load(); p != nil {
 		return p[0], p[1]

@@ -15,7 +15,7 @@ func (c *Clock) Suspend() {
 	if c.closed || c.suspended {
 		return
 	}
-	fz := &freezer{old: c.cur.read}
+	fz := c.newFreezer()
 	frozen := c.cur
 	frozen.read = fz.read
 	c.publishLocked(frozen)
