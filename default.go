@@ -76,14 +76,12 @@ func newDefaultClock() *Clock {
 // on it yet), and refines the rate while the measurement improves on it.
 func (c *Clock) calibrate(hw Source, start ratePoint) {
 	if hw.Rate == 0 {
-		time.Sleep(firstMeasurement)
-		if !c.adoptRate(hw, start, RateMeasured) {
+		if !c.sleepUnlessClosed(firstMeasurement) || !c.adoptRate(hw, start, RateMeasured) {
 			return
 		}
 	}
 	for _, at := range calibrationSchedule {
-		time.Sleep(time.Duration(start.ns + int64(at) - rawNow()))
-		if !c.adoptRate(hw, start, RateRefined) {
+		if !c.sleepUnlessClosed(time.Duration(start.ns+int64(at)-rawNow())) || !c.adoptRate(hw, start, RateRefined) {
 			return
 		}
 		c.mu.Lock()
@@ -92,6 +90,19 @@ func (c *Clock) calibrate(hw Source, start ratePoint) {
 		if done {
 			return
 		}
+	}
+}
+
+// sleepUnlessClosed sleeps for d or until the clock is closed, and
+// reports whether it is still open.
+func (c *Clock) sleepUnlessClosed(d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-c.stop:
+		return false
 	}
 }
 

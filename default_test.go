@@ -158,3 +158,27 @@ func observableStep() int64 {
 	}
 	return step
 }
+
+// TestCalibrationStopsWithClose checks that Close ends the calibration
+// goroutine at once instead of leaving it asleep until its next step
+// (100 ms after the start, the first time; up to 32 s later on).
+func TestCalibrationStopsWithClose(t *testing.T) {
+	for _, rate := range []uint64{0, 1e9} {
+		f := &FakeCounter{}
+		c, err := New(f.Source("fake", 64, 1e9))
+		require.NoError(t, err)
+		hw := f.Source("fake", 64, rate)
+		done := make(chan struct{})
+		go func() {
+			c.calibrate(hw, samplePoint(hw.Read))
+			close(done)
+		}()
+		time.Sleep(5 * time.Millisecond)
+		require.NoError(t, c.Close())
+		select {
+		case <-done:
+		case <-time.After(60 * time.Millisecond):
+			t.Fatalf("calibration (rate %d) still running 60 ms after Close", rate)
+		}
+	}
+}

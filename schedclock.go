@@ -78,7 +78,10 @@ func newClock(src Source, origin RateOrigin, errPPM float64) (*Clock, error) {
 
 // Now returns the clock's time in nanoseconds. It never waits for a
 // writer, never allocates, and never returns less than a call that
-// happened before it (given a counter that is monotonic across CPUs).
+// happened before it, given a counter that is monotonic across CPUs and,
+// for a counter narrower than 64 bits, a refresh goroutine that runs
+// within its refresh period (a wrap that nothing folded in time is lost,
+// as in the kernel).
 func (c *Clock) Now() int64 {
 	if ns, ok := tscNow(&c.latch); ok {
 		return ns
