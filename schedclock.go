@@ -12,7 +12,8 @@ import (
 // wait-free and safe for any number of goroutines; Register, Update,
 // Suspend, Resume and Close are serialised by the Clock.
 //
-// A Clock must be created with New. The zero value is not usable.
+// A Clock must be created with New. A zero Clock reads 0 and behaves as a
+// closed one.
 type Clock struct {
 	// latch must stay the first field: its first 64 bytes (seq and bank 0)
 	// must start on a 64-byte boundary. See latch.
@@ -101,7 +102,11 @@ func (c *Clock) now() int64 {
 		// not change, the bank is the one published before the first load
 		// of seq, so its epochCyc was read before this counter value, and
 		// loading it late keeps it out of the counter read's way.
-		cyc := ptrFunc(atomic.LoadPointer(&b.read))()
+		read := atomic.LoadPointer(&b.read)
+		if read == nil {
+			return 0 // a zero Clock, never started by New
+		}
+		cyc := ptrFunc(read)()
 		scale := b.scale.Load()
 		var ns int64
 		if cyc-b.epochCyc.Load() <= b.fastMax.Load() {
@@ -125,7 +130,7 @@ func (c *Clock) now() int64 {
 func (c *Clock) Update() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.suspended {
+	if c.stoppedLocked() || c.suspended {
 		return
 	}
 	c.updateLocked()
@@ -161,7 +166,7 @@ func (c *Clock) Register(src Source) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.stoppedLocked() {
 		return fmt.Errorf("%w: cannot register %q", ErrClosed, src.Name)
 	}
 	if src.Rate < c.src.Rate {
@@ -306,7 +311,7 @@ func (fz *freezer) fix() (oldCyc, nextCyc uint64) {
 // returns ErrClosed.
 func (c *Clock) Close() error {
 	c.mu.Lock()
-	if c.closed {
+	if c.stoppedLocked() {
 		c.mu.Unlock()
 		return ErrClosed
 	}
@@ -316,6 +321,11 @@ func (c *Clock) Close() error {
 	<-c.stopped
 	return nil
 }
+
+// stoppedLocked reports whether the clock takes no more changes: it was
+// closed, or it is a zero Clock that New never started (which reads 0 and
+// behaves as closed).
+func (c *Clock) stoppedLocked() bool { return c.closed || c.cur.read == nil }
 
 func (c *Clock) setPeriod(p time.Duration) {
 	if time.Duration(c.period.Swap(int64(p))) != p {
@@ -366,6 +376,10 @@ type Info struct {
 func (c *Clock) Info() Info {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var period time.Duration
+	if c.conv.mult != 0 { // zero for a zero Clock
+		period = c.conv.refreshPeriod()
+	}
 	return Info{
 		Source:        c.src.Name,
 		Rate:          c.src.Rate,
@@ -374,9 +388,9 @@ func (c *Clock) Info() Info {
 		Bits:          c.src.Bits,
 		Mult:          c.conv.mult,
 		Shift:         c.conv.shift,
-		RefreshPeriod: c.conv.refreshPeriod(),
+		RefreshPeriod: period,
 		Suspended:     c.suspended,
-		Closed:        c.closed,
+		Closed:        c.stoppedLocked(),
 		Rejected:      c.rejected,
 	}
 }

@@ -479,3 +479,17 @@ func TestNowIsMonotonicUnderConcurrentWriters(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+func TestZeroClockIsInertNotAPanic(t *testing.T) {
+	var c schedclock.Clock
+	assert.Equal(t, int64(0), c.Now())
+	f := &schedclock.FakeCounter{}
+	assert.ErrorIs(t, c.Register(f.Source("f", 64, ghz)), schedclock.ErrClosed)
+	c.Update()
+	c.Suspend()
+	c.Resume()
+	assert.ErrorIs(t, c.Close(), schedclock.ErrClosed)
+	assert.Equal(t, int64(0), c.Now())
+	assert.Equal(t, "", c.Info().Source)
+	assert.True(t, c.Info().Closed)
+}

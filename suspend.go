@@ -12,7 +12,7 @@ package schedclock
 func (c *Clock) Suspend() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.suspended {
+	if c.stoppedLocked() || c.suspended {
 		return
 	}
 	fz := c.newFreezer()
@@ -33,7 +33,7 @@ func (c *Clock) Suspend() {
 func (c *Clock) Resume() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || !c.suspended {
+	if c.stoppedLocked() || !c.suspended {
 		return
 	}
 	// Anchoring at a counter value read before the publication means
