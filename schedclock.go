@@ -84,11 +84,28 @@ func newClock(src Source, origin RateOrigin, errPPM float64) (*Clock, error) {
 // within its refresh period (a wrap that nothing folded in time is lost,
 // as in the kernel).
 func (c *Clock) Now() int64 {
-	if ns, ok := tscNow(&c.latch); ok {
+	ns, cyc, seq, state := tscNow(&c.latch)
+	switch state {
+	case tscDone:
 		return ns
+	case tscSlow:
+		// tscNow read the TSC and then found seq unchanged; convert its
+		// reading with the same bank, and check seq once more for the
+		// fields loaded here.
+		b := &c.latch.banks[seq&1]
+		if ns := b.slowNanos(cyc, b.scale.Load()); c.latch.seq.Load() == seq {
+			return ns
+		}
 	}
 	return c.now()
 }
+
+// The outcomes of tscNow.
+const (
+	tscDone  = 1 // ns is the time
+	tscSlow  = 2 // the bank reads the TSC; cyc needs the slow path
+	tscOther = 3 // the bank reads another counter
+)
 
 // now is the reader side of the latch (see latch) for any counter. On
 // amd64, tscNow does the same for the TSC in assembly.

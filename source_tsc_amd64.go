@@ -15,9 +15,9 @@ func cpuidAsm(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 
 func tscReader() func() uint64 { return readTSC }
 
-// tscNow is Clock.Now's path for a latch that reads the TSC; ok is false
-// when it must take the general path (see source_tsc_amd64.s).
-func tscNow(l *latch) (ns int64, ok bool)
+// tscNow is Clock.Now's path for a latch that reads the TSC (see
+// source_tsc_amd64.s and the tscState values).
+func tscNow(l *latch) (ns int64, cyc, seq uint64, state uint8)
 
 // tscReadPtr identifies readTSC in a bank's read field; tscNow compares
 // against it.

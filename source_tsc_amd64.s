@@ -26,35 +26,39 @@ TEXT ·cpuidAsm(SB), NOSPLIT|NOFRAME, $0-24
 // tscNow is Clock.Now for a latch whose current bank reads the TSC: the
 // whole reader protocol of latch.go in registers, because a Go call to the
 // read function would make the compiler spill and reload every live value
-// around it. It gives up (ok false) when the bank reads another counter
-// or the delta is outside the fast path's range; Clock.Now then takes the
-// general path. It never waits: it retries only if seq changed.
+// around it. It never waits: it retries only if seq changed. It returns
 //
-// func tscNow(l *latch) (ns int64, ok bool)
-TEXT ·tscNow(SB), NOSPLIT|NOFRAME, $0-17
+//	state tscDone:  ns is the time;
+//	state tscSlow:  the bank reads the TSC but cyc is outside the fast
+//	                path's range; seq was re-checked after the counter was
+//	                read, and Clock.Now converts cyc with bank seq&1;
+//	state tscOther: the bank reads another counter.
+//
+// func tscNow(l *latch) (ns int64, cyc, seq uint64, state uint8)
+TEXT ·tscNow(SB), NOSPLIT|NOFRAME, $0-33
 	MOVQ l+0(FP), DI
 	MOVQ ·tscReadPtr(SB), R8
 
 retry:
-	MOVQ latch_seq(DI), R9
-	LEAQ latch_banks(DI), SI
+	MOVQ  latch_seq(DI), R9
+	LEAQ  latch_banks(DI), SI
 	TESTQ $1, R9
-	JEQ  bank0
-	ADDQ $bank__size, SI
+	JEQ   bank0
+	ADDQ  $bank__size, SI
 
 bank0:
 	CMPQ   bank_read(SI), R8
-	JNE    giveup
+	JNE    other
 	LFENCE // RDTSC waits until the loads of seq and of the bank's read function have completed.
 	RDTSC
 	SHLQ   $32, DX
 	ORQ    DX, AX
+	MOVQ   AX, R10
+	ANDQ   $0, R10 // R10 = 0, data-dependent on the counter value: the seq re-check below cannot be satisfied before RDTSC has read the counter.
 	MOVQ   AX, DX
 	SUBQ   bank_epochCyc(SI), DX
 	CMPQ   DX, bank_fastMax(SI)
-	JHI    giveup
-	MOVQ   AX, R10
-	ANDQ   $0, R10 // R10 = 0, data-dependent on the counter value: the seq re-check below cannot be satisfied before RDTSC has read the counter.
+	JHI    slow
 	MOVQ   bank_scale(SI), CX
 	MOVQ   CX, BX
 	SHRQ   $32, BX
@@ -66,9 +70,17 @@ bank0:
 	CMPQ   R9, latch_seq(DI)(R10*1)
 	JNE    retry
 	MOVQ   AX, ns+8(FP)
-	MOVB   $1, ok+16(FP)
+	MOVB   $const_tscDone, state+32(FP)
 	RET
 
-giveup:
-	MOVB $0, ok+16(FP)
+slow:
+	CMPQ R9, latch_seq(DI)(R10*1)
+	JNE  retry
+	MOVQ AX, cyc+16(FP)
+	MOVQ R9, seq+24(FP)
+	MOVB $const_tscSlow, state+32(FP)
+	RET
+
+other:
+	MOVB $const_tscOther, state+32(FP)
 	RET

@@ -10,7 +10,7 @@ const tscSupported = false
 func tscReader() func() uint64 { return nil }
 
 // tscNow never applies in this build.
-func tscNow(*latch) (int64, bool) { return 0, false }
+func tscNow(*latch) (ns int64, cyc, seq uint64, state uint8) { return 0, 0, 0, tscOther }
 
 // hostCPUID has no CPUID instruction to run in this build.
 func hostCPUID(eax, ecx uint32) (a, b, c, d uint32) { return 0, 0, 0, 0 }
