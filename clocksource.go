@@ -99,10 +99,14 @@ func (cv conversion) window() uint64 {
 	return min(negativeFrom(cv.mask), cv.overflowFrom()) - 1
 }
 
-// refreshPeriod is clocks_calc_max_nsecs() halved (a 50% margin): how
-// often the epoch must be folded forward so no wrap is ever missed.
+// refreshPeriod is clocks_calc_max_nsecs(mult, shift, 0, mask), which
+// returns half of min(U64_MAX/mult, mask) cycles in ns (a 50% margin):
+// how often the epoch is folded forward. A refresh may run late by up to
+// another period on a 64-bit counter, and by 3/8 of the wrap on a narrow
+// one (where the negative zone begins), before time goes wrong.
 func (cv conversion) refreshPeriod() time.Duration {
-	return time.Duration(cv.nanos(cv.window()) / 2)
+	maxCycles := min(^uint64(0)/uint64(cv.mult), cv.mask)
+	return time.Duration(cv.nanos(maxCycles) >> 1)
 }
 
 // nanos converts a cycle count to nanoseconds, in 128 bits.

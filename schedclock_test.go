@@ -82,6 +82,23 @@ func TestMultShiftMatchKernel(t *testing.T) {
 	}
 }
 
+func TestRefreshPeriodIsTheKernels(t *testing.T) {
+	// clocks_calc_max_nsecs(mult, shift, 0, mask) for narrow counters:
+	// half of the wrap, mask cycles.
+	for _, tc := range []struct {
+		bits   int
+		rate   uint64
+		period time.Duration
+	}{
+		{8, 1000, 255 * time.Millisecond / 2},
+		{16, 1_000_000, 65535 * time.Microsecond / 2},
+		{32, 1000, time.Duration(uint64(1<<32-1)*uint64(time.Millisecond)) / 2},
+	} {
+		c, _ := newFake(t, tc.bits, tc.rate)
+		assert.Equal(t, tc.period, c.Info().RefreshPeriod, "%d bits at %d Hz", tc.bits, tc.rate)
+	}
+}
+
 func TestInvalidSourcesAreRefused(t *testing.T) {
 	f := &schedclock.FakeCounter{}
 	for name, src := range map[string]schedclock.Source{
