@@ -68,8 +68,8 @@ func newConversion(src Source) (conversion, error) {
 	}
 	conv := conversion{mult: mult, shift: shift, mask: maskOf(src.Bits)}
 	if p := conv.refreshPeriod(); p < minRefreshPeriod {
-		return conversion{}, fmt.Errorf("%w %q: a %d-bit counter at %d Hz wraps every %v; it must be refreshed every %v, faster than the minimum %v",
-			ErrInvalidSource, src.Name, src.Bits, src.Rate, conv.nanos(conv.mask), p, minRefreshPeriod)
+		return conversion{}, fmt.Errorf("%w %q: a %d-bit counter at %d Hz wraps every %v and would have to be folded every %v, more often than the minimum of %v",
+			ErrInvalidSource, src.Name, src.Bits, src.Rate, time.Duration(conv.nanos(conv.mask)+conv.nanos(1)), p, minRefreshPeriod)
 	}
 	return conv, nil
 }

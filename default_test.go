@@ -59,6 +59,14 @@ func TestDefaultClockAdoptsAndRefinesTheHardwareCounter(t *testing.T) {
 	})
 	assert.Equal(t, RateRefined, in.RateOrigin)
 	assert.LessOrEqual(t, in.RateErrorPPM, 1.0, "%+v", in)
+
+	// Where the TSC's rate had to be measured, TSC() now takes the
+	// default clock's refined rate instead of measuring again.
+	if hw.Name == "tsc" && hw.Rate == 0 {
+		src, err := TSC()
+		require.NoError(t, err)
+		assert.Equal(t, Default().Info().Rate, src.Rate)
+	}
 }
 
 // TestDefaultClockTracksTheRawClock measures the default clock's rate

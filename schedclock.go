@@ -324,8 +324,8 @@ func (fz *freezer) fix() (oldCyc, nextCyc uint64) {
 // answering: on a counter of 64 bits it stays exact for centuries (deltas
 // too large for 64-bit arithmetic take a 128-bit path), while a narrower
 // counter is no longer folded and will wrap. After Close, Register returns
-// ErrClosed and Update, Suspend and Resume do nothing. A second Close
-// returns ErrClosed.
+// ErrClosed and Update, Suspend and Resume do nothing, so a clock closed
+// while suspended stays frozen. A second Close returns ErrClosed.
 func (c *Clock) Close() error {
 	c.mu.Lock()
 	if c.stoppedLocked() {

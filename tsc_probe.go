@@ -160,8 +160,10 @@ const tscMeasureTime = 20 * time.Millisecond
 // /sys/devices/system/clocksource/clocksource0/current_clocksource exists,
 // the kernel must be using "tsc" too. The rate comes from CPUID leaf 0x15
 // (with 0x16), else from the hypervisor timing leaf 0x40000010; only when
-// neither gives it does TSC measure it against CLOCK_MONOTONIC_RAW, which
-// blocks for about 20 ms, and round it to the nearest Hz.
+// neither gives it does TSC take the rate the default clock measured and
+// refined for the TSC, or, before the default clock runs on it (about
+// 20 ms after start), measure it against CLOCK_MONOTONIC_RAW, which
+// blocks for about 20 ms, rounded to the nearest Hz.
 //
 // Off amd64, in a purego or non-gc build, or where the TSC cannot be
 // trusted, err wraps ErrUnsupported or ErrUntrusted and says exactly why
@@ -172,6 +174,12 @@ func TSC() (Source, error) {
 		return Source{}, err
 	}
 	if origin == RateMeasured {
+		// The default clock measures and refines the same counter in the
+		// background; once it runs on it, its rate is the best there is.
+		if in := Default().Info(); in.Source == src.Name && (in.RateOrigin == RateMeasured || in.RateOrigin == RateRefined) {
+			src.Rate = in.Rate
+			return src, nil
+		}
 		hz, _, err := measureRate(src.Read, tscMeasureTime)
 		if err != nil {
 			return Source{}, fmt.Errorf("%w %q: measuring its rate against %s: %v", ErrUntrusted, "tsc", rawClockName, err)
