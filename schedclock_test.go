@@ -2,6 +2,7 @@ package schedclock_test
 
 import (
 	"errors"
+	"fmt"
 	"math/big"
 	"runtime"
 	"sync"
@@ -433,6 +434,18 @@ func TestNowAllocatesNothing(t *testing.T) {
 // than a value some reader returned before its call began (happens-before
 // order, across goroutines).
 func TestNowIsMonotonicUnderConcurrentWriters(t *testing.T) {
+	// GOMAXPROCS=1 is DESIGN's worst case: the writer is preempted (by
+	// the scheduler's async preemption) in the middle of its steps and
+	// readers then run on the very P it left.
+	for _, procs := range []int{1, runtime.NumCPU()} {
+		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			monotonicUnderConcurrentWriters(t)
+		})
+	}
+}
+
+func monotonicUnderConcurrentWriters(t *testing.T) {
 	var trueTime atomic.Uint64
 	counters := make([]schedclock.Source, 4)
 	rates := []uint64{100, 24_000_000, ghz, 3 * ghz}
@@ -446,7 +459,7 @@ func TestNowIsMonotonicUnderConcurrentWriters(t *testing.T) {
 	defer c.Close()
 
 	var stop atomic.Bool
-	var highest atomic.Int64
+	var highest, reads atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan string, 4)
 	for r := 0; r < 3; r++ {
@@ -456,6 +469,7 @@ func TestNowIsMonotonicUnderConcurrentWriters(t *testing.T) {
 			for !stop.Load() {
 				floor := highest.Load()
 				now := c.Now()
+				reads.Add(1)
 				if now < floor {
 					errs <- "backwards"
 					return
@@ -473,7 +487,9 @@ func TestNowIsMonotonicUnderConcurrentWriters(t *testing.T) {
 		}
 	}()
 	deadline := time.Now().Add(500 * time.Millisecond)
-	for i := 0; time.Now().Before(deadline); i++ {
+	ops := 0
+	for ; time.Now().Before(deadline); ops++ {
+		i := ops
 		switch i % 5 {
 		case 0, 1:
 			// Rates only go up through Register; start over when at the top.
@@ -495,6 +511,8 @@ func TestNowIsMonotonicUnderConcurrentWriters(t *testing.T) {
 	for e := range errs {
 		t.Error(e)
 	}
+	assert.Greater(t, ops, 100, "writer operations")
+	assert.Greater(t, reads.Load(), int64(1000), "readings")
 }
 
 func TestZeroClockIsInertNotAPanic(t *testing.T) {
