@@ -190,3 +190,26 @@ func TestCalibrationStopsWithClose(t *testing.T) {
 		}
 	}
 }
+
+// TestCalibrationYieldsToARegisteredSource checks that the background
+// calibration never switches away from a source a caller registered.
+func TestCalibrationYieldsToARegisteredSource(t *testing.T) {
+	base := time.Now()
+	hw := Source{Name: "hw", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
+	c, err := New(Portable())
+	require.NoError(t, err)
+	defer c.Close()
+	start := samplePoint(hw.Read)
+	time.Sleep(5 * time.Millisecond)
+	own := &FakeCounter{}
+	require.NoError(t, c.Register(own.Source("own", 64, 2e9)))
+	assert.False(t, c.adoptRate(hw, start, RateRefined), "calibration must end")
+	assert.Equal(t, "own", c.Info().Source)
+
+	// While the clock is still on the portable source, it adopts hw.
+	d, err := New(Portable())
+	require.NoError(t, err)
+	defer d.Close()
+	assert.True(t, d.adoptRate(hw, start, RateMeasured))
+	assert.Equal(t, "hw", d.Info().Source)
+}
