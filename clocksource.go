@@ -84,7 +84,9 @@ func maskOf(bitCount int) uint64 {
 // below the epoch (cross-core skew, a migrated goroutine, a counter that
 // stepped back) wraps to the top of the mask, and the top eighth of the
 // mask is read as such a negative delta, never as centuries ahead
-// (clocksource.c's max_raw_delta).
+// (clocksource.c's max_raw_delta). Counters of fewer than 4 bits have no
+// room for such a zone (mask>>3 is 0): on them a step back reads as a step
+// forward.
 func negativeFrom(mask uint64) uint64 { return mask - mask>>3 + 1 }
 
 // overflowFrom is the first delta whose delta*mult + remainder no longer

@@ -147,6 +147,7 @@ func (c *Clock) adoptRate(hw Source, start ratePoint, origin RateOrigin) bool {
 		return true
 	}
 	c.switchLocked(src, conv, origin, errPPM)
+	c.rejected = ""
 	return true
 }
 

@@ -197,7 +197,6 @@ func (c *Clock) Register(src Source) error {
 func (c *Clock) switchLocked(src Source, conv conversion, origin RateOrigin, errPPM float64) {
 	sameCounter := funcPtr(src.Read) == funcPtr(c.src.Read) && conv.mask == c.conv.mask
 	c.src, c.conv, c.origin, c.errPPM = src, conv, origin, errPPM
-	c.rejected = ""
 	if c.suspended {
 		c.publishLocked(frozenLine(c.cur, conv))
 	} else {
@@ -220,11 +219,12 @@ func (c *Clock) switchLocked(src Source, conv conversion, origin RateOrigin, err
 //
 //  1. Publish the old line unchanged but read through a freezer, a
 //     stand-in read function. The first call to it, by a reader or by the
-//     writer, whichever comes first after the publication, reads the old
-//     counter (and then the new one) once, and every call returns that
+//     writer, whichever comes first after the publication, pins the old
+//     counter (and then reads the new one), and every call returns that
 //     same old counter value: the freezer bank reads a constant V.
-//  2. The writer calls the freezer itself, which fixes (old, new) if no
-//     reader has, and computes V = old line at old, exactly, remainder
+//  2. The writer calls the freezer itself, which pins the old counter if
+//     no reader has, takes a new-counter value read after the pin, and
+//     computes V = old line at the pinned value, exactly, remainder
 //     included.
 //  3. Publish the new line anchored at (new, V).
 //
@@ -251,9 +251,6 @@ func (c *Clock) switchLine(next func() uint64, conv conversion, sameCounter bool
 	c.publishLocked(frozen)
 	c.step("switch.frozen")
 	oldCyc, nextCyc := fz.fix()
-	if sameCounter {
-		nextCyc = oldCyc
-	}
 	c.step("switch.fixed")
 	ns, frac := frozen.at(oldCyc)
 	ns, frac = rescaleFrac(ns, frac, frozen.conv.shift, conv.shift)
@@ -273,8 +270,8 @@ func rescaleFrac(ns int64, frac uint64, from, to uint32) (int64, uint64) {
 }
 
 // freezer is the stand-in read function of step 1 of switchLine (and of
-// Suspend): it pins the old counter, and the new one, at their first read
-// after it was published.
+// Suspend): it pins the old counter at its first read after it was
+// published, and whoever pins it reads the new counter right after.
 //
 // "After it was published" needs care: the writer stores the freezer in
 // bank 1 before it increments seq, and a reader that loaded an odd seq
@@ -284,40 +281,57 @@ func rescaleFrac(ns int64, frac uint64, from, to uint32) (int64, uint64) {
 // values. So the freezer pins only once seq has reached armedAt, the
 // value its publication gives seq; before that it reads the old counter
 // without pinning.
+//
+// Pinning allocates nothing, so neither does a Now that does it: the pin
+// is kept as 1 + the delta of the old counter from the frozen line's
+// epochCyc, clamped as readers clamp it. A clamped delta is below the
+// mask's negative zone, so 1 + delta never wraps to 0, which means "not
+// pinned yet".
 type freezer struct {
-	old, next func() uint64
-	seq       *atomic.Uint64
-	armedAt   uint64
-	pinned    atomic.Pointer[[2]uint64]
+	old, next      func() uint64
+	epochCyc, mask uint64 // the frozen line's
+	seq            *atomic.Uint64
+	armedAt        uint64
+	pinned         atomic.Uint64
+	nextCyc        atomic.Uint64 // the new counter, read by the pinner after pinning
+	nextSet        atomic.Bool
 }
 
 // newFreezer returns a freezer of the current line, armed by the
 // publication the writer is about to make.
 func (c *Clock) newFreezer() *freezer {
-	return &freezer{old: c.cur.read, seq: &c.latch.seq, armedAt: c.latch.seq.Load() + 1}
+	return &freezer{old: c.cur.read, epochCyc: c.cur.epochCyc, mask: c.cur.conv.mask,
+		seq: &c.latch.seq, armedAt: c.latch.seq.Load() + 1}
 }
 
 func (fz *freezer) read() uint64 {
+	if p := fz.pinned.Load(); p != 0 {
+		return fz.epochCyc + p - 1
+	}
 	if fz.seq.Load() < fz.armedAt {
 		return fz.old()
 	}
-	cyc, _ := fz.fix()
-	return cyc
+	delta := clampDelta((fz.old()-fz.epochCyc)&fz.mask, fz.mask)
+	if fz.pinned.CompareAndSwap(0, delta+1) && fz.next != nil {
+		fz.nextCyc.Store(fz.next())
+		fz.nextSet.Store(true)
+	}
+	return fz.epochCyc + fz.pinned.Load() - 1
 }
 
-// fix pins the counters, unless a reader already has; only the writer
-// calls it directly, after publishing the freezer.
+// fix is the writer's side, called after publishing the freezer: it pins
+// the old counter unless a reader already has, and returns the pinned
+// value with a new-counter value read after the pin (the pinner's, or,
+// if that one is not stored yet, the writer's own).
 func (fz *freezer) fix() (oldCyc, nextCyc uint64) {
-	if p := fz.pinned.Load(); p != nil {
-		return p[0], p[1]
+	oldCyc = fz.read()
+	switch {
+	case fz.next == nil:
+		return oldCyc, oldCyc
+	case fz.nextSet.Load():
+		return oldCyc, fz.nextCyc.Load()
 	}
-	pair := [2]uint64{fz.old(), 0}
-	if fz.next != nil {
-		pair[1] = fz.next()
-	}
-	fz.pinned.CompareAndSwap(nil, &pair)
-	p := fz.pinned.Load()
-	return p[0], p[1]
+	return oldCyc, fz.next()
 }
 
 // Close stops the refresh goroutine and waits for it to exit. Now keeps

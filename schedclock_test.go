@@ -527,4 +527,10 @@ func TestZeroClockIsInertNotAPanic(t *testing.T) {
 	assert.Equal(t, int64(0), c.Now())
 	assert.Equal(t, "", c.Info().Source)
 	assert.True(t, c.Info().Closed)
+
+	var j schedclock.Jiffies
+	j.Stop()
+	assert.Equal(t, uint64(0), j.Read())
+	_, err := schedclock.New(j.Source())
+	assert.ErrorIs(t, err, schedclock.ErrInvalidSource, "a zero Jiffies has no rate")
 }

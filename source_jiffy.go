@@ -59,8 +59,12 @@ func (j *Jiffies) Source() Source {
 }
 
 // Stop stops the ticker and waits for its goroutine to exit; the count
-// stays where it is. Stop is idempotent.
+// stays where it is. Stop is idempotent, and does nothing on a zero
+// Jiffies.
 func (j *Jiffies) Stop() {
+	if j.stop == nil {
+		return // a zero Jiffies, never started by NewJiffies
+	}
 	j.once.Do(func() { close(j.stop) })
 	<-j.done
 }

@@ -1,6 +1,7 @@
 package schedclock
 
 import (
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -156,4 +157,30 @@ func TestSwitchFreezesAtTheFirstReadAfterPublication(t *testing.T) {
 	// The new line starts from the pinned value at the fine counter's
 	// value of that same moment: the 50 ms the writer was stopped count.
 	assert.Equal(t, pinned+50e6, c.Now())
+}
+
+// TestSwitchAllocatesNothingInNow checks that the reader that pins a
+// switch (the first Now after the freezer is published) allocates
+// nothing: Now never allocates, even then. MemStats counts every
+// goroutine's allocations, so the least over many switches is taken.
+func TestSwitchAllocatesNothingInNow(t *testing.T) {
+	tl := &timeline{}
+	c, err := New(tl.counter("a", 64, 1e9, 1e9))
+	require.NoError(t, err)
+	defer c.Close()
+	least := ^uint64(0)
+	SetStep(c, func(step string) {
+		if step == "switch.frozen" {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			c.Now() // pins the switch point
+			runtime.ReadMemStats(&after)
+			least = min(least, after.Mallocs-before.Mallocs)
+		}
+	})
+	for i := 0; i < 20; i++ {
+		require.NoError(t, c.Register(tl.counter("b", 64, 2e9, 2e9)))
+	}
+	SetStep(c, nil)
+	assert.Zero(t, least)
 }
