@@ -213,3 +213,32 @@ func TestCalibrationYieldsToARegisteredSource(t *testing.T) {
 	assert.True(t, d.adoptRate(hw, start, RateMeasured))
 	assert.Equal(t, "hw", d.Info().Source)
 }
+
+// TestRejectedSurvivesARegister checks that Info().Rejected keeps saying
+// why the hardware counter is not used when a caller registers a source
+// of their own, and is cleared only when the hardware counter is adopted.
+func TestRejectedSurvivesARegister(t *testing.T) {
+	c, err := New(Portable())
+	require.NoError(t, err)
+	defer c.Close()
+	c.mu.Lock()
+	c.rejected = "tsc: kernel clocksource is kvm-clock, not tsc"
+	c.mu.Unlock()
+	own := &FakeCounter{}
+	require.NoError(t, c.Register(own.Source("own", 64, 2e9)))
+	assert.Equal(t, "tsc: kernel clocksource is kvm-clock, not tsc", c.Info().Rejected)
+
+	d, err := New(Portable())
+	require.NoError(t, err)
+	defer d.Close()
+	d.mu.Lock()
+	d.rejected = "hw: rate being measured"
+	d.mu.Unlock()
+	base := time.Now()
+	hw := Source{Name: "hw", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
+	start := samplePoint(hw.Read)
+	time.Sleep(5 * time.Millisecond)
+	require.True(t, d.adoptRate(hw, start, RateMeasured))
+	assert.Equal(t, "hw", d.Info().Source)
+	assert.Empty(t, d.Info().Rejected)
+}
