@@ -43,3 +43,18 @@ func BenchmarkNowParallel(b *testing.B) {
 		parallelSink.Add(local)
 	})
 }
+
+// The portable source, where no hardware counter is used: Clock.Now on
+// Go's monotonic clock against time.Since itself.
+func BenchmarkPortable(b *testing.B) {
+	c, err := schedclock.New(schedclock.Portable())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	var s int64
+	for b.Loop() {
+		s += c.Now()
+	}
+	sink += s
+}

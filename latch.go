@@ -33,11 +33,10 @@ import (
 // it loaded seq the second time, so, given the ordering the counter read
 // provides (tscNow's dependent re-check on amd64, readCNTVCT's LDAR on
 // arm64, sequentially consistent atomics in fake counters), its counter
-// value was taken before step 2 became visible. The portable source reads
-// the kernel's clock through the runtime, whose LFENCE; RDTSC does not
-// architecturally order the re-check after it; there the fact holds only
-// up to the few cycles RDTSC can execute late, which matters only for the
-// default clock's one switch from the portable source to the TSC. Every switch in this package is
+// value was taken before step 2 became visible. The portable source
+// reads the clock through the Go runtime and then orders itself with
+// orderAfter (amd64 and arm64; in other and purego builds it relies on
+// the platform's memory model). Every switch in this package is
 // built on that fact (see Clock.switchLine).
 //
 // Every field a reader loads is a sync/atomic value: the race detector

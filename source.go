@@ -89,7 +89,13 @@ func (s Source) validate() error {
 // initialisation, and only read afterwards.
 var monoBase = time.Now()
 
-func readMono() uint64 { return uint64(time.Since(monoBase)) }
+// readMono reads Go's monotonic clock, ordered before the caller's later
+// loads (see orderAfter).
+func readMono() uint64 {
+	v := uint64(time.Since(monoBase))
+	orderAfter(v)
+	return v
+}
 
 // Portable returns a Source built on Go's monotonic clock (the runtime's
 // nanotime, CLOCK_MONOTONIC on Linux): 1 GHz, 63 bits, available on every
