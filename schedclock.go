@@ -242,20 +242,31 @@ func (c *Clock) switchLocked(src Source, conv conversion, origin RateOrigin, err
 // the frozen counter value itself, so not even the few nanoseconds
 // between two counter reads are lost.
 func (c *Clock) switchLine(next func() uint64, conv conversion, sameCounter bool) {
-	fz := c.newFreezer()
+	var pinNext func() uint64
 	if !sameCounter {
-		fz.next = next
+		pinNext = next
 	}
+	ns, frac, nextCyc := c.freeze(pinNext, "switch")
+	ns, frac = rescaleFrac(ns, frac, c.cur.conv.shift, conv.shift)
+	c.publishLocked(line{read: next, conv: conv, epochCyc: nextCyc & conv.mask, epochNs: ns, frac: frac})
+	c.step("switch.published")
+}
+
+// freeze is steps 1 and 2 of switchLine, shared with Suspend: it
+// publishes the current line read through a freezer, pins it, and returns
+// the value V it froze at (in the current line's shift) and a value of
+// next read after the pin (the pinned old counter if next is nil).
+func (c *Clock) freeze(next func() uint64, stepPrefix string) (ns int64, frac, nextCyc uint64) {
+	fz := c.newFreezer()
+	fz.next = next
 	frozen := c.cur
 	frozen.read = fz.read
 	c.publishLocked(frozen)
-	c.step("switch.frozen")
+	c.step(stepPrefix + ".frozen")
 	oldCyc, nextCyc := fz.fix()
-	c.step("switch.fixed")
-	ns, frac := frozen.at(oldCyc)
-	ns, frac = rescaleFrac(ns, frac, frozen.conv.shift, conv.shift)
-	c.publishLocked(line{read: next, conv: conv, epochCyc: nextCyc & conv.mask, epochNs: ns, frac: frac})
-	c.step("switch.published")
+	c.step(stepPrefix + ".fixed")
+	ns, frac = frozen.at(oldCyc)
+	return ns, frac, nextCyc
 }
 
 // rescaleFrac re-expresses ns + frac*2^-from as ns' + frac'*2^-to,

@@ -15,13 +15,8 @@ func (c *Clock) Suspend() {
 	if c.stoppedLocked() || c.suspended {
 		return
 	}
-	fz := c.newFreezer()
 	frozen := c.cur
-	frozen.read = fz.read
-	c.publishLocked(frozen)
-	c.step("suspend.frozen")
-	cyc, _ := fz.fix()
-	frozen.epochNs, frozen.frac = frozen.at(cyc)
+	frozen.epochNs, frozen.frac, _ = c.freeze(nil, "suspend")
 	c.publishLocked(frozenLine(frozen, c.conv))
 	c.suspended = true
 	c.step("suspend.published")
