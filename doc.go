@@ -3,8 +3,9 @@
 // (kernel/time/sched_clock.c) to Go.
 //
 // [Now] returns nanoseconds since the package was initialised. It costs
-// little more than reading the hardware counter, never allocates, never
-// makes a system call, and never waits for a writer: a reader finishes in
+// little more than reading the hardware counter (on which it makes no
+// system call: the counter is read by one instruction), never allocates,
+// and never waits for a writer: a reader finishes in
 // a bounded number of steps even if the goroutine updating the clock is
 // stopped half-way (preempted, descheduled, stopped in a debugger).
 //
