@@ -1,6 +1,7 @@
 package schedclock
 
 import (
+	"math"
 	"math/bits"
 	"sync/atomic"
 	"unsafe"
@@ -110,7 +111,44 @@ type line struct {
 // it (which is what makes Update exact).
 func (ln *line) at(cyc uint64) (ns int64, frac uint64) {
 	hi, lo := mulAdd(clampDelta((cyc-ln.epochCyc)&ln.conv.mask, ln.conv.mask), ln.conv.mult, ln.frac)
-	return ln.epochNs + int64(shiftRight128(hi, lo, ln.conv.shift)), lo & (uint64(1)<<ln.conv.shift - 1)
+	ns, saturated := addSaturating(ln.epochNs, hi, lo, ln.conv.shift)
+	if saturated {
+		return ns, 0
+	}
+	return ns, lo & (uint64(1)<<ln.conv.shift - 1)
+}
+
+// fastMax is the largest cyc-epochCyc readers may convert on the fast
+// path: within the conversion's window, and short of the delta at which
+// the clock would pass math.MaxInt64 (which only slowNanos saturates).
+func (ln *line) fastMax() uint64 {
+	// The last delta whose (delta*mult + frac) >> shift fits in room:
+	// (room<<shift + 2^shift-1 - frac) / mult, in 128 bits.
+	room := uint64(math.MaxInt64) - uint64(ln.epochNs)
+	shift := ln.conv.shift
+	hi, lo := room>>(63-shift)>>1, room<<shift
+	lo, carry := bits.Add64(lo, uint64(1)<<shift-1-ln.frac, 0)
+	hi += carry
+	limit := ^uint64(0)
+	if hi < uint64(ln.conv.mult) {
+		limit, _ = bits.Div64(hi, lo, uint64(ln.conv.mult))
+	}
+	return min(ln.conv.window(), limit)
+}
+
+// addSaturating returns epochNs + (hi:lo >> shift), or math.MaxInt64 if
+// the sum does not fit: no counter value, however far ahead, makes a
+// clock wrap to negative time.
+func addSaturating(epochNs int64, hi, lo uint64, shift uint32) (ns int64, saturated bool) {
+	if shift < 64 && hi>>shift != 0 {
+		return math.MaxInt64, true // the delta alone is 2^64 ns or more
+	}
+	delta := shiftRight128(hi, lo, shift)
+	// room is MaxInt64 - epochNs, which fits a uint64 for any epochNs.
+	if room := uint64(math.MaxInt64) - uint64(epochNs); delta > room {
+		return math.MaxInt64, true
+	}
+	return int64(uint64(epochNs) + delta), false
 }
 
 // clampDelta reads a delta in the negative zone as 0.
@@ -137,7 +175,7 @@ func (b *bank) store(ln *line, step func(string)) {
 	step("bank.epochCyc")
 	b.epochNs.Store(ln.epochNs)
 	step("bank.epochNs")
-	b.fastMax.Store(ln.conv.window())
+	b.fastMax.Store(ln.fastMax())
 	step("bank.fastMax")
 	b.base.Store(ln.frac - ln.epochCyc*uint64(ln.conv.mult))
 	step("bank.base")
@@ -158,9 +196,10 @@ func (l *latch) publish(ln *line, step func(string)) {
 
 // slowNanos converts the counter values the fast path refuses: below the
 // epoch (clamped to it), past a narrow counter's wrap (masked), with bits
-// set above the counter's width (masked), and so far past the epoch that
+// set above the counter's width (masked), so far past the epoch that
 // delta*mult overflows 64 bits (the 128-bit path, for a refresher stalled
-// past the overflow horizon or a clock that is no longer refreshed).
+// past the overflow horizon or a clock that is no longer refreshed), and
+// so far that the sum would pass math.MaxInt64 (saturated there).
 //
 //go:noinline
 func (b *bank) slowNanos(cyc, scale uint64) int64 {
@@ -168,7 +207,8 @@ func (b *bank) slowNanos(cyc, scale uint64) int64 {
 	epochCyc := b.epochCyc.Load()
 	frac := b.base.Load() + epochCyc*uint64(mult)
 	hi, lo := mulAdd(clampDelta((cyc-epochCyc)&mask, mask), mult, frac)
-	return b.epochNs.Load() + int64(shiftRight128(hi, lo, shift))
+	ns, _ := addSaturating(b.epochNs.Load(), hi, lo, shift)
+	return ns
 }
 
 // funcPtr and ptrFunc convert a func value to and from the pointer it is

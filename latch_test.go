@@ -74,7 +74,7 @@ func consistent(s [6]uint64, reads []func() uint64) bool {
 	k := s[1]
 	want := testLine(k, reads)
 	return s == [6]uint64{uint64(uintptr(funcPtr(want.read))), want.epochCyc, uint64(want.epochNs),
-		want.conv.window(), want.frac - want.epochCyc*uint64(want.conv.mult),
+		want.fastMax(), want.frac - want.epochCyc*uint64(want.conv.mult),
 		packScale(want.conv.mult, want.conv.shift, uint64(bitsOf(want.conv.mask)))}
 }
 
