@@ -3,6 +3,7 @@ package schedclock_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"runtime"
 	"sync"
@@ -232,6 +233,22 @@ func TestCounterSteppingBackwardsIsClamped(t *testing.T) {
 	at := c8.Now()
 	f8.Set(99)
 	assert.Equal(t, at, c8.Now())
+}
+
+// Saturation: no counter value makes Now wrap int64 or fall below the
+// epoch.
+func TestNowSaturates(t *testing.T) {
+	c, f := newFake(t, 64, ghz)
+	f.Set(5000)
+	c.Update()
+	require.Equal(t, int64(5000), c.Now())
+	f.StepBack(1<<61 + 1) // just outside the negative zone: 2^64-2^61-1 cycles ahead
+	assert.Equal(t, int64(math.MaxInt64), c.Now())
+	f.Set(math.MaxUint64) // inside it: below the epoch
+	assert.Equal(t, int64(5000), c.Now())
+	c24, f24 := newFake(t, 64, 24_000_000)
+	f24.Set(1 << 62)
+	assert.Equal(t, int64(math.MaxInt64), c24.Now())
 }
 
 func TestStalledRefresherTakesThe128BitPath(t *testing.T) {
