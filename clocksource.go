@@ -67,12 +67,29 @@ func newConversion(src Source) (conversion, error) {
 		return conversion{}, fmt.Errorf("%w %q: no mult/shift for %d Hz", ErrInvalidSource, src.Name, src.Rate)
 	}
 	conv := conversion{mult: mult, shift: shift, mask: maskOf(src.Bits)}
-	if p := conv.refreshPeriod(); p < minRefreshPeriod {
-		return conversion{}, fmt.Errorf("%w %q: a %d-bit counter at %d Hz wraps every %v and would have to be folded every %v, more often than the minimum of %v",
-			ErrInvalidSource, src.Name, src.Bits, src.Rate, time.Duration(conv.nanos(conv.mask)+conv.nanos(1)), p, minRefreshPeriod)
+	if conv.wraps() && conv.latenessTolerated() < maxRefreshLateness {
+		return conversion{}, fmt.Errorf("%w %q: a %d-bit counter at %d Hz wraps every %v; folded every %v, it tolerates a refresh %v late, "+
+			"but the Go scheduler can run the refresh goroutine up to %v late: a counter must take at least %v to wrap",
+			ErrInvalidSource, src.Name, src.Bits, src.Rate, conv.wrap(), conv.refreshPeriod(), conv.latenessTolerated(),
+			maxRefreshLateness, maxRefreshLateness*4/3)
 	}
 	return conv, nil
 }
+
+// maxRefreshLateness is how late the refresh goroutine may run without a
+// wrap being lost, for every counter that wraps: New and Register refuse
+// a counter that would need it sooner (one that wraps in less than 4/3 of
+// it, 667 ms). The Go runtime guarantees no deadline: behind goroutines
+// that never yield, a due timer's goroutine starts only once sysmon has
+// preempted them (forcePreemptNS is 10 ms, and sysmon polls at up to
+// 10 ms intervals), and the OS adds its own delays on a busy machine.
+// Measured with an 8-50 ms timer and 1-8 busy goroutines at GOMAXPROCS 1
+// and 2 on a 2-vCPU EPYC KVM guest with Go 1.26.8: at most 38 ms late
+// on an idle machine, and up to 310 ms at a load average of 13 (other
+// processes competing for the two CPUs).
+// TestNarrowCounterSurvivesABusyGoroutine runs the narrowest counters
+// accepted beside a goroutine that never yields.
+const maxRefreshLateness = 500 * time.Millisecond
 
 func bitsOf(mask uint64) int { return bits.Len64(mask) }
 
@@ -101,14 +118,40 @@ func (cv conversion) window() uint64 {
 	return min(negativeFrom(cv.mask), cv.overflowFrom()) - 1
 }
 
-// refreshPeriod is clocks_calc_max_nsecs(mult, shift, 0, mask), which
-// returns half of min(U64_MAX/mult, mask) cycles in ns (a 50% margin):
-// how often the epoch is folded forward. A refresh may run late by up to
-// another period on a 64-bit counter, and by 3/8 of the wrap on a narrow
-// one (where the negative zone begins), before time goes wrong.
+// wraps reports whether the counter wraps before delta*mult would
+// overflow 64 bits: then the wrap, not the overflow, sets how often the
+// counter must be folded, and a fold that comes too late loses time.
+func (cv conversion) wraps() bool {
+	return cv.mask < ^uint64(0)/uint64(cv.mult)
+}
+
+// wrap is how long the counter takes to wrap.
+func (cv conversion) wrap() time.Duration {
+	return time.Duration(cv.nanos(cv.mask) + cv.nanos(1))
+}
+
+// refreshPeriod is how often the refresh goroutine folds the counter into
+// the epoch. For a counter that does not wrap first, it is the kernel's
+// clocks_calc_max_nsecs(mult, shift, 0, mask), half of the cycles before
+// delta*mult overflows 64 bits (a 50% margin; a refresh later than that
+// only sends readers to the 128-bit path). A counter that wraps is folded
+// eight times per wrap, not twice as in the kernel: a fold late by up to
+// 3/4 of the wrap loses nothing (see latenessTolerated), where the
+// kernel's period allows only 3/8, and the Go scheduler can be tens of
+// milliseconds late.
 func (cv conversion) refreshPeriod() time.Duration {
+	if cv.wraps() {
+		return cv.wrap() / 8
+	}
 	maxCycles := min(^uint64(0)/uint64(cv.mult), cv.mask)
 	return time.Duration(cv.nanos(maxCycles) >> 1)
+}
+
+// latenessTolerated is how late a fold of a counter that wraps may come
+// before readers reach the negative zone (the top eighth of the mask) and
+// time steps back: 7/8 of the wrap, less the refresh period.
+func (cv conversion) latenessTolerated() time.Duration {
+	return time.Duration(cv.nanos(negativeFrom(cv.mask))) - cv.refreshPeriod()
 }
 
 // nanos converts a cycle count to nanoseconds, in 128 bits.

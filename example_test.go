@@ -16,14 +16,14 @@ func Example() {
 	// Output: true
 }
 
-// A Clock on a counter of your own: here a 16-bit counter at 1 MHz that
+// A Clock on a counter of your own: here a 32-bit counter at 1 MHz that
 // the example advances by hand.
 func ExampleNew() {
 	var counter atomic.Uint64
 	c, err := schedclock.New(schedclock.Source{
 		Name: "my-counter",
 		Read: counter.Load,
-		Bits: 16,
+		Bits: 32,
 		Rate: 1_000_000,
 	})
 	if err != nil {

@@ -84,17 +84,20 @@ func TestMultShiftMatchKernel(t *testing.T) {
 	}
 }
 
-func TestRefreshPeriodIsTheKernels(t *testing.T) {
-	// clocks_calc_max_nsecs(mult, shift, 0, mask) for narrow counters:
-	// half of the wrap, mask cycles.
+func TestRefreshPeriod(t *testing.T) {
+	// A counter that wraps is folded eight times per wrap (mask+1
+	// cycles), so that a refresh may run 3/4 of the wrap late; a 64-bit
+	// one at the kernel's clocks_calc_max_nsecs, half of the cycles
+	// before delta*mult overflows.
 	for _, tc := range []struct {
 		bits   int
 		rate   uint64
 		period time.Duration
 	}{
-		{8, 1000, 255 * time.Millisecond / 2},
-		{16, 1_000_000, 65535 * time.Microsecond / 2},
-		{32, 1000, time.Duration(uint64(1<<32-1)*uint64(time.Millisecond)) / 2},
+		{8, 100, 2560 * time.Millisecond / 8},
+		{16, 62500, 65536 * 16 * time.Microsecond / 8},
+		{32, 1000, time.Duration(uint64(1<<32)*uint64(time.Millisecond)) / 8},
+		{64, ghz, (1<<43 - 1) / 2},
 	} {
 		c, _ := newFake(t, tc.bits, tc.rate)
 		assert.Equal(t, tc.period, c.Info().RefreshPeriod, "%d bits at %d Hz", tc.bits, tc.rate)
@@ -150,12 +153,12 @@ func TestUpdateNeverMovesTime(t *testing.T) {
 
 func TestWrapsAreFoldedByUpdate(t *testing.T) {
 	for _, bits := range []int{8, 16} {
-		c, f := newFake(t, bits, 1000)
+		c, f := newFake(t, bits, 100)
 		info := c.Info()
 		mask := uint64(1)<<bits - 1
 		// Advance by just under half the refresh window each time, so
 		// every wrap is folded, across many wraps.
-		step := uint64(info.RefreshPeriod) / uint64(time.Millisecond)
+		step := uint64(info.RefreshPeriod) / uint64(10*time.Millisecond)
 		require.NotZero(t, step)
 		var total uint64
 		for i := 0; i < 50; i++ {
@@ -166,6 +169,19 @@ func TestWrapsAreFoldedByUpdate(t *testing.T) {
 		}
 		assert.Greater(t, total, 3*mask, "the test must cross several wraps")
 	}
+}
+
+// realCounter returns a counter that counts at rate Hz from start, masked
+// to bits; before is called at the start of every read (nil: nothing).
+func realCounter(name string, start time.Time, bits int, rate uint64, before func()) schedclock.Source {
+	mask := ^uint64(0) >> (64 - bits)
+	return schedclock.Source{Name: name, Bits: bits, Rate: rate, Read: func() uint64 {
+		if before != nil {
+			before()
+		}
+		el := uint64(time.Since(start))
+		return (el/1e9*rate + el%1e9*rate/1e9) & mask
+	}}
 }
 
 // realtimeCounter counts at rate from a start time, masked to bits: a
@@ -182,7 +198,7 @@ func TestRefresherNeverLosesAWrap(t *testing.T) {
 	for _, tc := range []struct {
 		bits int
 		rate uint64
-	}{{8, 1000}, {16, 100_000}} {
+	}{{8, 300}, {16, 90_000}} {
 		t.Run("", func(t *testing.T) {
 			t.Parallel()
 			c, err := schedclock.New(realtimeCounter(tc.bits, tc.rate))
@@ -192,7 +208,7 @@ func TestRefresherNeverLosesAWrap(t *testing.T) {
 			start := time.Now()
 			startNs := c.Now()
 			last := startNs
-			for time.Since(start) < 4*wrap {
+			for time.Since(start) < 3*wrap {
 				now := c.Now()
 				require.GreaterOrEqual(t, now, last, "time went backwards")
 				last = now
@@ -206,6 +222,54 @@ func TestRefresherNeverLosesAWrap(t *testing.T) {
 				"elapsed %v, clock advanced %v (wrap every %v)", elapsed, got, wrap)
 		})
 	}
+}
+
+// Counters that wrap faster than the Go scheduler can be trusted to run
+// the refresh goroutine are refused.
+func TestTooFastNarrowCountersAreRefused(t *testing.T) {
+	f := &schedclock.FakeCounter{}
+	for _, src := range []schedclock.Source{f.Source("8-bit 5 kHz", 8, 5000), f.Source("16-bit 2 MHz", 16, 2_000_000)} {
+		_, err := schedclock.New(src)
+		assert.ErrorIs(t, err, schedclock.ErrInvalidSource, src.Name)
+	}
+}
+
+// A narrow counter the clock accepts never loses a wrap, even with
+// GOMAXPROCS=1 and a goroutine that never yields.
+func TestNarrowCounterSurvivesABusyGoroutine(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	// 16 bits at 90 kHz wrap every 728 ms: among the narrowest accepted.
+	src := realCounter("narrow", time.Now(), 16, 90_000, nil)
+	c, err := schedclock.New(src)
+	require.NoError(t, err)
+	defer c.Close()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		x := 0
+		for !stop.Load() {
+			x++
+		}
+	}()
+	start := time.Now()
+	c0 := c.Now()
+	last := c0
+	backwards := 0
+	for time.Since(start) < 2*time.Second {
+		now := c.Now()
+		if now < last {
+			backwards++
+		}
+		last = now
+	}
+	elapsed := time.Since(start)
+	got := time.Duration(c.Now() - c0)
+	stop.Store(true)
+	wg.Wait()
+	assert.Zero(t, backwards)
+	assert.InDelta(t, float64(elapsed), float64(got), float64(time.Millisecond), "elapsed %v, clock %v: a wrap was lost", elapsed, got)
 }
 
 func TestCounterSteppingBackwardsIsClamped(t *testing.T) {
@@ -227,7 +291,7 @@ func TestCounterSteppingBackwardsIsClamped(t *testing.T) {
 
 	// Narrow counters too: an 8-bit counter one count behind its epoch
 	// reads as 255 counts ahead without the clamp.
-	c8, f8 := newFake(t, 8, 1000)
+	c8, f8 := newFake(t, 8, 100)
 	f8.Set(100)
 	c8.Update()
 	at := c8.Now()

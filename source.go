@@ -69,10 +69,6 @@ func (o RateOrigin) String() string {
 	return fmt.Sprintf("RateOrigin(%d)", int(o))
 }
 
-// minRefreshPeriod bounds how fast a counter may wrap: below it the
-// refresh goroutine could not fold the counter often enough.
-const minRefreshPeriod = 10 * time.Microsecond
-
 func (s Source) validate() error {
 	switch {
 	case s.Read == nil:
