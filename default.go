@@ -146,7 +146,10 @@ func (c *Clock) adoptRate(hw Source, start ratePoint, origin RateOrigin) bool {
 		c.src.Rate, c.origin, c.errPPM = src.Rate, origin, errPPM
 		return true
 	}
-	c.switchLocked(src, conv, origin, errPPM)
+	if err := c.switchLocked(src, conv, origin, errPPM); err != nil {
+		c.rejected = err.Error()
+		return false
+	}
 	c.rejected = ""
 	return true
 }

@@ -70,7 +70,11 @@ func newClock(src Source, origin RateOrigin, errPPM float64) (*Clock, error) {
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		step: noStep,
 	}}
-	c.cur = line{read: src.Read, conv: conv, epochCyc: src.Read() & conv.mask}
+	cyc, err := readOnce(src)
+	if err != nil {
+		return nil, err
+	}
+	c.cur = line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask}
 	c.latch.publish(&c.cur, c.step)
 	c.period.Store(int64(conv.refreshPeriod()))
 	go c.refreshLoop()
@@ -189,160 +193,10 @@ func (c *Clock) Register(src Source) error {
 	if src.Rate < c.src.Rate {
 		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.src.Name, c.src.Rate)
 	}
-	c.switchLocked(src, conv, RateDeclared, 0)
+	if err := c.switchLocked(src, conv, RateDeclared, 0); err != nil {
+		return err
+	}
 	return nil
-}
-
-// switchLocked makes src, with conversion conv, the clock's source.
-func (c *Clock) switchLocked(src Source, conv conversion, origin RateOrigin, errPPM float64) {
-	sameCounter := funcPtr(src.Read) == funcPtr(c.src.Read) && conv.mask == c.conv.mask
-	c.src, c.conv, c.origin, c.errPPM = src, conv, origin, errPPM
-	if c.suspended {
-		c.publishLocked(frozenLine(c.cur, conv))
-	} else {
-		c.switchLine(src.Read, conv, sameCounter)
-	}
-	c.setPeriod(conv.refreshPeriod())
-}
-
-// switchLine moves readers from the current line to a new counter or a
-// new rate without time ever going backwards for any reader, wherever the
-// writer is stopped, and without moving time at the switch.
-//
-// The hazard (DESIGN section 5): between the writer's counter read and
-// the publication of the new line, readers keep extrapolating the old
-// line. If the new line is slower, or the old counter coarser, a reader
-// just before the publication can return more than a reader just after,
-// and in Go the writer can be stopped right there for milliseconds.
-//
-// The cure is to let the publication itself fix the switch point:
-//
-//  1. Publish the old line unchanged but read through a freezer, a
-//     stand-in read function. The first call to it, by a reader or by the
-//     writer, whichever comes first after the publication, pins the old
-//     counter (and then reads the new one), and every call returns that
-//     same old counter value: the freezer bank reads a constant V.
-//  2. The writer calls the freezer itself, which pins the old counter if
-//     no reader has, takes a new-counter value read after the pin, and
-//     computes V = old line at the pinned value, exactly, remainder
-//     included.
-//  3. Publish the new line anchored at (new, V).
-//
-// Readers that finish on the old bank read their counter before step 1
-// became visible (see latch), hence before the freezer's reads, so they
-// return at most V. Readers of the freezer bank return V. Readers of the
-// new bank read the new counter after the freezer did, so they return at
-// least V. This holds for any rate, faster or slower, any granularity of
-// either counter, and any pause of the writer: no horizon is assumed.
-// The price is that while a writer is stopped between steps 1 and 3,
-// time stands still for readers; after step 3 it resumes from V at the
-// counter's true pace, catching up at once.
-//
-// For the same counter (a new rate for it) the new line is anchored at
-// the frozen counter value itself, so not even the few nanoseconds
-// between two counter reads are lost.
-func (c *Clock) switchLine(next func() uint64, conv conversion, sameCounter bool) {
-	var pinNext func() uint64
-	if !sameCounter {
-		pinNext = next
-	}
-	ns, frac, nextCyc := c.freeze(pinNext, "switch")
-	ns, frac = rescaleFrac(ns, frac, c.cur.conv.shift, conv.shift)
-	c.publishLocked(line{read: next, conv: conv, epochCyc: nextCyc & conv.mask, epochNs: ns, frac: frac})
-	c.step("switch.published")
-}
-
-// freeze is steps 1 and 2 of switchLine, shared with Suspend: it
-// publishes the current line read through a freezer, pins it, and returns
-// the value V it froze at (in the current line's shift) and a value of
-// next read after the pin (the pinned old counter if next is nil).
-func (c *Clock) freeze(next func() uint64, stepPrefix string) (ns int64, frac, nextCyc uint64) {
-	fz := c.newFreezer()
-	fz.next = next
-	frozen := c.cur
-	frozen.read = fz.read
-	c.publishLocked(frozen)
-	c.step(stepPrefix + ".frozen")
-	oldCyc, nextCyc := fz.fix()
-	c.step(stepPrefix + ".fixed")
-	ns, frac = frozen.at(oldCyc)
-	return ns, frac, nextCyc
-}
-
-// rescaleFrac re-expresses ns + frac*2^-from as ns' + frac'*2^-to,
-// rounding up so that time never moves backwards.
-func rescaleFrac(ns int64, frac uint64, from, to uint32) (int64, uint64) {
-	frac = convertFrac(frac, from, to)
-	if frac >= uint64(1)<<to {
-		ns++
-		frac -= uint64(1) << to
-	}
-	return ns, frac
-}
-
-// freezer is the stand-in read function of step 1 of switchLine (and of
-// Suspend): it pins the old counter at its first read after it was
-// published, and whoever pins it reads the new counter right after.
-//
-// "After it was published" needs care: the writer stores the freezer in
-// bank 1 before it increments seq, and a reader that loaded an odd seq
-// during an earlier publication and was delayed can find it there first.
-// Such a reader's seq check is bound to fail, but if it pinned the
-// counter, readers still on the published bank could go on to read later
-// values. So the freezer pins only once seq has reached armedAt, the
-// value its publication gives seq; before that it reads the old counter
-// without pinning.
-//
-// Pinning allocates nothing, so neither does a Now that does it: the pin
-// is kept as 1 + the delta of the old counter from the frozen line's
-// epochCyc, clamped as readers clamp it. A clamped delta is below the
-// mask's negative zone, so 1 + delta never wraps to 0, which means "not
-// pinned yet".
-type freezer struct {
-	old, next      func() uint64
-	epochCyc, mask uint64 // the frozen line's
-	seq            *atomic.Uint64
-	armedAt        uint64
-	pinned         atomic.Uint64
-	nextCyc        atomic.Uint64 // the new counter, read by the pinner after pinning
-	nextSet        atomic.Bool
-}
-
-// newFreezer returns a freezer of the current line, armed by the
-// publication the writer is about to make.
-func (c *Clock) newFreezer() *freezer {
-	return &freezer{old: c.cur.read, epochCyc: c.cur.epochCyc, mask: c.cur.conv.mask,
-		seq: &c.latch.seq, armedAt: c.latch.seq.Load() + 1}
-}
-
-func (fz *freezer) read() uint64 {
-	if p := fz.pinned.Load(); p != 0 {
-		return fz.epochCyc + p - 1
-	}
-	if fz.seq.Load() < fz.armedAt {
-		return fz.old()
-	}
-	delta := clampDelta((fz.old()-fz.epochCyc)&fz.mask, fz.mask)
-	if fz.pinned.CompareAndSwap(0, delta+1) && fz.next != nil {
-		fz.nextCyc.Store(fz.next())
-		fz.nextSet.Store(true)
-	}
-	return fz.epochCyc + fz.pinned.Load() - 1
-}
-
-// fix is the writer's side, called after publishing the freezer: it pins
-// the old counter unless a reader already has, and returns the pinned
-// value with a new-counter value read after the pin (the pinner's, or,
-// if that one is not stored yet, the writer's own).
-func (fz *freezer) fix() (oldCyc, nextCyc uint64) {
-	oldCyc = fz.read()
-	switch {
-	case fz.next == nil:
-		return oldCyc, oldCyc
-	case fz.nextSet.Load():
-		return oldCyc, fz.nextCyc.Load()
-	}
-	return oldCyc, fz.next()
 }
 
 // Close stops the refresh goroutine and waits for it to exit. Now keeps

@@ -16,7 +16,7 @@ func (c *Clock) Suspend() {
 		return
 	}
 	frozen := c.cur
-	frozen.epochNs, frozen.frac, _ = c.freeze(nil, "suspend")
+	_, frozen.epochNs, frozen.frac = c.freeze("suspend")
 	c.publishLocked(frozenLine(frozen, c.conv))
 	c.suspended = true
 	c.step("suspend.published")

@@ -184,3 +184,101 @@ func TestSwitchAllocatesNothingInNow(t *testing.T) {
 	SetStep(c, nil)
 	assert.Zero(t, least)
 }
+
+// TestPinningReaderNeverCallsTheNewSource checks that the reader that
+// pins a switch reads only the old counter: a new source whose Read
+// panics (after its first, successful read) must not panic a reader,
+// and the failed Register leaves the clock on the old counter.
+func TestPinningReaderNeverCallsTheNewSource(t *testing.T) {
+	old := &FakeCounter{}
+	old.Set(1000)
+	c, err := New(old.Source("old", 64, 1e9))
+	require.NoError(t, err)
+	defer c.Close()
+	var reads atomic.Int64
+	bad := Source{Name: "bad", Bits: 64, Rate: 2e9, Read: func() uint64 {
+		if reads.Add(1) > 1 {
+			panic("new counter broke")
+		}
+		return 7
+	}}
+	var pinnedBy int64
+	SetStep(c, func(step string) {
+		if step == "switch.frozen" {
+			old.Add(10)
+			assert.NotPanics(t, func() { pinnedBy = c.Now() })
+			old.Add(10)
+		}
+	})
+	err = c.Register(bad)
+	SetStep(c, nil)
+	require.ErrorIs(t, err, ErrInvalidSource)
+	assert.Contains(t, err.Error(), "new counter broke")
+	assert.Equal(t, int64(10), pinnedBy)
+	assert.Equal(t, "old", c.Info().Source)
+	assert.Equal(t, int64(20), c.Now(), "the old line again, from the old counter")
+}
+
+// TestNarrowSwitchWithTheWriterStopped stops the writer for 55 s, 84% of
+// the 65.5 s wrap of a 16-bit 1 kHz counter, at each step of a switch to
+// it before the writer's last counter read: time must never go back, and
+// no wrap may be lost. (The new line used to be anchored at the new
+// counter's value at the pin; a refresh half a wrap after the publication
+// then found it in the negative zone. Folding eight times per wrap alone
+// would tolerate 49 s; folding the anchor forward just before the
+// publication covers the rest.)
+func TestNarrowSwitchWithTheWriterStopped(t *testing.T) {
+	for _, stopAt := range []string{"switch.frozen", "switch.fixed", "switch.anchored"} {
+		for _, same := range []bool{false, true} {
+			tl := &timeline{}
+			tl.ns.Store(1e9)
+			from := tl.counter("coarse", 64, 100, 100)
+			to := tl.counter("narrow", 16, 1000, 1000)
+			if same {
+				// A rate refinement of the narrow counter itself.
+				from = tl.counter("narrow", 16, 1000, 999)
+			}
+			c, err := New(from)
+			require.NoError(t, err)
+			var readings []int64
+			read := func() { readings = append(readings, c.Now()) }
+			tl.ns.Add(15e6)
+			read()
+			SetStep(c, func(step string) {
+				if step == stopAt {
+					read()
+					tl.ns.Add(55e9)
+					read()
+				}
+			})
+			c.mu.Lock()
+			if same {
+				src := c.src
+				src.Rate = 1000
+				conv, err := newConversion(src)
+				require.NoError(t, err)
+				require.NoError(t, c.switchLocked(src, conv, RateRefined, 0))
+			} else {
+				conv, err := newConversion(to)
+				require.NoError(t, err)
+				require.NoError(t, c.switchLocked(to, conv, RateDeclared, 0))
+			}
+			c.mu.Unlock()
+			SetStep(c, nil)
+			read()
+			// The refresh goroutine would fold it next a period later.
+			start := c.Now()
+			for i := 0; i < 8; i++ {
+				tl.ns.Add(uint64(c.Info().RefreshPeriod))
+				read()
+				c.Update()
+				read()
+			}
+			for i := 1; i < len(readings); i++ {
+				require.GreaterOrEqual(t, readings[i], readings[i-1], "stopped at %s (same counter %v): reading %d went back", stopAt, same, i)
+			}
+			assert.InDelta(t, float64(8*c.Info().RefreshPeriod), float64(c.Now()-start), 2e6, "stopped at %s (same counter %v): a wrap was lost", stopAt, same)
+			require.NoError(t, c.Close())
+		}
+	}
+}

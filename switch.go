@@ -1,0 +1,231 @@
+package schedclock
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// The switch protocol: how Register, rate refinement and Suspend move
+// readers from one line to another without time ever going backwards for
+// any reader, wherever the writer is stopped.
+//
+// The hazard (DESIGN section 5): between the writer's counter read and
+// the publication of a new line, readers keep extrapolating the old one.
+// If the new line is slower, or the old counter coarser, a reader just
+// before the publication can return more than a reader just after, and
+// in Go the writer can be stopped right there for milliseconds.
+//
+// The cure is to let the publication itself fix the switch point:
+//
+//  1. Publish the old line unchanged but read through a freezer, a
+//     stand-in read function. The first call to it after the
+//     publication, by a reader or by the writer, pins the old counter,
+//     and every call returns that same value: the freezer bank reads a
+//     constant V.
+//  2. The writer pins the freezer itself if no reader has, and evaluates
+//     V exactly, remainder included.
+//  3. The writer anchors the new line: a counter value of the new source
+//     read after the pin, and the clock's value there, never less than V
+//     (see anchorFunc).
+//  4. Publish the new line.
+//
+// Readers that finish on the old bank read their counter before step 1
+// became visible (see latch), hence before the pin, so they return at most
+// V. Readers of the freezer bank return V. Readers of the new bank read
+// the new counter after the anchor's counter value was read, so they
+// return at least the anchor's value, which is at least V. This holds for
+// any rate, faster or slower, any granularity of either counter, and any
+// pause of the writer: no horizon is assumed. While a writer is stopped
+// between steps 1 and 4, time stands still for readers; after step 4 it
+// goes on from where the anchor puts it, at the new counter's pace.
+//
+// What the anchor must also get right is where the new line starts. For
+// the same counter (a new rate for it) the new line starts at the pinned
+// counter value itself, exactly. For two different counters, their
+// relation is measured after the pin (relateAnchor), so a writer delayed
+// anywhere, a slow Read included, loses no time: the clock goes on from
+// the old line's value at the moment the counters were related.
+
+// anchorFunc returns where a new line starts, given the pinned old
+// counter value and the old line's value there, V (ns and remainder, in
+// the old line's shift): a value cyc of the new counter read after the
+// pin, and the clock's value at cyc (in the old line's shift), never less
+// than V.
+type anchorFunc func(pinnedCyc uint64, ns int64, frac uint64) (cyc uint64, atNs int64, atFrac uint64)
+
+// sameCounterAnchor starts the new line at the pinned counter value and
+// V: for a new rate of the same counter nothing is lost, not even the
+// nanoseconds between two reads.
+func sameCounterAnchor(pinnedCyc uint64, ns int64, frac uint64) (uint64, int64, uint64) {
+	return pinnedCyc, ns, frac
+}
+
+// relateSamples is how many (old, new, old) reads relateAnchor takes.
+const relateSamples = 8
+
+// relateAnchor anchors a new counter against the old line: it reads the
+// old counter, the new one, and the old one again, several times, and
+// takes the narrowest bracket: the new counter's value there corresponds
+// to the old line's value at the bracket's midpoint. The reads happen
+// after the pin, so however long the writer was stopped before them
+// (preempted, in a slow Read) the old line has gone on counting, and the
+// new line goes on from there. The error is the old counter's resolution
+// plus half the bracket.
+func relateAnchor(old line, next func() uint64) anchorFunc {
+	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64) {
+		bestWidth, oldCyc, nextCyc := ^uint64(0), uint64(0), uint64(0)
+		for i := 0; i < relateSamples; i++ {
+			before := old.read()
+			n := next()
+			after := old.read()
+			// A later sample wins ties: it is the freshest.
+			if width := (after - before) & old.conv.mask; width <= bestWidth {
+				bestWidth, oldCyc, nextCyc = width, before+width/2, n
+			}
+		}
+		// The old counter only went on since the pin, so its line's value
+		// there is at least V; max keeps that true for a counter that
+		// stepped back.
+		atNs, atFrac := old.at(oldCyc)
+		if atNs > ns || atNs == ns && atFrac > frac {
+			ns, frac = atNs, atFrac
+		}
+		return nextCyc, ns, frac
+	}
+}
+
+// switchLocked makes src, with conversion conv, the clock's source. src
+// is read once before anything changes, and a Read that panics, then or
+// during the switch, leaves the clock exactly as it was: the error wraps
+// ErrInvalidSource and carries the panic value.
+func (c *Clock) switchLocked(src Source, conv conversion, origin RateOrigin, errPPM float64) (err error) {
+	if _, err := readOnce(src); err != nil {
+		return err
+	}
+	before := c.cur
+	defer func() {
+		if r := recover(); r != nil {
+			// Readers saw at most the old line's value at the pin; the old
+			// line read later is at least that.
+			c.publishLocked(before)
+			err = fmt.Errorf("%w %q: Read panicked: %v", ErrInvalidSource, src.Name, r)
+		}
+	}()
+	if c.suspended {
+		c.publishLocked(frozenLine(c.cur, conv))
+	} else {
+		anchor := relateAnchor(c.cur, src.Read)
+		if funcPtr(src.Read) == funcPtr(c.src.Read) && conv.mask == c.conv.mask {
+			anchor = sameCounterAnchor
+		}
+		c.switchLine(src.Read, conv, anchor)
+	}
+	c.src, c.conv, c.origin, c.errPPM = src, conv, origin, errPPM
+	c.setPeriod(conv.refreshPeriod())
+	return nil
+}
+
+// readOnce calls src.Read, turning a panic into an error.
+func readOnce(src Source) (cyc uint64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w %q: Read panicked: %v", ErrInvalidSource, src.Name, r)
+		}
+	}()
+	return src.Read(), nil
+}
+
+// switchLine publishes a line on next with conversion conv, starting
+// where anchor puts it, through steps 1 to 4 above.
+func (c *Clock) switchLine(next func() uint64, conv conversion, anchor anchorFunc) {
+	pinnedCyc, ns, frac := c.freeze("switch")
+	cyc, ns, frac := anchor(pinnedCyc, ns, frac)
+	ns, frac = rescaleFrac(ns, frac, c.cur.conv.shift, conv.shift)
+	ln := line{read: next, conv: conv, epochCyc: cyc & conv.mask, epochNs: ns, frac: frac}
+	c.step("switch.anchored")
+	if conv.wraps() {
+		// The anchor's counter value may be old by now: the writer can
+		// have been stopped since it was read. Readers of a counter that
+		// wraps must not find it in the negative zone, so fold it
+		// forward, as Update would, just before publishing.
+		cyc = next()
+		ln.epochNs, ln.frac = ln.at(cyc)
+		ln.epochCyc = cyc & conv.mask
+	}
+	c.publishLocked(ln)
+	c.step("switch.published")
+}
+
+// freeze is steps 1 and 2 of the switch, shared with Suspend: it
+// publishes the current line read through a freezer, pins it, and returns
+// the pinned counter value and the line's value V there (in the current
+// line's shift).
+func (c *Clock) freeze(stepPrefix string) (pinnedCyc uint64, ns int64, frac uint64) {
+	fz := c.newFreezer()
+	frozen := c.cur
+	frozen.read = fz.read
+	c.publishLocked(frozen)
+	c.step(stepPrefix + ".frozen")
+	pinnedCyc = fz.read()
+	c.step(stepPrefix + ".fixed")
+	ns, frac = frozen.at(pinnedCyc)
+	return pinnedCyc, ns, frac
+}
+
+// rescaleFrac re-expresses ns + frac*2^-from as ns' + frac'*2^-to,
+// rounding up so that time never moves backwards.
+func rescaleFrac(ns int64, frac uint64, from, to uint32) (int64, uint64) {
+	frac = convertFrac(frac, from, to)
+	if frac >= uint64(1)<<to {
+		ns++
+		frac -= uint64(1) << to
+	}
+	return ns, frac
+}
+
+// freezer is the stand-in read function of step 1 of the switch (and of
+// Suspend): it pins the old counter at its first read after it was
+// published. Only the old counter is ever read through it, so a reader
+// that pins never calls a new source's Read (which could be slow, or
+// panic).
+//
+// "After it was published" needs care: the writer stores the freezer in
+// bank 1 before it increments seq, and a reader that loaded an odd seq
+// during an earlier publication and was delayed can find it there first.
+// Such a reader's seq check is bound to fail, but if it pinned the
+// counter, readers still on the published bank could go on to read later
+// values. So the freezer pins only once seq has reached armedAt, the
+// value its publication gives seq; before that it reads the old counter
+// without pinning.
+//
+// Pinning allocates nothing, so neither does a Now that does it: the pin
+// is kept as 1 + the delta of the old counter from the frozen line's
+// epochCyc, clamped as readers clamp it. A clamped delta is below the
+// mask's negative zone, so 1 + delta never wraps to 0, which means "not
+// pinned yet".
+type freezer struct {
+	old            func() uint64
+	epochCyc, mask uint64 // the frozen line's
+	seq            *atomic.Uint64
+	armedAt        uint64
+	pinned         atomic.Uint64
+}
+
+// newFreezer returns a freezer of the current line, armed by the
+// publication the writer is about to make.
+func (c *Clock) newFreezer() *freezer {
+	return &freezer{old: c.cur.read, epochCyc: c.cur.epochCyc, mask: c.cur.conv.mask,
+		seq: &c.latch.seq, armedAt: c.latch.seq.Load() + 1}
+}
+
+func (fz *freezer) read() uint64 {
+	if p := fz.pinned.Load(); p != 0 {
+		return fz.epochCyc + p - 1
+	}
+	if fz.seq.Load() < fz.armedAt {
+		return fz.old()
+	}
+	delta := clampDelta((fz.old()-fz.epochCyc)&fz.mask, fz.mask)
+	fz.pinned.CompareAndSwap(0, delta+1)
+	return fz.epochCyc + fz.pinned.Load() - 1
+}
