@@ -123,12 +123,12 @@ func (c *Clock) adoptRate(hw Source, start ratePoint, origin RateOrigin) bool {
 		}
 		return true
 	}
-	onHardware := funcPtr(c.src.Read) == funcPtr(hw.Read)
-	if !onHardware && funcPtr(c.src.Read) != funcPtr(readMono) {
-		// Someone registered a source of their own: it wins, and the
+	if c.calibrationOver {
+		// A caller registered a source of their own: it wins, and the
 		// calibration of ours ends.
 		return false
 	}
+	onHardware := funcPtr(c.src.Read) == funcPtr(hw.Read)
 	if onHardware && errPPM >= c.errPPM {
 		return true
 	}

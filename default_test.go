@@ -242,3 +242,20 @@ func TestRejectedSurvivesARegister(t *testing.T) {
 	assert.Equal(t, "hw", d.Info().Source)
 	assert.Empty(t, d.Info().Rejected)
 }
+
+// TestCallerRegisterEndsCalibration checks that any Register by a caller,
+// even of the portable source the default clock starts on, ends the
+// background calibration: it must not switch the clock back to the
+// counter it was measuring.
+func TestCallerRegisterEndsCalibration(t *testing.T) {
+	base := time.Now()
+	hw := Source{Name: "hw", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
+	c, err := New(Portable())
+	require.NoError(t, err)
+	defer c.Close()
+	start := samplePoint(hw.Read)
+	time.Sleep(5 * time.Millisecond)
+	require.NoError(t, c.Register(Portable()))
+	assert.False(t, c.adoptRate(hw, start, RateRefined), "calibration must end")
+	assert.Equal(t, "portable", c.Info().Source)
+}

@@ -38,6 +38,9 @@ type clockState struct {
 	suspended bool
 	closed    bool
 	rejected  string // why the default clock is not on a hardware counter
+	// calibrationOver is set once a caller registers a source: the
+	// default clock's background calibration then ends.
+	calibrationOver bool
 
 	period  atomic.Int64  // refresh period in ns, read by the refresh goroutine
 	wake    chan struct{} // tells the refresh goroutine the period changed
@@ -196,6 +199,9 @@ func (c *Clock) Register(src Source) error {
 	if err := c.switchLocked(src, conv, RateDeclared, 0); err != nil {
 		return err
 	}
+	// The caller has taken the clock over: background calibration of
+	// another counter (the default clock's) must not switch away from it.
+	c.calibrationOver = true
 	return nil
 }
 
