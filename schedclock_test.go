@@ -615,3 +615,78 @@ func TestZeroClockIsInertNotAPanic(t *testing.T) {
 	_, err := schedclock.New(j.Source())
 	assert.ErrorIs(t, err, schedclock.ErrInvalidSource, "a zero Jiffies has no rate")
 }
+
+// TestHostileCounters runs counters of every width and a wide range of
+// rates through what real counters do wrong: steps back by one tick, by
+// as much as still reads as negative, and by one tick more; and a
+// refresher stalled far past the 64-bit overflow horizon. Now must equal
+// the definition (big-integer arithmetic, saturated at math.MaxInt64),
+// never fall below the epoch, and never wrap.
+func TestHostileCounters(t *testing.T) {
+	for _, bits := range []int{1, 8, 16, 63, 64} {
+		for _, rate := range []uint64{1, 32768, 24_000_000, ghz, 10 * ghz} {
+			name := fmt.Sprintf("%d bits at %d Hz", bits, rate)
+			f := &schedclock.FakeCounter{}
+			c, err := schedclock.New(f.Source("hostile", bits, rate))
+			wrap := new(big.Int).Lsh(big.NewInt(1), uint(bits))
+			wrap.Mul(wrap, big.NewInt(ghz)).Div(wrap, new(big.Int).SetUint64(rate))
+			if err != nil {
+				// Only counters that wrap too fast for the refresh
+				// goroutine are refused.
+				assert.ErrorIs(t, err, schedclock.ErrInvalidSource, name)
+				assert.True(t, wrap.Cmp(big.NewInt(int64(667*time.Millisecond))) < 0, "%s refused: %v", name, err)
+				continue
+			}
+			info := c.Info()
+			mask := ^uint64(0) >> (64 - bits)
+			// Forward, folding within each refresh period: exact.
+			step := max(1, uint64(info.RefreshPeriod)*rate/ghz/2)
+			var total uint64
+			for i := 0; i < 5; i++ {
+				total += step
+				f.Set(total & mask)
+				c.Update()
+			}
+			at := c.Now()
+			require.Equal(t, exactNanos(total, info), at, name)
+			epoch := total & mask
+			for _, back := range []uint64{1, mask >> 3, mask>>3 + 1} {
+				f.Set((epoch - back) & mask)
+				now := c.Now()
+				assert.GreaterOrEqual(t, now, at, "%s, %d cycles back: below the epoch", name, back)
+				switch {
+				case bits < 4:
+					// No negative zone: a step back reads as a step forward.
+				case back <= mask>>3:
+					assert.Equal(t, at, now, "%s, %d cycles back: not clamped to the epoch", name, back)
+				default:
+					// Just outside the negative zone: read as far ahead.
+					assert.Equal(t, saturatedNanos(total, mask-back+1, info), now, "%s, %d cycles back", name, back)
+				}
+			}
+			if bits >= 63 {
+				// Stalled far past the overflow horizon: the 128-bit path,
+				// then saturation.
+				for _, ahead := range []uint64{1 << 40, 1 << 52, 1 << 62} {
+					f.Set((epoch + ahead) & mask)
+					assert.Equal(t, saturatedNanos(total, ahead, info), c.Now(), "%s, %d cycles ahead", name, ahead)
+				}
+			}
+			require.NoError(t, c.Close())
+		}
+	}
+}
+
+// saturatedNanos is the clock's value, from a start at counter 0, when the
+// counter is ahead cycles past an epoch folded at total cycles: the
+// definition, saturated at math.MaxInt64.
+func saturatedNanos(total, ahead uint64, info schedclock.Info) int64 {
+	v := new(big.Int).SetUint64(total)
+	v.Add(v, new(big.Int).SetUint64(ahead))
+	v.Mul(v, big.NewInt(int64(info.Mult)))
+	v.Rsh(v, uint(info.Shift))
+	if !v.IsInt64() {
+		return math.MaxInt64
+	}
+	return v.Int64()
+}
