@@ -2,51 +2,79 @@ package schedclock
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"time"
 )
 
 // The arithmetic of kernel/time/clocksource.c, for converting counter
 // cycles to nanoseconds as (cycles*mult) >> shift.
+//
+// The kernel's sched_clock picks mult and shift with maxsec 3600, so that
+// an hour of cycles times mult fits 64 bits and a CPU wakes to fold the
+// counter once an hour. That costs precision: one unit of a mult chosen
+// so is 0.55 ppm at 2.3 GHz. Here a fold is one goroutine wake-up, so
+// mult and shift are chosen for precision instead (DESIGN section 9): the
+// largest shift whose mult fits 32 bits and still leaves at least two
+// seconds of cycles before delta*mult overflows, so the refresh period,
+// half of that, is a second or more. The rounding of mult is then below
+// 0.002 ppm for every rate from 1 Hz to 10 GHz (TestMultShiftPrecision),
+// and a refresh later than the overflow horizon only sends readers to
+// the 128-bit path.
 
-// maxConversionSeconds is the kernel's maxsec for sched_clock: mult and
-// shift are chosen so that an hour of cycles times mult fits 64 bits.
-const maxConversionSeconds = 3600
+// minOverflowHorizon is how long a counter may run past its epoch before
+// delta*mult overflows 64 bits: twice the shortest refresh period of a
+// counter that does not wrap first.
+const minOverflowHorizon = 2 * time.Second
 
-// maxShift bounds shift: the carried remainder is below 1<<shift and
-// must fit 64 bits comfortably. clocksMultShift stays far below it with
-// maxsec 3600 and to = 1e9 (TestMultShiftBounds checks the rate range).
-const maxShift = 32
-
-// clocksMultShift is clocks_calc_mult_shift(): the largest shift (at most
-// 32) whose rounded mult = (to<<shift + from/2) / from keeps
-// maxsec*from*mult below 2^64. A zero mult means no usable conversion
-// exists (from is absurdly high).
-func clocksMultShift(from, to uint64, maxsec uint32) (mult, shift uint32) {
-	// tmp = maxsec*from >> 32, in 128 bits so huge rates cannot wrap.
-	hi, lo := bits.Mul64(uint64(maxsec), from)
-	tmp := hi<<32 | lo>>32
-	sftacc := 32
-	for tmp != 0 {
-		tmp >>= 1
-		sftacc--
+// multShift returns the conversion of a counter counting at rate Hz with
+// the given mask: the largest shift (below 64) whose mult, rate's period
+// in 2^-shift ns rounded to the nearest, fits 32 bits and leaves
+// min(minOverflowHorizon, the wrap) of cycles before delta*mult overflows
+// 64 bits. ok is false when no shift does (absurdly high rates).
+//
+// mult is exact to the last unit for a whole rate in Hz, computed in
+// 128 bits; a fractional rate (a measured one) goes through float64,
+// whose rounding is far below any measurement's error.
+func multShift(rate float64, mask uint64) (mult, shift uint32, ok bool) {
+	if !(rate >= 1) || rate > 1<<62 {
+		return 0, 0, false
 	}
-	if sftacc <= 0 {
-		return 0, 0
+	horizon := float64(minOverflowHorizon) / 1e9 * rate // cycles
+	if float64(mask) < horizon {
+		horizon = float64(mask)
 	}
-	var sft uint32
-	for sft = 32; sft > 0; sft-- {
-		tmp = to << sft
-		tmp += from / 2
-		tmp /= from
-		if tmp>>sftacc == 0 {
-			break
+	for s := 63; s >= 0; s-- {
+		m := periodFixed(rate, uint32(s))
+		if m == 0 || m > 1<<32-1 {
+			continue
+		}
+		if float64(^uint64(0)/m) >= horizon {
+			return uint32(m), uint32(s), true
 		}
 	}
-	if tmp > 1<<32-1 {
-		return 0, 0
+	return 0, 0, false
+}
+
+// periodFixed returns round(1e9 * 2^shift / rate), or 0 if it does not
+// fit 64 bits.
+func periodFixed(rate float64, shift uint32) uint64 {
+	if whole := uint64(rate); float64(whole) == rate {
+		// (1e9<<shift + rate/2) / rate in 128 bits.
+		hi, lo := uint64(1e9)>>(63-shift)>>1, uint64(1e9)<<shift
+		lo, carry := bits.Add64(lo, whole/2, 0)
+		hi += carry
+		if hi >= whole {
+			return 0
+		}
+		q, _ := bits.Div64(hi, lo, whole)
+		return q
 	}
-	return uint32(tmp), sft
+	f := math.Round(math.Ldexp(1e9, int(shift)) / rate)
+	if f >= 1<<64 {
+		return 0
+	}
+	return uint64(f)
 }
 
 // conversion is a counter's fixed-point rate: ns = cycles*mult >> shift.
@@ -62,15 +90,22 @@ func newConversion(src Source) (conversion, error) {
 	if err := src.validate(); err != nil {
 		return conversion{}, err
 	}
-	mult, shift := clocksMultShift(src.Rate, uint64(time.Second), maxConversionSeconds)
-	if mult == 0 || shift > maxShift {
-		return conversion{}, fmt.Errorf("%w %q: no mult/shift for %d Hz", ErrInvalidSource, src.Name, src.Rate)
+	return conversionFor(src.Name, float64(src.Rate), src.Bits)
+}
+
+// conversionFor derives the conversion of a counter of the given width at
+// rate Hz (a measured rate may be fractional), refusing counters that the
+// refresh goroutine could not keep up with.
+func conversionFor(name string, rate float64, width int) (conversion, error) {
+	mult, shift, ok := multShift(rate, maskOf(width))
+	if !ok {
+		return conversion{}, fmt.Errorf("%w %q: no mult/shift for %.0f Hz", ErrInvalidSource, name, rate)
 	}
-	conv := conversion{mult: mult, shift: shift, mask: maskOf(src.Bits)}
-	if conv.wraps() && conv.latenessTolerated() < maxRefreshLateness {
-		return conversion{}, fmt.Errorf("%w %q: a %d-bit counter at %d Hz wraps every %v; folded every %v, it tolerates a refresh %v late, "+
+	conv := conversion{mult: mult, shift: shift, mask: maskOf(width)}
+	if conv.mask != ^uint64(0) && conv.latenessTolerated() < maxRefreshLateness {
+		return conversion{}, fmt.Errorf("%w %q: a %d-bit counter at %.0f Hz wraps every %v; folded every %v, it tolerates a refresh %v late, "+
 			"but the Go scheduler can run the refresh goroutine up to %v late: a counter must take at least %v to wrap",
-			ErrInvalidSource, src.Name, src.Bits, src.Rate, conv.wrap(), conv.refreshPeriod(), conv.latenessTolerated(),
+			ErrInvalidSource, name, width, rate, conv.wrap(), conv.refreshPeriod(), conv.latenessTolerated(),
 			maxRefreshLateness, maxRefreshLateness*4/3)
 	}
 	return conv, nil
@@ -118,6 +153,12 @@ func (cv conversion) window() uint64 {
 	return min(negativeFrom(cv.mask), cv.overflowFrom()) - 1
 }
 
+// errorPPM is the conversion's own error for a counter at rate Hz: how far
+// mult*2^-shift, the ns per cycle it applies, is from 1e9/rate, in ppm.
+func (cv conversion) errorPPM(rate float64) float64 {
+	return (float64(cv.mult)/math.Ldexp(1, int(cv.shift))*rate/1e9 - 1) * 1e6
+}
+
 // wraps reports whether the counter wraps before delta*mult would
 // overflow 64 bits: then the wrap, not the overflow, sets how often the
 // counter must be folded, and a fold that comes too late loses time.
@@ -125,9 +166,9 @@ func (cv conversion) wraps() bool {
 	return cv.mask < ^uint64(0)/uint64(cv.mult)
 }
 
-// wrap is how long the counter takes to wrap.
+// wrap is how long the counter takes to wrap (saturated).
 func (cv conversion) wrap() time.Duration {
-	return time.Duration(cv.nanos(cv.mask) + cv.nanos(1))
+	return time.Duration(min(cv.nanos(cv.mask)+cv.nanos(1), math.MaxInt64))
 }
 
 // refreshPeriod is how often the refresh goroutine folds the counter into
@@ -154,10 +195,12 @@ func (cv conversion) latenessTolerated() time.Duration {
 	return time.Duration(cv.nanos(negativeFrom(cv.mask))) - cv.refreshPeriod()
 }
 
-// nanos converts a cycle count to nanoseconds, in 128 bits.
+// nanos converts a cycle count to nanoseconds, in 128 bits, saturated at
+// math.MaxInt64 so that it always fits a time.Duration.
 func (cv conversion) nanos(cycles uint64) uint64 {
 	hi, lo := bits.Mul64(cycles, uint64(cv.mult))
-	return shiftRight128(hi, lo, cv.shift)
+	ns, _ := addSaturating(0, hi, lo, cv.shift)
+	return uint64(ns)
 }
 
 func shiftRight128(hi, lo uint64, shift uint32) uint64 {

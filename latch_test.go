@@ -47,7 +47,7 @@ func TestScalePacking(t *testing.T) {
 	for _, tc := range []struct {
 		mult, shift uint32
 		bits        int
-	}{{1, 1, 1}, {4096000000, 10, 64}, {699051, 21, 56}, {^uint32(0), maxShift, 8}} {
+	}{{1, 1, 1}, {4096000000, 10, 64}, {699051, 21, 56}, {^uint32(0), 63, 8}} {
 		m, s, mask := unpackScale(packScale(tc.mult, tc.shift, uint64(tc.bits)))
 		assert.Equal(t, tc.mult, m)
 		assert.Equal(t, tc.shift, s)
