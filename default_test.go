@@ -2,6 +2,7 @@ package schedclock
 
 import (
 	"errors"
+	"sync/atomic"
 	"math"
 	"runtime"
 	"testing"
@@ -167,95 +168,117 @@ func observableStep() int64 {
 	return step
 }
 
-// TestCalibrationStopsWithClose checks that Close ends the calibration
-// goroutine at once instead of leaving it asleep until its next step
-// (100 ms after the start, the first time; up to 32 s later on).
+// defaultLike returns a clock set up as the default clock is where the
+// hardware counter's rate must be measured: on the portable source,
+// tracking hw against the raw clock, ending with a caller's Register.
+func defaultLike(t *testing.T, hw Source) *Clock {
+	t.Helper()
+	c, err := newClock(Portable(), rating{hz: 1e9, origin: RateDeclared},
+		&tracker{ref: rawNow, src: hw, endsOnRegister: true})
+	require.NoError(t, err)
+	c.rejected = hw.Name + ": rate being measured"
+	c.start()
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// realtime1GHz is a 1 GHz counter that runs with Go's monotonic clock
+// (whose rate is not declared: it must be measured).
+func realtime1GHz() Source {
+	base := time.Now()
+	return Source{Name: "hw", Bits: 64, Read: func() uint64 { return uint64(time.Since(base)) }}
+}
+
+// TestCalibrationStopsWithClose checks that Close ends the background
+// goroutine, calibration and watch included, at once.
 func TestCalibrationStopsWithClose(t *testing.T) {
-	for _, rate := range []uint64{0, 1e9} {
-		f := &FakeCounter{}
-		c, err := New(f.Source("fake", 64, 1e9))
+	base := runtime.NumGoroutine()
+	for _, hw := range []Source{realtime1GHz(), Portable()} {
+		c, err := New(hw, WithReference(rawNow))
+		if hw.Rate == 0 {
+			c, err = newClock(Portable(), rating{hz: 1e9}, &tracker{ref: rawNow, src: hw, endsOnRegister: true})
+			c.start()
+		}
 		require.NoError(t, err)
-		hw := f.Source("fake", 64, rate)
-		done := make(chan struct{})
-		go func() {
-			c.calibrate(hw, samplePoint(hw.Read))
-			close(done)
-		}()
 		time.Sleep(5 * time.Millisecond)
-		require.NoError(t, c.Close())
+		done := make(chan struct{})
+		go func() { _ = c.Close(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(60 * time.Millisecond):
-			t.Fatalf("calibration (rate %d) still running 60 ms after Close", rate)
+		case <-time.After(time.Second):
+			t.Fatal("Close still waiting for the background goroutine after 1 s")
 		}
 	}
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), base)
 }
 
-// TestCalibrationYieldsToARegisteredSource checks that the background
-// calibration never switches away from a source a caller registered.
-func TestCalibrationYieldsToARegisteredSource(t *testing.T) {
-	base := time.Now()
-	hw := Source{Name: "hw", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
-	c, err := New(Portable())
-	require.NoError(t, err)
-	defer c.Close()
-	start := samplePoint(hw.Read)
-	time.Sleep(5 * time.Millisecond)
-	own := &FakeCounter{}
-	require.NoError(t, c.Register(own.Source("own", 64, 2e9)))
-	assert.False(t, c.adoptRate(hw, start, RateRefined), "calibration must end")
-	assert.Equal(t, "own", c.Info().Source)
-
-	// While the clock is still on the portable source, it adopts hw.
-	d, err := New(Portable())
-	require.NoError(t, err)
-	defer d.Close()
-	assert.True(t, d.adoptRate(hw, start, RateMeasured))
-	assert.Equal(t, "hw", d.Info().Source)
-}
-
-// TestRejectedSurvivesARegister checks that Info().Rejected keeps saying
-// why the hardware counter is not used when a caller registers a source
-// of their own, and is cleared only when the hardware counter is adopted.
-func TestRejectedSurvivesARegister(t *testing.T) {
-	c, err := New(Portable())
-	require.NoError(t, err)
-	defer c.Close()
-	c.mu.Lock()
-	c.rejected = "tsc: kernel clocksource is kvm-clock, not tsc"
-	c.mu.Unlock()
-	own := &FakeCounter{}
-	require.NoError(t, c.Register(own.Source("own", 64, 2e9)))
-	assert.Equal(t, "tsc: kernel clocksource is kvm-clock, not tsc", c.Info().Rejected)
-
-	d, err := New(Portable())
-	require.NoError(t, err)
-	defer d.Close()
-	d.mu.Lock()
-	d.rejected = "hw: rate being measured"
-	d.mu.Unlock()
-	base := time.Now()
-	hw := Source{Name: "hw", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
-	start := samplePoint(hw.Read)
-	time.Sleep(5 * time.Millisecond)
-	require.True(t, d.adoptRate(hw, start, RateMeasured))
-	assert.Equal(t, "hw", d.Info().Source)
-	assert.Empty(t, d.Info().Rejected)
+// TestCalibrationAdoptsTheMeasuredCounter checks the default clock's path
+// where no register gives the rate: on the portable source at first, on
+// the measured counter after firstMeasurement, Rejected cleared.
+func TestCalibrationAdoptsTheMeasuredCounter(t *testing.T) {
+	c := defaultLike(t, realtime1GHz())
+	assert.Equal(t, "portable", c.Info().Source)
+	require.Eventually(t, func() bool { return c.Info().Source == "hw" }, 2*time.Second, time.Millisecond)
+	in := c.Info()
+	assert.Contains(t, []RateOrigin{RateMeasured, RateRefined}, in.RateOrigin)
+	assert.InDelta(t, 1e9, float64(in.Rate), 1e9*(in.RateErrorPPM+1)*1e-6, "%+v", in)
+	assert.Empty(t, in.Rejected)
 }
 
 // TestCallerRegisterEndsCalibration checks that any Register by a caller,
 // even of the portable source the default clock starts on, ends the
-// background calibration: it must not switch the clock back to the
-// counter it was measuring.
+// background calibration: it must never switch the clock to the counter
+// it was measuring. Info().Rejected keeps saying why the hardware counter
+// is not used.
 func TestCallerRegisterEndsCalibration(t *testing.T) {
-	base := time.Now()
-	hw := Source{Name: "hw", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
-	c, err := New(Portable())
+	own := &FakeCounter{}
+	for _, src := range []Source{Portable(), own.Source("own", 64, 2e9)} {
+		c := defaultLike(t, realtime1GHz())
+		require.NoError(t, c.Register(src))
+		time.Sleep(firstMeasurement + calibrationSchedule[0] + 50*time.Millisecond)
+		in := c.Info()
+		assert.Equal(t, src.Name, in.Source, "calibration switched away from a registered source")
+		assert.Equal(t, "hw: rate being measured", in.Rejected)
+		c.mu.Lock()
+		assert.Nil(t, c.track)
+		c.mu.Unlock()
+	}
+}
+
+// TestKernelVerdictForLife checks that the default clock leaves the
+// hardware counter for the portable source when the kernel stops
+// trusting it, says why, and stops tracking it.
+func TestKernelVerdictForLife(t *testing.T) {
+	hw := realtime1GHz()
+	hw.Rate = 1e9
+	c, err := newClock(hw, rating{hz: 1e9, origin: RateCPUID}, &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true})
 	require.NoError(t, err)
+	var demoted atomic.Bool
+	c.verdict = func() string {
+		if demoted.Load() {
+			return "hw: the kernel's clocksource changed to hpet"
+		}
+		return ""
+	}
+	c.start()
 	defer c.Close()
-	start := samplePoint(hw.Read)
-	time.Sleep(5 * time.Millisecond)
-	require.NoError(t, c.Register(Portable()))
-	assert.False(t, c.adoptRate(hw, start, RateRefined), "calibration must end")
-	assert.Equal(t, "portable", c.Info().Source)
+	time.Sleep(20 * time.Millisecond)
+	require.Equal(t, "hw", c.Info().Source)
+	before := c.Now()
+	demoted.Store(true)
+	c.mu.Lock()
+	c.verdictDue = time.Now()
+	c.mu.Unlock()
+	c.kick()
+	require.Eventually(t, func() bool { return c.Info().Source == "portable" }, 2*time.Second, time.Millisecond)
+	assert.Contains(t, c.Info().Rejected, "hpet")
+	assert.GreaterOrEqual(t, c.Now(), before)
+	c.mu.Lock()
+	assert.Nil(t, c.track)
+	assert.Nil(t, c.verdict)
+	c.mu.Unlock()
 }

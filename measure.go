@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// ratePoint pairs a counter value with the reference clock (rawNow): the
-// counter value is the midpoint of two counter reads that bracket one
-// reference read, and halfWidth is half their distance, the uncertainty
-// of the pairing in counter cycles.
+// ratePoint pairs a counter value with a reference clock: the counter
+// value is the midpoint of two counter reads that bracket one reference
+// read, and halfWidth is half their distance, the uncertainty of the
+// pairing in counter cycles (all ones: no pairing was found).
 type ratePoint struct {
 	cyc       uint64
 	ns        int64
@@ -19,13 +19,13 @@ type ratePoint struct {
 // narrowest bracket wins, which filters out preemptions and slow syscalls.
 const bracketSamples = 32
 
-// samplePoint takes the fastest of bracketSamples (counter, raw, counter)
-// reads.
-func samplePoint(read func() uint64) ratePoint {
+// samplePoint takes the fastest of bracketSamples (counter, reference,
+// counter) reads.
+func samplePoint(read func() uint64, ref func() int64) ratePoint {
 	best := ratePoint{halfWidth: ^uint64(0)}
 	for i := 0; i < bracketSamples; i++ {
 		before := read()
-		ns := rawNow()
+		ns := ref()
 		after := read()
 		if after < before {
 			continue
@@ -55,10 +55,10 @@ func rateBetween(a, b ratePoint) (hz float64, errPPM float64, err error) {
 	return hz, errPPM, nil
 }
 
-// measureRate measures read's rate against the reference clock over about
-// d (it sleeps for d) and returns it with its worst-case error in ppm.
+// measureRate measures read's rate against the raw clock over about d (it
+// sleeps for d) and returns it with its worst-case error in ppm.
 func measureRate(read func() uint64, d time.Duration) (hz float64, errPPM float64, err error) {
-	start := samplePoint(read)
+	start := samplePoint(read, rawNow)
 	time.Sleep(d)
-	return rateBetween(start, samplePoint(read))
+	return rateBetween(start, samplePoint(read, rawNow))
 }

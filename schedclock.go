@@ -25,7 +25,7 @@ type Clock struct {
 // clockSize is a Go size class that is a multiple of 64, so that every
 // Clock, and so its latch, starts on a 64-byte boundary (TestLatchLayout
 // checks it). The build fails if clockState outgrows it.
-const clockSize = 384
+const clockSize = 512
 
 // clockState is the writer's side of a Clock.
 type clockState struct {
@@ -33,17 +33,23 @@ type clockState struct {
 	cur       line // what readers are given, as the writer knows it
 	src       Source
 	conv      conversion // src's conversion (cur.conv differs only while suspended)
-	origin    RateOrigin
-	errPPM    float64
+	rate      rating     // src's rate, exactly as estimated, and where it came from
 	suspended bool
 	closed    bool
 	rejected  string // why the default clock is not on a hardware counter
-	// calibrationOver is set once a caller registers a source: the
-	// default clock's background calibration then ends.
-	calibrationOver bool
 
-	period  atomic.Int64  // refresh period in ns, read by the refresh goroutine
-	wake    chan struct{} // tells the refresh goroutine the period changed
+	// track calibrates and watches the counter against a reference; nil
+	// for a clock without one (see calibrate.go).
+	track        *tracker
+	reanchors    int
+	lastReanchor string
+	// verdict, on the default clock, says why the hardware counter can
+	// no longer be trusted ("" while it can); checked every verdictPeriod.
+	verdict    func() string
+	verdictDue time.Time
+
+	foldDue time.Time     // when the background goroutine folds next
+	wake    chan struct{} // tells the background goroutine to look again
 	stop    chan struct{}
 	stopped chan struct{}
 
@@ -54,35 +60,59 @@ type clockState struct {
 
 func noStep(string) {}
 
+// verdictPeriod is how often the default clock asks whether the kernel
+// still trusts its hardware counter.
+const verdictPeriod = 5 * time.Second
+
 // New returns a running Clock on src, reading near 0 ns now, with its
-// refresh goroutine started (stop it with Close). It returns an error
-// wrapping ErrInvalidSource if src is unusable: Read nil, Bits outside
-// 1..64, Rate 0, a Rate too high for a 32-bit mult, or a counter so narrow
-// and fast that it would have to be folded more often than every 10µs.
-func New(src Source) (*Clock, error) {
-	return newClock(src, RateDeclared, 0)
+// background goroutine started (stop it with Close). It returns an error
+// wrapping ErrInvalidSource if src is unusable: Read nil or panicking,
+// Bits outside 1..64, Rate 0, a Rate too high for a 32-bit mult, or a
+// counter that wraps so fast that the refresh goroutine could not be
+// trusted to fold it in time (see Source); and one wrapping
+// ErrInvalidOption for a bad Option.
+func New(src Source, opts ...Option) (*Clock, error) {
+	var o options
+	if err := o.apply(opts); err != nil {
+		return nil, err
+	}
+	var tr *tracker
+	if o.reference != nil {
+		tr = &tracker{ref: o.reference, src: src, adopted: true}
+	}
+	c, err := newClock(src, rating{hz: float64(src.Rate), origin: RateDeclared}, tr)
+	if err != nil {
+		return nil, err
+	}
+	c.start()
+	return c, nil
 }
 
-func newClock(src Source, origin RateOrigin, errPPM float64) (*Clock, error) {
+// newClock returns a Clock on src, tracked by tr if not nil, with its
+// first line published; start starts its background goroutine.
+func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 	conv, err := newConversion(src)
 	if err != nil {
 		return nil, err
 	}
-	c := &Clock{clockState: clockState{
-		src: src, conv: conv, origin: origin, errPPM: errPPM,
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
-		step: noStep,
-	}}
 	cyc, err := readOnce(src)
 	if err != nil {
 		return nil, err
 	}
-	c.cur = line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask}
-	c.latch.publish(&c.cur, c.step)
-	c.period.Store(int64(conv.refreshPeriod()))
-	go c.refreshLoop()
+	c := &Clock{clockState: clockState{
+		src: src, conv: conv, rate: rate, track: tr,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
+		step: noStep,
+	}}
+	if tr != nil {
+		tr.restart = true
+	}
+	c.publishLocked(line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask})
+	c.foldDue = time.Now().Add(conv.refreshPeriod())
 	return c, nil
 }
+
+func (c *Clock) start() { go c.background() }
 
 // Now returns the clock's time in nanoseconds. It never waits for a
 // writer, never allocates, and never returns less than a call that
@@ -196,12 +226,23 @@ func (c *Clock) Register(src Source) error {
 	if src.Rate < c.src.Rate {
 		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.src.Name, c.src.Rate)
 	}
-	if err := c.switchLocked(src, conv, RateDeclared, 0); err != nil {
+	tr := c.track
+	if tr != nil && tr.endsOnRegister {
+		// The caller has taken the default clock over: its calibration
+		// and watch of the hardware counter end, and no background
+		// refinement will switch away from src.
+		c.track, c.verdict = nil, nil
+	}
+	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: RateDeclared}); err != nil {
+		c.track = tr
 		return err
 	}
-	// The caller has taken the clock over: background calibration of
-	// another counter (the default clock's) must not switch away from it.
-	c.calibrationOver = true
+	if c.track != nil {
+		// A clock made by New with a reference: calibration and the
+		// watch move to src.
+		c.track.src, c.track.adopted, c.track.restart = src, true, true
+		c.kick()
+	}
 	return nil
 }
 
@@ -218,6 +259,7 @@ func (c *Clock) Close() error {
 		return ErrClosed
 	}
 	c.closed = true
+	c.track, c.verdict = nil, nil
 	close(c.stop)
 	c.mu.Unlock()
 	<-c.stopped
@@ -229,33 +271,70 @@ func (c *Clock) Close() error {
 // behaves as closed).
 func (c *Clock) stoppedLocked() bool { return c.closed || c.cur.read == nil }
 
-func (c *Clock) setPeriod(p time.Duration) {
-	if time.Duration(c.period.Swap(int64(p))) != p {
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+// kick makes the background goroutine look at its schedule again.
+func (c *Clock) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 }
 
-// refreshLoop is the kernel's sched_clock_poll hrtimer: it folds the
-// counter into the epoch every refresh period, half of the time the
-// counter takes to reach the negative zone or 64-bit overflow, so no wrap
-// is missed even if the goroutine runs late by as much again.
-func (c *Clock) refreshLoop() {
+// background is the kernel's sched_clock_poll hrtimer and more: it folds
+// the counter into the epoch every refresh period (see
+// conversion.refreshPeriod), and, on a clock with a reference, calibrates
+// and watches the counter (see calibrate.go).
+func (c *Clock) background() {
 	defer close(c.stopped)
-	timer := time.NewTimer(time.Duration(c.period.Load()))
+	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		timer.Reset(time.Until(c.tick(time.Now())))
 		select {
 		case <-c.stop:
 			return
 		case <-c.wake:
 		case <-timer.C:
-			c.Update()
 		}
-		timer.Reset(time.Duration(c.period.Load()))
 	}
+}
+
+// tick does what is due and returns when something is next due. A Read or
+// reference that panics leaves the clock as it was; the work is tried
+// again a watch period later.
+func (c *Clock) tick(now time.Time) (next time.Time) {
+	defer func() {
+		if recover() != nil {
+			next = now.Add(watchPeriod)
+		}
+	}()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stoppedLocked() {
+		return now.Add(time.Hour)
+	}
+	if !c.suspended && c.verdict != nil && !now.Before(c.verdictDue) {
+		c.verdictDue = now.Add(verdictPeriod)
+		if why := c.verdict(); why != "" {
+			c.fallBackLocked(why)
+		}
+	}
+	if tr := c.track; tr != nil && !c.suspended {
+		c.trackLocked(tr, now)
+	}
+	if !now.Before(c.foldDue) {
+		if !c.suspended {
+			c.updateLocked()
+		}
+		c.foldDue = now.Add(c.conv.refreshPeriod())
+	}
+	next = c.foldDue
+	if c.verdict != nil && c.verdictDue.Before(next) {
+		next = c.verdictDue
+	}
+	if tr := c.track; tr != nil && !c.suspended && tr.nextDue().Before(next) {
+		next = tr.nextDue()
+	}
+	return next
 }
 
 // Info describes a Clock's configuration.
@@ -272,6 +351,16 @@ type Info struct {
 	// Rejected says why the default clock does not run on the hardware
 	// counter; it is empty when it does, and for clocks made by New.
 	Rejected string
+	// ConversionErrorPPM is the conversion's own error: how far
+	// Mult*2^-Shift ns per cycle is from 1e9/rate, in ppm (included in
+	// RateErrorPPM).
+	ConversionErrorPPM float64
+	// Reanchors counts how many times the watch of a clock with a
+	// reference re-anchored the clock on the reference's timeline (its
+	// counter stepped back, jumped or changed rate); LastReanchor says
+	// why, the last time.
+	Reanchors    int
+	LastReanchor string
 }
 
 // Info returns the clock's current configuration.
@@ -282,11 +371,18 @@ func (c *Clock) Info() Info {
 	if c.conv.mult != 0 { // zero for a zero Clock
 		period = c.conv.refreshPeriod()
 	}
+	var convErr float64
+	if c.conv.mult != 0 {
+		convErr = c.conv.errorPPM(c.rate.hz)
+	}
 	return Info{
-		Source:        c.src.Name,
-		Rate:          c.src.Rate,
-		RateOrigin:    c.origin,
-		RateErrorPPM:  c.errPPM,
+		Source:             c.src.Name,
+		Rate:               c.src.Rate,
+		RateOrigin:         c.rate.origin,
+		RateErrorPPM:       c.rate.errPPM,
+		ConversionErrorPPM: convErr,
+		Reanchors:          c.reanchors,
+		LastReanchor:       c.lastReanchor,
 		Bits:          c.src.Bits,
 		Mult:          c.conv.mult,
 		Shift:         c.conv.shift,

@@ -68,6 +68,7 @@ func TestSevenSecondsOfCounts(t *testing.T) {
 		f.Set(7 * rate)
 		want := 7 * time.Second
 		assert.InDelta(t, float64(want), float64(c.Now()), 2+0.01e-6*float64(want), "%d Hz", rate)
+		assert.LessOrEqual(t, math.Abs(c.Info().ConversionErrorPPM), 0.01, "%d Hz", rate)
 		// Folding does not change it.
 		c.Update()
 		f.Add(rate)

@@ -37,6 +37,9 @@ var (
 	// ErrUntrusted: the hardware counter exists but cannot be trusted as a
 	// clock on this machine (see the wrapped message for why).
 	ErrUntrusted = errors.New("schedclock: counter not trusted")
+	// ErrInvalidOption: an Option given to New is unusable (a nil
+	// reference clock, ...).
+	ErrInvalidOption = errors.New("schedclock: invalid option")
 )
 
 // RateOrigin says where a Source's Rate came from.
@@ -48,7 +51,7 @@ const (
 	RateHypervisor                   // hypervisor timing leaf 0x40000010
 	RateMeasured                     // measured against CLOCK_MONOTONIC_RAW
 	RateCNTFRQ                       // arm64 CNTFRQ_EL0
-	RateRefined                      // refined in the background against CLOCK_MONOTONIC_RAW
+	RateRefined                      // refined in the background against the Clock's reference
 )
 
 func (o RateOrigin) String() string {

@@ -33,9 +33,17 @@ func (c *Clock) Resume() {
 	}
 	// Anchoring at a counter value read before the publication means
 	// every reader of the new line reads at least V.
+	// Anchoring at a counter value read before the publication means
+	// every reader of the new line reads at least V.
 	cyc := c.src.Read()
 	c.publishLocked(line{read: c.src.Read, conv: c.conv, epochCyc: cyc & c.conv.mask, epochNs: c.cur.epochNs, frac: c.cur.frac})
 	c.suspended = false
+	if c.track != nil {
+		// The counter may have reset, stopped or run on while suspended:
+		// calibration and the watch start afresh.
+		c.track.restart = true
+		c.kick()
+	}
 	c.step("resume.published")
 }
 

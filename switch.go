@@ -3,6 +3,7 @@ package schedclock
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 )
 
 // The switch protocol: how Register, rate refinement and Suspend move
@@ -94,11 +95,23 @@ func relateAnchor(old line, next func() uint64) anchorFunc {
 	}
 }
 
-// switchLocked makes src, with conversion conv, the clock's source. src
-// is read once before anything changes, and a Read that panics, then or
-// during the switch, leaves the clock exactly as it was: the error wraps
-// ErrInvalidSource and carries the panic value.
-func (c *Clock) switchLocked(src Source, conv conversion, origin RateOrigin, errPPM float64) (err error) {
+// switchLocked makes src, with conversion conv and rate, the clock's
+// source: a new rate of the same counter anchors at the pinned value, a
+// different counter is related to the old one (relateAnchor).
+func (c *Clock) switchLocked(src Source, conv conversion, rate rating) error {
+	anchor := relateAnchor(c.cur, src.Read)
+	if funcPtr(src.Read) == funcPtr(c.src.Read) && conv.mask == c.conv.mask {
+		anchor = sameCounterAnchor
+	}
+	return c.switchAnchoredLocked(src, conv, rate, anchor)
+}
+
+// switchAnchoredLocked makes src the clock's source, its line starting
+// where anchor puts it. src is read once before anything changes, and a
+// Read that panics, then or during the switch, leaves the clock exactly
+// as it was: the error wraps ErrInvalidSource and carries the panic
+// value.
+func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, anchor anchorFunc) (err error) {
 	if _, err := readOnce(src); err != nil {
 		return err
 	}
@@ -114,14 +127,11 @@ func (c *Clock) switchLocked(src Source, conv conversion, origin RateOrigin, err
 	if c.suspended {
 		c.publishLocked(frozenLine(c.cur, conv))
 	} else {
-		anchor := relateAnchor(c.cur, src.Read)
-		if funcPtr(src.Read) == funcPtr(c.src.Read) && conv.mask == c.conv.mask {
-			anchor = sameCounterAnchor
-		}
 		c.switchLine(src.Read, conv, anchor)
 	}
-	c.src, c.conv, c.origin, c.errPPM = src, conv, origin, errPPM
-	c.setPeriod(conv.refreshPeriod())
+	c.src, c.conv, c.rate = src, conv, rate
+	c.foldDue = time.Now().Add(conv.refreshPeriod())
+	c.kick()
 	return nil
 }
 

@@ -47,7 +47,7 @@ func writerCases(tl *timeline) []writerCase {
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		c.switchLocked(src, conv, RateRefined, 0)
+		c.switchLocked(src, conv, rating{hz: float64(rate), origin: RateRefined})
 	}
 	register := func(src Source) func(*Clock) {
 		return func(c *Clock) {
@@ -63,7 +63,7 @@ func writerCases(tl *timeline) []writerCase {
 			conv, _ := newConversion(jiffy)
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			c.switchLocked(jiffy, conv, RateDeclared, 0)
+			c.switchLocked(jiffy, conv, rating{hz: 100})
 		}, time.Second},
 		// The counter really runs at 2.1 GHz; its declared rate is
 		// refined up (a slower line) or down (a faster line).
@@ -257,11 +257,11 @@ func TestNarrowSwitchWithTheWriterStopped(t *testing.T) {
 				src.Rate = 1000
 				conv, err := newConversion(src)
 				require.NoError(t, err)
-				require.NoError(t, c.switchLocked(src, conv, RateRefined, 0))
+				require.NoError(t, c.switchLocked(src, conv, rating{hz: 1000, origin: RateRefined}))
 			} else {
 				conv, err := newConversion(to)
 				require.NoError(t, err)
-				require.NoError(t, c.switchLocked(to, conv, RateDeclared, 0))
+				require.NoError(t, c.switchLocked(to, conv, rating{hz: 1000}))
 			}
 			c.mu.Unlock()
 			SetStep(c, nil)

@@ -1,0 +1,329 @@
+package schedclock
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Calibration and the watch. A Clock with a reference (WithReference; the
+// default clock's is CLOCK_MONOTONIC_RAW) trusts its counter only as far
+// as the reference confirms it, for as long as it runs:
+//
+//   - Calibration measures the counter's rate against the reference over
+//     a growing baseline (calibrationSchedule) and adopts each better
+//     estimate; after the schedule it keeps measuring over a sliding
+//     baseline (slideEvery, slideSpan), so slow drift (a crystal warming
+//     up, ageing) is followed by rate slews. Every adoption is a switch of
+//     the same counter to a new rate, anchored at the pinned counter
+//     value: it never moves time.
+//   - The watch compares the clock's progress with the reference's every
+//     watchPeriod, each side read in a bracket (clock, reference, clock).
+//     A disagreement larger than the rate's estimated error, a drift
+//     allowance (watchDriftPPM), both brackets, two ticks of the counter
+//     and watchFloor can explain means the counter misbehaved: it stepped
+//     back (a snapshot restore, a reset across suspend), jumped forward (a
+//     live migration without TSC scaling) or changed rate (a hypervisor
+//     changed the TSC frequency). The watch then measures the counter's
+//     rate afresh over rateProbe, and re-anchors the clock on its
+//     timeline: the value the reference says it has reached since the
+//     last good comparison, at the new rate if the rate changed. The
+//     re-anchoring is a switch like any other (see switch.go): it never
+//     steps back, so after a jump forward the clock goes on from what
+//     readers saw; Info counts it (Reanchors) and says why.
+//   - Between comparisons the watch folds the epoch forward, so the epoch
+//     is never more than a watch period old, and a counter that steps
+//     back makes readers, who clamp at the epoch, dip by at most that
+//     much before the watch puts the clock back on its timeline. A
+//     counter that jumps forward is not hidden: readers cannot tell it
+//     from a stopped process whose reference ran on too, and what they
+//     saw stands.
+//
+// While the clock is suspended, both stand aside (Resume is the caller's
+// word); they start afresh on Resume and after each re-anchoring.
+
+const (
+	// watchPeriod is how often the watch compares the clock with its
+	// reference and folds the epoch.
+	watchPeriod = 100 * time.Millisecond
+	// watchDriftPPM is how far the counter's rate may have drifted from
+	// the estimate (between refinements) before the watch calls it a
+	// rate change rather than drift.
+	watchDriftPPM = 50
+	// watchFloor is the disagreement the watch always tolerates: the
+	// reference's own jitter.
+	watchFloor = 2 * time.Microsecond
+	// watchSamples is how many (clock, reference, clock) brackets a
+	// comparison takes; the narrowest wins.
+	watchSamples = 8
+	// rateProbe is how long the watch measures the counter's rate after a
+	// disagreement, to tell a rate change from a step.
+	rateProbe = 10 * time.Millisecond
+	// firstMeasurement is how long the default clock measures a rate that
+	// no CPU register gives before it adopts the hardware counter.
+	firstMeasurement = 20 * time.Millisecond
+	// slideEvery and slideSpan: after the calibration schedule, the rate
+	// is measured every slideEvery over the last slideSpan.
+	slideEvery = 16 * time.Second
+	slideSpan  = 256 * time.Second
+)
+
+// calibrationSchedule lists when, counted from the baseline, the rate is
+// measured again. The error of a measurement is the width of its two
+// brackets over the baseline, so it shrinks as 1/t.
+var calibrationSchedule = []time.Duration{
+	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+	1 * time.Second, 1500 * time.Millisecond, 2 * time.Second, 4 * time.Second,
+	8 * time.Second, 16 * time.Second, 32 * time.Second, 64 * time.Second,
+}
+
+// rating is a rate and what is known of it.
+type rating struct {
+	hz     float64
+	origin RateOrigin
+	errPPM float64 // the estimate's error, the conversion's rounding included
+}
+
+// tracker is a Clock's calibration and watch state (see above).
+type tracker struct {
+	ref func() int64
+	src Source // the counter refined and watched
+	// adopted says the clock runs on src. The default clock tracks the
+	// hardware counter before it adopts it, while on the portable source.
+	adopted bool
+	// endsOnRegister: a caller's Register ends the tracking (the default
+	// clock: the caller has taken it over). Otherwise the tracking moves
+	// to the registered source.
+	endsOnRegister bool
+
+	baseline  ratePoint   // where the current measurement starts
+	baseAt    time.Time   // when it was taken
+	step      int         // the next calibrationSchedule entry
+	history   []ratePoint // sliding baselines, once the schedule is done
+	refineDue time.Time
+	restart   bool // take a new baseline at the next tick
+
+	good     clockSample // the last comparison the watch accepted
+	haveGood bool
+	watchDue time.Time
+}
+
+// clockSample pairs a clock reading with a reference reading: the clock
+// value is the midpoint of two readings that bracket one reference read,
+// halfWidth half their distance.
+type clockSample struct {
+	clock, ref, halfWidth int64
+}
+
+// sampleClock takes the narrowest of watchSamples (Now, reference, Now)
+// brackets.
+func (c *Clock) sampleClock(ref func() int64) clockSample {
+	best := clockSample{halfWidth: math.MaxInt64}
+	for i := 0; i < watchSamples; i++ {
+		before := c.Now()
+		r := ref()
+		after := c.Now()
+		if w := (after - before) / 2; w < best.halfWidth {
+			best = clockSample{clock: before + w, ref: r, halfWidth: w}
+		}
+	}
+	return best
+}
+
+// startLocked takes a new baseline: calibration starts over from now,
+// and the watch takes its next comparison as its first.
+func (tr *tracker) startLocked(now time.Time) {
+	tr.baseline = samplePoint(tr.src.Read, tr.ref)
+	tr.baseAt = now
+	tr.step = 0
+	tr.history = nil
+	tr.refineDue = now.Add(calibrationSchedule[0])
+	if !tr.adopted && tr.src.Rate == 0 {
+		tr.refineDue = now.Add(firstMeasurement)
+	}
+	tr.haveGood = false
+	tr.watchDue = now
+	tr.restart = false
+}
+
+// trackLocked does what calibration and the watch have due.
+func (c *Clock) trackLocked(tr *tracker, now time.Time) {
+	if tr.restart {
+		tr.startLocked(now)
+	}
+	if !now.Before(tr.refineDue) {
+		c.refineLocked(tr, now)
+	}
+	if c.track == tr && tr.adopted && !now.Before(tr.watchDue) {
+		c.watchLocked(tr, now)
+		tr.watchDue = now.Add(watchPeriod)
+	}
+}
+
+// nextDue is when the tracker next has something to do.
+func (tr *tracker) nextDue() time.Time {
+	if tr.restart {
+		return time.Time{}
+	}
+	if tr.adopted && tr.watchDue.Before(tr.refineDue) {
+		return tr.watchDue
+	}
+	return tr.refineDue
+}
+
+// refineLocked measures the tracked counter's rate and adopts it: the
+// first time for a counter whose rate nothing gave (the default clock
+// then switches to it), then whenever the estimate is better, and, after
+// the schedule, always (following drift).
+func (c *Clock) refineLocked(tr *tracker, now time.Time) {
+	p := samplePoint(tr.src.Read, tr.ref)
+	base, sliding := tr.baseline, tr.step >= len(calibrationSchedule)
+	if sliding {
+		tr.history = append(tr.history, p)
+		for len(tr.history) > 2 && p.ns-tr.history[1].ns >= int64(slideSpan) {
+			tr.history = tr.history[1:]
+		}
+		base = tr.history[0]
+		tr.refineDue = now.Add(slideEvery)
+	} else {
+		tr.refineDue = tr.baseAt.Add(calibrationSchedule[tr.step])
+		tr.step++
+		if tr.step == len(calibrationSchedule) {
+			tr.history = []ratePoint{tr.baseline}
+		}
+	}
+	hz, errPPM, err := rateBetween(base, p)
+	if err != nil || hz < 1 {
+		if !tr.adopted && tr.src.Rate == 0 {
+			c.rejected = fmt.Sprintf("%s: measuring its rate against the reference failed: %v", tr.src.Name, err)
+			c.track = nil
+		}
+		return
+	}
+	conv, err := conversionFor(tr.src.Name, hz, tr.src.Bits)
+	if err != nil {
+		c.rejected = err.Error()
+		c.track = nil
+		return
+	}
+	// The conversion's own rounding is part of the error.
+	next := rating{hz: hz, origin: RateRefined, errPPM: errPPM + math.Abs(conv.errorPPM(hz))}
+	src := tr.src
+	src.Rate = uint64(math.Round(hz))
+	if !tr.adopted {
+		if tr.src.Rate == 0 {
+			next.origin = RateMeasured
+		}
+		tr.adopted = true
+		if err := c.switchLocked(src, conv, next); err != nil {
+			c.rejected = err.Error()
+			c.track = nil
+			return
+		}
+		c.rejected = ""
+		tr.src = src
+		tr.watchDue = now
+		return
+	}
+	current := c.rate.errPPM
+	if c.rate.origin == RateDeclared {
+		current = math.Inf(1) // a caller's word, which the reference is here to check
+	}
+	if !sliding && next.errPPM >= current {
+		return
+	}
+	if conv == c.conv {
+		c.rate, c.src.Rate = next, src.Rate
+		return
+	}
+	_ = c.switchLocked(src, conv, next) // the same counter, read many times just now
+}
+
+// watchLocked compares the clock's progress with the reference's since
+// the last good comparison, folds the epoch forward when they agree, and
+// re-anchors the clock when they do not.
+func (c *Clock) watchLocked(tr *tracker, now time.Time) {
+	s := c.sampleClock(tr.ref)
+	if tr.haveGood {
+		g := tr.good
+		gap, elapsed := (s.clock-g.clock)-(s.ref-g.ref), s.ref-g.ref
+		if abs(gap) > c.watchTolerance(elapsed, s, g) {
+			c.reanchorLocked(tr, now, g, gap, elapsed)
+			return
+		}
+	}
+	tr.good, tr.haveGood = s, true
+	c.updateLocked()
+}
+
+// watchTolerance is the largest disagreement over elapsed reference
+// nanoseconds that the rate's estimated error, drift, the brackets and
+// the counter's resolution explain.
+func (c *Clock) watchTolerance(elapsed int64, a, b clockSample) int64 {
+	ppm := c.rate.errPPM + watchDriftPPM
+	tick := int64(c.conv.nanos(1)) + 1
+	return int64(ppm*1e-6*math.Abs(float64(elapsed))) + a.halfWidth + b.halfWidth + 2*tick + int64(watchFloor)
+}
+
+// reanchorLocked puts the clock back on its timeline after the watch saw
+// the counter misbehave: the last good comparison g plus what the
+// reference counted since, at the counter's rate measured afresh.
+func (c *Clock) reanchorLocked(tr *tracker, now time.Time, g clockSample, gap, elapsed int64) {
+	src, conv, rate := c.src, c.conv, c.rate
+	from := rate.hz
+	p1 := samplePoint(src.Read, tr.ref)
+	time.Sleep(rateProbe)
+	p2 := samplePoint(src.Read, tr.ref)
+	hz, errPPM, err := rateBetween(p1, p2)
+	rerated := false
+	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM {
+		if cv, cerr := conversionFor(src.Name, hz, src.Bits); cerr == nil {
+			conv, rerated = cv, true
+			rate = rating{hz: hz, origin: RateRefined, errPPM: errPPM + math.Abs(cv.errorPPM(hz))}
+			src.Rate = uint64(math.Round(hz))
+		}
+	}
+	if c.switchAnchoredLocked(src, conv, rate, timelineAnchor(src.Read, tr.ref, g)) != nil {
+		return // the counter's Read panicked: the clock is as it was
+	}
+	c.reanchors++
+	switch {
+	case rerated:
+		c.lastReanchor = fmt.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, from, hz, (hz/from-1)*100)
+	case gap < 0:
+		c.lastReanchor = fmt.Sprintf("%s: fell %v behind the reference in %v (stepped back or stalled)", src.Name, time.Duration(-gap), time.Duration(elapsed))
+	default:
+		c.lastReanchor = fmt.Sprintf("%s: ran %v ahead of the reference in %v (jumped forward)", src.Name, time.Duration(gap), time.Duration(elapsed))
+	}
+	tr.src = src
+	tr.startLocked(now)
+	tr.baseline = p2
+	tr.good, tr.haveGood = c.sampleClock(tr.ref), true
+	tr.watchDue = now.Add(watchPeriod)
+}
+
+// timelineAnchor anchors the clock on its timeline: at a counter value
+// paired with a reference reading after the pin, the last good
+// comparison g plus the reference's progress since, or V if that is
+// more (time never steps back).
+func timelineAnchor(read func() uint64, ref func() int64, g clockSample) anchorFunc {
+	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64) {
+		p := samplePoint(read, ref)
+		if p.halfWidth == ^uint64(0) {
+			// The counter went backwards within every bracket: pair one
+			// read with the reference that follows it.
+			p = ratePoint{cyc: read(), ns: ref()}
+		}
+		if t := g.clock + (p.ns - g.ref); t > ns {
+			return p.cyc, t, 0
+		}
+		return p.cyc, ns, frac
+	}
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}

@@ -1,0 +1,48 @@
+package schedclock
+
+import (
+	"errors"
+	"fmt"
+)
+
+// An Option configures a Clock made by New.
+type Option func(*options) error
+
+// options is what New's Options set.
+type options struct {
+	reference func() int64
+}
+
+// WithReference gives the Clock a trusted nanosecond clock to follow: the
+// Clock refines its counter's rate against it in the background and
+// watches the counter against it for life, re-anchoring the clock when
+// the counter steps back, jumps or changes rate (see [Info] Reanchors).
+// The default clock's reference is CLOCK_MONOTONIC_RAW.
+//
+// now must be safe for concurrent use, must never go backwards, and must
+// not call the Clock's methods other than Now (it is called while the
+// Clock's writer lock is held). It is called from the Clock's background
+// goroutine only, some tens of times a second.
+func WithReference(now func() int64) Option {
+	return func(o *options) error {
+		if now == nil {
+			return errors.New("WithReference: the reference clock is nil")
+		}
+		o.reference = now
+		return nil
+	}
+}
+
+// apply collects opts, turning the first bad one into an error wrapping
+// ErrInvalidOption.
+func (o *options) apply(opts []Option) error {
+	for _, opt := range opts {
+		if opt == nil {
+			return fmt.Errorf("%w: a nil Option", ErrInvalidOption)
+		}
+		if err := opt(o); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidOption, err)
+		}
+	}
+	return nil
+}
