@@ -5,7 +5,8 @@
 //   - start-up cost: package initialisation (GODEBUG=inittrace=1) plus
 //     the first reading, in a fresh child process per clock;
 //   - rate error against CLOCK_MONOTONIC_RAW after 2 s and 12 s;
-//   - backward steps in a cross-thread handoff check.
+//   - backward steps in a cross-thread handoff check;
+//   - a features table read from each peer's source.
 //
 // Run it from the repository root with make peers, or here with
 // go run ./cmd/compare (-quick for a shorter run).
@@ -30,6 +31,7 @@ type config struct {
 	handoffMax  time.Duration
 	drift       []time.Duration
 	only        *regexp.Regexp
+	features    bool
 }
 
 func main() {
@@ -42,6 +44,7 @@ func main() {
 	handoffMax := flag.Duration("handoff-limit", 60*time.Second, "time limit of the handoff check per clock")
 	drift := flag.String("drift", "2s,12s", "comma-separated intervals after which the rate error is measured")
 	only := flag.String("only", "", "measure only clocks whose name matches this `regexp`")
+	feats := flag.Bool("features", true, "print the features table")
 	flag.Parse()
 
 	rows := clocks()
@@ -51,7 +54,7 @@ func main() {
 
 	cfg := config{
 		rounds: *rounds, benchtime: *benchtime, startupRuns: *startupRuns,
-		handoffs: *handoffs, handoffMax: *handoffMax,
+		handoffs: *handoffs, handoffMax: *handoffMax, features: *feats,
 	}
 	if *quick {
 		set := map[string]bool{}

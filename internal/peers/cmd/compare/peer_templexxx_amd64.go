@@ -17,7 +17,7 @@ func templexxxTSC() clock {
 		pkgs: []string{"github.com/templexxx/tsc", "github.com/templexxx/cpu"},
 		open: fixed(tsc.UnixNano),
 		note: func() string {
-			const served = "; the module proxy reachable here serves only v0.0.1 to v0.0.3 of it (later tags and master: 403), and its master differs (init calibration, fences)"
+			const served = "; the module proxy reachable here serves only v0.0.1 to v0.0.3 of it (later tags and master: 403), and its master differs (see the features table)"
 			if tsc.Enabled() {
 				return fmt.Sprintf("templexxx/tsc v0.0.3: TSC enabled (frequency from %q); UnixNano is RDTSC without a fence, times a float64 coefficient, plus an offset", tsc.FreqSource) + served
 			}

@@ -12,7 +12,7 @@ import (
 )
 
 // report prints the Markdown: a header that says where and how the
-// figures were measured, the figures, and notes.
+// figures were measured, the figures, notes, and the features table.
 func report(w io.Writer, results []*result, floor readCost, cfg config, cpus [2]int, cpuErr error) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 
@@ -81,6 +81,16 @@ func report(w io.Writer, results []*result, floor readCost, cfg config, cpus [2]
 		}
 	}
 
+	if cfg.features {
+		p("\n| | %s |\n|---|", strings.Join(featureColumns, " | "))
+		for range featureColumns {
+			p("---|")
+		}
+		p("\n")
+		for _, f := range features {
+			p("| %s | %s |\n", f.name, strings.Join(f.cells, " | "))
+		}
+	}
 }
 
 func ratio(v, ref float64) string {
