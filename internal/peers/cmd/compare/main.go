@@ -32,6 +32,7 @@ type config struct {
 	drift       []time.Duration
 	only        *regexp.Regexp
 	features    bool
+	load        [2]string // load average at the start and the end of the run
 }
 
 func main() {
@@ -109,6 +110,7 @@ type result struct {
 }
 
 func run(out, progress io.Writer, self string, rows []clock, cfg config) {
+	loadBefore := loadAverage()
 	var results []*result
 	for i, row := range rows {
 		if !cfg.only.MatchString(row.name) {
@@ -155,6 +157,7 @@ func run(out, progress io.Writer, self string, rows []clock, cfg config) {
 		r.drift = drifts[i]
 	}
 
+	cfg.load = [2]string{loadBefore, loadAverage()}
 	report(out, results, floorCost, cfg, cpus, cpuErr)
 }
 

@@ -19,6 +19,9 @@ func report(w io.Writer, results []*result, floor readCost, cfg config, cpus [2]
 	p("### Clocks compared in one run\n\n")
 	p("- CPU: %s\n", cpuDescription())
 	p("- Go: %s %s/%s, GOMAXPROCS %d\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0))
+	if cfg.load[0] != "" {
+		p("- load average (1, 5, 15 min): %s at the start, %s at the end\n", cfg.load[0], cfg.load[1])
+	}
 	p("- command: `%s`\n", command())
 	p("- modules: %s\n", moduleVersions())
 	p("- ns/read: median of %d interleaved rounds of %v per clock (fastest-slowest round in brackets); every clock is called through a func value, and an empty func value costs %.1f ns here\n",
@@ -208,4 +211,19 @@ func cpuDescription() string {
 		s += ", kernel clocksource " + strings.TrimSpace(string(cs))
 	}
 	return s
+}
+
+// loadAverage is the system's load average over 1, 5 and 15 minutes, or
+// "" where /proc/loadavg does not exist: on a shared machine it says how
+// much the figures may be disturbed.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], ", ")
 }
