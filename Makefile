@@ -47,7 +47,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLine -fuzztime 30s .
 
 # schedclock beside time.Now, time.Since and the peer packages, measured in
-# one run (about a minute; PEERS_FLAGS=-quick for about 20 s), printed as
+# one run (1-3 minutes; PEERS_FLAGS=-quick for 20-30 s), printed as
 # Markdown for the README. The peers live in a module of their own,
 # internal/peers, so this module's go.mod keeps only x/sys and testify, and
 # ./... here does not reach them.
