@@ -5,7 +5,7 @@ STATICCHECK_VERSION ?= v0.8.2
 BENCHSTAT_VERSION   ?= v0.0.0-20260908200009-22c9c6c9d4da
 CROSS     := linux/amd64 linux/arm64 linux/386 linux/arm linux/riscv64 darwin/amd64 darwin/arm64 windows/amd64 freebsd/amd64
 
-.PHONY: test lint race unit purego test-arm64 cross bench fuzz
+.PHONY: test lint race unit purego test-arm64 cross bench fuzz peers peers-test
 
 test: lint race purego test-arm64 cross
 
@@ -45,3 +45,14 @@ bench:
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLine -fuzztime 30s .
+
+# schedclock beside time.Now, time.Since and the peer packages, measured in
+# one run (1-3 minutes; PEERS_FLAGS=-quick for 20-30 s), printed as
+# Markdown for the README. The peers live in a module of their own,
+# internal/peers, so this module's go.mod keeps only x/sys and testify, and
+# ./... here does not reach them.
+peers:
+	cd internal/peers && $(GO) run ./cmd/compare $(PEERS_FLAGS)
+
+peers-test:
+	cd internal/peers && $(GO) vet ./... && $(GO) test -count=1 ./...
