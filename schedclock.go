@@ -134,7 +134,33 @@ func (c *Clock) Now() int64 {
 			return ns
 		}
 	}
-	return c.now()
+	return c.portableNow()
+}
+
+// portableNow is the reader side of the latch (see latch) for a bank that
+// reads the portable source, with the clock read inline: Go's monotonic
+// clock, then orderAfter, so that the seq re-check cannot be satisfied
+// before the clock was read. Any other bank goes to now.
+func (c *Clock) portableNow() int64 {
+	for {
+		seq := c.latch.seq.Load()
+		b := &c.latch.banks[seq&1]
+		if atomic.LoadPointer(&b.read) != portableReadPtr {
+			return c.now()
+		}
+		cyc := uint64(time.Since(monoBase))
+		orderAfter(cyc)
+		scale := b.scale.Load()
+		var ns int64
+		if cyc-b.epochCyc.Load() <= b.fastMax.Load() {
+			ns = b.epochNs.Load() + int64((cyc*(scale>>32)+b.base.Load())>>(scale>>8&63))
+		} else {
+			ns = b.slowNanos(cyc, scale)
+		}
+		if c.latch.seq.Load() == seq {
+			return ns
+		}
+	}
 }
 
 // The outcomes of tscNow.

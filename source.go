@@ -89,12 +89,15 @@ func (s Source) validate() error {
 var monoBase = time.Now()
 
 // readMono reads Go's monotonic clock, ordered before the caller's later
-// loads (see orderAfter).
+// loads (see orderAfter). Clock.Now reads it inline (portableNow).
 func readMono() uint64 {
 	v := uint64(time.Since(monoBase))
 	orderAfter(v)
 	return v
 }
+
+// portableReadPtr identifies readMono in a bank's read field.
+var portableReadPtr = funcPtr(readMono)
 
 // Portable returns a Source built on Go's monotonic clock (the runtime's
 // nanotime, CLOCK_MONOTONIC on Linux): 1 GHz, 63 bits, available on every
