@@ -1,6 +1,9 @@
 package schedclock
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // The default clock follows the kernel's boot sequence: it starts on a
 // source that is ready at once, the hardware counter wins as soon as its
@@ -84,6 +87,10 @@ func (c *Clock) fallBackLocked(why string) {
 
 // Now returns the default clock's time in nanoseconds: Default().Now().
 func Now() int64 { return defaultClock.Now() }
+
+// Since returns the time elapsed on the default clock since start, a value
+// Now returned: Default().Since(start), never negative.
+func Since(start int64) time.Duration { return defaultClock.Since(start) }
 
 // Default returns the package's default clock. Closing it stops its
 // refresh and calibration; it keeps answering Now.

@@ -33,11 +33,9 @@ import (
 // with the old data loaded seq before step 2 and read its counter before
 // it loaded seq the second time, so, given the ordering the counter read
 // provides (tscNow's dependent re-check on amd64, readCNTVCT's LDAR on
-// arm64, sequentially consistent atomics in fake counters), its counter
-// value was taken before step 2 became visible. The portable source
-// reads the clock through the Go runtime and then orders itself with
-// orderAfter (amd64 and arm64; in other and purego builds it relies on
-// the platform's memory model). Every switch in this package is
+// arm64, orderAfter's dependent load for the portable source, sequentially
+// consistent atomics in fake counters), its counter value was taken
+// before step 2 became visible. Every switch in this package is
 // built on that fact (see Clock.switchLine).
 //
 // Every field a reader loads is a sync/atomic value: the race detector

@@ -3,6 +3,7 @@ package schedclock
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // An Option configures a Clock made by New.
@@ -10,7 +11,8 @@ type Option func(*options) error
 
 // options is what New's Options set.
 type options struct {
-	reference func() int64
+	reference   func() int64
+	coarseEvery time.Duration
 }
 
 // WithReference gives the Clock a trusted nanosecond clock to follow: the
@@ -29,6 +31,18 @@ func WithReference(now func() int64) Option {
 			return errors.New("WithReference: the reference clock is nil")
 		}
 		o.reference = now
+		return nil
+	}
+}
+
+// WithCoarseResolution sets how often the value Coarse returns is brought
+// up to date: from 100µs to 1s; the default is 1ms.
+func WithCoarseResolution(d time.Duration) Option {
+	return func(o *options) error {
+		if d < minCoarseResolution || d > maxCoarseResolution {
+			return fmt.Errorf("WithCoarseResolution(%v): want %v to %v", d, minCoarseResolution, maxCoarseResolution)
+		}
+		o.coarseEvery = d
 		return nil
 	}
 }

@@ -2,6 +2,7 @@ package schedclock
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,14 +19,21 @@ type Clock struct {
 	// latch must stay the first field: its first 64 bytes (seq and bank 0)
 	// must start on a 64-byte boundary. See latch.
 	latch latch
-	clockState
-	_ [clockSize - unsafe.Sizeof(latch{}) - unsafe.Sizeof(clockState{})]byte
+	_     [128 - unsafe.Sizeof(latch{})]byte
+	// coarse has a cache line of its own: it is written at every coarse
+	// tick, and readers of Now must not see their line invalidated then.
+	coarse coarseLine
+	// The writer's side lives apart: nothing a reader loads shares its
+	// lines. It is nil in a zero Clock.
+	*clockState
+	_ [clockSize - 128 - unsafe.Sizeof(coarseLine{}) - unsafe.Sizeof(&clockState{})]byte
 }
 
-// clockSize is a Go size class that is a multiple of 64, so that every
-// Clock, and so its latch, starts on a 64-byte boundary (TestLatchLayout
-// checks it). The build fails if clockState outgrows it.
-const clockSize = 512
+// clockSize is a Go size class that is a multiple of 64, and at most 512
+// bytes (larger objects start after an 8-byte allocation header), so that
+// every Clock, and so its latch, starts on a 64-byte boundary
+// (TestLatchLayout checks it).
+const clockSize = 256
 
 // clockState is the writer's side of a Clock.
 type clockState struct {
@@ -47,6 +55,14 @@ type clockState struct {
 	// no longer be trusted ("" while it can); checked every verdictPeriod.
 	verdict    func() string
 	verdictDue time.Time
+
+	// coarseEvery is Coarse's resolution; once Coarse has been called,
+	// coarseStop stops the goroutine that keeps it current, which closes
+	// coarseDone as it exits.
+	coarseEvery            time.Duration
+	coarseStop, coarseDone chan struct{}
+
+	wallState
 
 	foldDue time.Time     // when the background goroutine folds next
 	wake    chan struct{} // tells the background goroutine to look again
@@ -84,6 +100,9 @@ func New(src Source, opts ...Option) (*Clock, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.coarseEvery != 0 {
+		c.coarseEvery = o.coarseEvery
+	}
 	c.start()
 	return c, nil
 }
@@ -99,10 +118,10 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Clock{clockState: clockState{
+	c := &Clock{clockState: &clockState{
 		src: src, conv: conv, rate: rate, track: tr,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
-		step: noStep,
+		step: noStep, coarseEvery: defaultCoarseResolution,
 	}}
 	if tr != nil {
 		tr.restart = true
@@ -163,6 +182,20 @@ func (c *Clock) portableNow() int64 {
 	}
 }
 
+// Since returns the time elapsed since start, a value Now returned:
+// Now() - start, saturated so that it is never negative (a start read
+// from another clock, or not yet reached, gives 0) and never wraps.
+func (c *Clock) Since(start int64) time.Duration {
+	now := c.Now()
+	if now <= start {
+		return 0
+	}
+	if d := now - start; d > 0 {
+		return time.Duration(d)
+	}
+	return math.MaxInt64 // the difference passed math.MaxInt64
+}
+
 // The outcomes of tscNow.
 const (
 	tscDone  = 1 // ns is the time
@@ -208,6 +241,9 @@ func (c *Clock) now() int64 {
 //
 // Update does nothing while the clock is suspended or after Close.
 func (c *Clock) Update() {
+	if c.clockState == nil {
+		return // a zero Clock
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stoppedLocked() || c.suspended {
@@ -244,6 +280,9 @@ func (c *Clock) Register(src Source) error {
 	if err != nil {
 		return err
 	}
+	if c.clockState == nil {
+		return fmt.Errorf("%w: cannot register %q on a zero Clock", ErrClosed, src.Name)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stoppedLocked() {
@@ -272,13 +311,16 @@ func (c *Clock) Register(src Source) error {
 	return nil
 }
 
-// Close stops the refresh goroutine and waits for it to exit. Now keeps
-// answering: on a counter of 64 bits it stays exact for centuries (deltas
+// Close stops the background goroutines and waits for them to exit. Now
+// keeps answering (Coarse stands at its last value): on a counter of 64 bits it stays exact for centuries (deltas
 // too large for 64-bit arithmetic take a 128-bit path), while a narrower
 // counter is no longer folded and will wrap. After Close, Register returns
 // ErrClosed and Update, Suspend and Resume do nothing, so a clock closed
 // while suspended stays frozen. A second Close returns ErrClosed.
 func (c *Clock) Close() error {
+	if c.clockState == nil {
+		return ErrClosed
+	}
 	c.mu.Lock()
 	if c.stoppedLocked() {
 		c.mu.Unlock()
@@ -287,15 +329,15 @@ func (c *Clock) Close() error {
 	c.closed = true
 	c.track, c.verdict = nil, nil
 	close(c.stop)
+	coarseStopped := c.stopCoarseLocked()
 	c.mu.Unlock()
 	<-c.stopped
+	<-coarseStopped
 	return nil
 }
 
-// stoppedLocked reports whether the clock takes no more changes: it was
-// closed, or it is a zero Clock that New never started (which reads 0 and
-// behaves as closed).
-func (c *Clock) stoppedLocked() bool { return c.closed || c.cur.read == nil }
+// stoppedLocked reports whether the clock takes no more changes.
+func (c *Clock) stoppedLocked() bool { return c.closed }
 
 // kick makes the background goroutine look at its schedule again.
 func (c *Clock) kick() {
@@ -354,6 +396,15 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 		c.foldDue = now.Add(c.conv.refreshPeriod())
 	}
 	next = c.foldDue
+	if !c.wallDue.IsZero() {
+		if !now.Before(c.wallDue) {
+			c.refreshWallLocked()
+			c.wallDue = now.Add(wallPeriod)
+		}
+		if c.wallDue.Before(next) {
+			next = c.wallDue
+		}
+	}
 	if c.verdict != nil && c.verdictDue.Before(next) {
 		next = c.verdictDue
 	}
@@ -391,6 +442,9 @@ type Info struct {
 
 // Info returns the clock's current configuration.
 func (c *Clock) Info() Info {
+	if c.clockState == nil {
+		return Info{Closed: true}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var period time.Duration

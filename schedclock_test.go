@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -525,7 +526,11 @@ func monotonicUnderConcurrentWriters(t *testing.T) {
 	for i, r := range rates {
 		r := r
 		// Each counter follows trueTime at its own real rate.
-		counters[i] = schedclock.Source{Name: "c", Bits: 64, Rate: r, Read: func() uint64 { return trueTime.Load() * r / ghz }}
+		counters[i] = schedclock.Source{Name: "c", Bits: 64, Rate: r, Read: func() uint64 {
+			hi, lo := bits.Mul64(trueTime.Load(), r) // no overflow, however long it runs
+			q, _ := bits.Div64(hi, lo, ghz)
+			return q
+		}}
 	}
 	c, err := schedclock.New(counters[0])
 	require.NoError(t, err)

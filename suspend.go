@@ -10,6 +10,9 @@ package schedclock
 // first counter read after the freeze is published, so no reader that ran
 // before Suspend took effect can have seen a later time.
 func (c *Clock) Suspend() {
+	if c.clockState == nil {
+		return // a zero Clock
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stoppedLocked() || c.suspended {
@@ -26,6 +29,9 @@ func (c *Clock) Suspend() {
 // returned while suspended, and the suspended interval is not counted.
 // Resume is idempotent, and does nothing after Close.
 func (c *Clock) Resume() {
+	if c.clockState == nil {
+		return // a zero Clock
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stoppedLocked() || !c.suspended {

@@ -1,0 +1,147 @@
+package schedclock_test
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock"
+)
+
+func TestCoarseStartsCurrentAndFollowsNow(t *testing.T) {
+	m := schedclock.NewManual(1e9, 64)
+	c, err := schedclock.New(m.Source())
+	require.NoError(t, err)
+	defer c.Close()
+	m.Advance(5 * time.Millisecond)
+	// The first call is current, not 0 (quanta #94).
+	assert.Equal(t, int64(5*time.Millisecond), c.Coarse())
+	m.Advance(7 * time.Millisecond)
+	assert.Equal(t, int64(5*time.Millisecond), c.Coarse(), "a manual counter moved, no tick yet")
+	// The goroutine brings it up to date within its resolution (1 ms),
+	// or as late as the scheduler runs it.
+	require.Eventually(t, func() bool { return c.Coarse() == int64(12*time.Millisecond) }, 5*time.Second, 100*time.Microsecond)
+	require.NoError(t, c.Close())
+	m.Advance(time.Second)
+	time.Sleep(5 * time.Millisecond)
+	assert.Equal(t, int64(12*time.Millisecond), c.Coarse(), "after Close, Coarse stands still")
+	assert.Equal(t, int64(1012*time.Millisecond), c.Now())
+}
+
+// Coarse never runs ahead of Now and never goes backwards, while a writer
+// registers, suspends, resumes and updates the clock.
+func TestCoarseNeverAheadOfNowNorBackwards(t *testing.T) {
+	var trueTime atomic.Uint64
+	mk := func() schedclock.Source { // a new counter, on the same true time
+		return schedclock.Source{Name: "c", Bits: 64, Rate: 1e9, Read: trueTime.Load}
+	}
+	c, err := schedclock.New(mk(), schedclock.WithCoarseResolution(100*time.Microsecond))
+	require.NoError(t, err)
+	defer c.Close()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			trueTime.Add(1000)
+			if i%1024 == 0 {
+				runtime.Gosched() // let the coarse goroutine tick
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			switch i % 4 {
+			case 0:
+				_ = c.Register(mk())
+			case 1:
+				c.Suspend()
+			case 2:
+				c.Resume()
+			case 3:
+				c.Update()
+			}
+		}
+	}()
+	last, reads, ticks := c.Coarse(), 0, 0
+	for ticks < 50 {
+		coarse := c.Coarse()
+		now := c.Now()
+		require.LessOrEqual(t, coarse, now, "Coarse ran ahead of Now")
+		require.GreaterOrEqual(t, coarse, last, "Coarse went backwards")
+		if coarse != last {
+			ticks++
+		}
+		last = coarse
+		reads++
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%d reads, %d changes of the coarse value", reads, ticks)
+}
+
+func TestCoarseResolutionOption(t *testing.T) {
+	f := &schedclock.FakeCounter{}
+	for _, d := range []time.Duration{0, 99 * time.Microsecond, 2 * time.Second, -time.Millisecond} {
+		_, err := schedclock.New(f.Source("f", 64, 1e9), schedclock.WithCoarseResolution(d))
+		assert.ErrorIs(t, err, schedclock.ErrInvalidOption, "%v", d)
+	}
+	c, err := schedclock.New(f.Source("f", 64, 1e9), schedclock.WithCoarseResolution(time.Second))
+	require.NoError(t, err)
+	defer c.Close()
+	assert.Zero(t, c.Coarse())
+	f.Add(3e8)
+	time.Sleep(20 * time.Millisecond)
+	assert.Zero(t, c.Coarse(), "a 1 s resolution moved after 20 ms")
+}
+
+func TestCoarseAllocatesNothing(t *testing.T) {
+	schedclock.Coarse()
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { schedclock.Coarse() }))
+	assert.LessOrEqual(t, schedclock.Coarse(), schedclock.Now())
+}
+
+func TestSinceSaturates(t *testing.T) {
+	c, f := newFake(t, 64, ghz)
+	f.Set(5000)
+	assert.Equal(t, 3000*time.Nanosecond, c.Since(2000))
+	assert.Equal(t, time.Duration(0), c.Since(5000))
+	assert.Equal(t, time.Duration(0), c.Since(9000), "a start not yet reached")
+	assert.Equal(t, time.Duration(1<<63-1), c.Since(-1<<63), "the difference passes MaxInt64")
+	start := schedclock.Now()
+	time.Sleep(time.Millisecond)
+	assert.GreaterOrEqual(t, schedclock.Since(start), time.Millisecond)
+	assert.Equal(t, time.Duration(0), schedclock.Since(schedclock.Now()+int64(time.Hour)))
+}
+
+// WallNow against the real wall clock: within 100µs, with no monotonic
+// reading.
+func TestWallNowFollowsTheWallClock(t *testing.T) {
+	schedclock.WallNow()
+	deadline := time.Now().Add(500 * time.Millisecond)
+	worst := time.Duration(0)
+	for time.Now().Before(deadline) {
+		a := time.Now()
+		w := schedclock.WallNow()
+		b := time.Now()
+		mid := a.Add(b.Sub(a) / 2)
+		// The bracket itself is the uncertainty.
+		off := w.Sub(mid.Round(0))
+		if off < 0 {
+			off = -off
+		}
+		worst = max(worst, off-b.Sub(a)/2)
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("worst |WallNow - time.Now|: %v", worst)
+	assert.LessOrEqual(t, worst, 100*time.Microsecond)
+	w := schedclock.WallNow()
+	assert.Equal(t, w, w.Round(0), "WallNow carries no monotonic reading")
+}

@@ -1,0 +1,81 @@
+package schedclock_test
+
+import (
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock"
+)
+
+func TestManual(t *testing.T) {
+	m := schedclock.NewManual(24_000_000, 32)
+	c, err := schedclock.New(m.Source())
+	require.NoError(t, err)
+	defer c.Close()
+	assert.Equal(t, "manual", c.Info().Source)
+	m.Advance(1500 * time.Millisecond)
+	assert.Equal(t, uint64(36_000_000), m.Read())
+	assert.InDelta(t, float64(1500*time.Millisecond), float64(c.Now()), 1)
+	// Fractions of a count are carried: 1 ns at 24 MHz is 0.024 counts.
+	for i := 0; i < 1000; i++ {
+		m.Advance(time.Nanosecond)
+	}
+	assert.Equal(t, uint64(36_000_024), m.Read())
+	m.Advance(-time.Second)
+	assert.Equal(t, uint64(36_000_024), m.Read(), "a negative Advance does nothing")
+	// Set wraps to the width, as the counter would.
+	m.Set(1<<32 + 5)
+	assert.Equal(t, uint64(5), m.Read())
+
+	// Bad parameters are refused where a Source is checked.
+	_, err = schedclock.New(schedclock.NewManual(0, 64).Source())
+	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
+	_, err = schedclock.New(schedclock.NewManual(1e9, 65).Source())
+	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
+}
+
+func TestManualIsSafeForConcurrentUse(t *testing.T) {
+	m := schedclock.NewManual(3_000_000_000, 64)
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 1000; i++ {
+				m.Advance(time.Nanosecond / 3 * 2) // 0 ns: nothing
+				m.Advance(time.Microsecond)
+				_ = m.Read()
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, uint64(4*1000*3000), m.Read())
+}
+
+// Inside a testing/synctest bubble, time.Sleep returns at once with the
+// bubble's fake time advanced, but Now follows the machine's counter:
+// it sees only the real time that passed. Code that must follow the
+// bubble's time should take a *Clock and be given one on a Manual
+// counter, advanced with the fake time.
+func TestNowInASynctestBubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start, fake := schedclock.Now(), time.Now()
+		time.Sleep(time.Hour)
+		assert.Equal(t, time.Hour, time.Since(fake), "the bubble's time")
+		assert.Less(t, schedclock.Since(start), time.Minute, "Now does not follow the bubble")
+
+		m := schedclock.NewManual(1e9, 64)
+		c, err := schedclock.New(m.Source())
+		require.NoError(t, err)
+		t0 := c.Now()
+		time.Sleep(time.Hour)
+		m.Advance(time.Hour)
+		assert.Equal(t, time.Hour, c.Since(t0))
+		require.NoError(t, c.Close()) // its goroutine must leave the bubble
+	})
+}

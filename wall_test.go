@@ -1,0 +1,113 @@
+package schedclock
+
+import (
+	"math"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeWall is a wall clock that runs at 1+slew times Go's monotonic
+// clock, from an offset that a test can step.
+type fakeWall struct {
+	start time.Time
+	base  int64
+	slew  atomic.Int64 // in units of 1e-9
+	step  atomic.Int64
+	// The slew is applied from the last change on, so that the clock is
+	// continuous when it changes.
+	at, atWall atomic.Int64
+}
+
+func newFakeWall() *fakeWall {
+	return &fakeWall{start: time.Now(), base: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC).UnixNano()}
+}
+
+func (f *fakeWall) now() time.Time {
+	el := int64(time.Since(f.start))
+	at, atWall := f.at.Load(), f.atWall.Load()
+	return time.Unix(0, f.base+f.step.Load()+atWall+int64(float64(el-at)*(1+float64(f.slew.Load())*1e-9)))
+}
+
+func (f *fakeWall) setSlew(ppm float64) {
+	el := int64(time.Since(f.start))
+	f.atWall.Store(f.now().UnixNano() - f.base - f.step.Load())
+	f.at.Store(el)
+	f.slew.Store(int64(ppm * 1e3))
+}
+
+// wallClock returns a clock on Go's monotonic clock whose wall map is
+// aimed at fake.
+func wallClock(t *testing.T, fake *fakeWall) *Clock {
+	c, err := New(Portable())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	c.mu.Lock()
+	c.wallNow = fake.now
+	c.mu.Unlock()
+	return c
+}
+
+// TestWallFollowsSlewAndSteps runs the wall map against a fake wall
+// clock that slews by ±500 ppm (the kernel's largest slew) and steps
+// forward and back: the map stays within 100µs of it a period after any
+// change of pace, takes steps at once (within a period), and one
+// goroutine's readings never decrease except across a step back.
+func TestWallFollowsSlewAndSteps(t *testing.T) {
+	fake := newFakeWall()
+	c := wallClock(t, fake)
+	check := func(phase string, d time.Duration, stepBackAllowed bool) {
+		deadline := time.Now().Add(d)
+		settleUntil := time.Now().Add(2*wallPeriod + wallLead)
+		last := c.Time(c.Now()).UnixNano()
+		worst := int64(0)
+		for time.Now().Before(deadline) {
+			got := c.Time(c.Now()).UnixNano()
+			want := fake.now().UnixNano()
+			if !stepBackAllowed {
+				require.GreaterOrEqual(t, got, last, "%s: wall time went back", phase)
+			}
+			if time.Now().After(settleUntil) {
+				worst = max(worst, abs(got-want))
+			}
+			last = got
+			stepBackAllowed = stepBackAllowed && time.Now().Before(settleUntil)
+			time.Sleep(50 * time.Microsecond)
+		}
+		t.Logf("%s: worst |Time(Now()) - wall| after settling: %v", phase, time.Duration(worst))
+		// Brackets and the scheduler add their own: the pairing is only
+		// as good as its bracket, here tens of ns to a few µs.
+		assert.LessOrEqual(t, worst, int64(100*time.Microsecond), phase)
+	}
+	check("steady", 400*time.Millisecond, false)
+	fake.setSlew(500)
+	check("slewing +500 ppm", 600*time.Millisecond, false)
+	fake.setSlew(-500)
+	check("slewing -500 ppm", 600*time.Millisecond, false)
+	fake.setSlew(0)
+	fake.step.Add(int64(3 * time.Second))
+	check("after a step forward", 400*time.Millisecond, false)
+	fake.step.Add(-int64(5 * time.Second))
+	check("after a step back", 400*time.Millisecond, true)
+}
+
+func TestWallMapIsMonotonicAcrossVersions(t *testing.T) {
+	// The old map and the new one agree bit for bit from the old map's
+	// current segment up to the new segment's start, and each only rises.
+	old := &wallMap{prev: wallSegment{at: 0, wall: 1e18}, cur: wallSegment{at: 1e9, wall: 1e18 + 1e9, slope: -2147483}}
+	next := &wallMap{prev: old.segmentAt(3e9), cur: wallSegment{at: 3e9, wall: old.wallAt(3e9), slope: 1 << 21}}
+	for ns := int64(0); ns < 6e9; ns += 999_983 {
+		if ns >= old.cur.at && ns < next.cur.at {
+			require.Equal(t, old.wallAt(ns), next.wallAt(ns), "at %d", ns)
+		}
+		require.LessOrEqual(t, next.wallAt(ns), next.wallAt(ns+1), "at %d", ns)
+		require.LessOrEqual(t, old.wallAt(ns), old.wallAt(ns+1), "at %d", ns)
+	}
+	// Far from the anchor the 128-bit product keeps it exact.
+	g := wallSegment{at: 0, wall: 0, slope: -(1 << 20)}
+	assert.Equal(t, int64(math.Floor(-1e15*float64(-(1<<20))/(1<<32)))-1e15, g.wallAt(-1e15))
+	assert.Equal(t, int64(math.Floor(1e15*float64(-(1<<20))/(1<<32)))+1e15, g.wallAt(1e15))
+}
