@@ -2,9 +2,9 @@ package schedclock
 
 import (
 	"errors"
-	"sync/atomic"
 	"math"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
