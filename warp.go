@@ -1,0 +1,357 @@
+package schedclock
+
+import (
+	"fmt"
+	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The cross-CPU warp check is the kernel's check_tsc_warp
+// (arch/x86/kernel/tsc_sync.c) in user space: two threads pinned to two
+// CPUs read the counter in turn, each comparing its read with the last
+// value the other published, and a value read after another must never be
+// lower. The kernel runs it at boot for every CPU against the boot CPU and
+// turns the TSC off when one warp is seen; a user-space clock needs it
+// too, because the kernel may not have run it (tsc=reliable, a hypervisor
+// that says the TSC is stable) and because per-CPU offsets have been seen
+// on real machines long after boot (firmware writing IA32_TSC_ADJUST).
+//
+// Where the kernel guards last_tsc with a spinlock, each thread here owns
+// one cache line and publishes its reads there; the other loads it before
+// its own read. The counter read is ordered after that load (LFENCE,
+// ISB, or the runtime's own clock read), and the published value was read
+// before it was stored, so a read that returns less than the value just
+// loaded is a warp, exactly as prev > now is in the kernel. Without the
+// lock, a thread preempted half-way stalls nobody.
+//
+// Pairs: every CPU of the affinity mask is checked against exactly one
+// reference CPU that is already checked, in rounds that double the
+// checked set: round 0 pairs the first two CPUs, round 1 pairs each of
+// them with one new CPU, and so on. The pairs of a round share no CPU and
+// run in parallel, so n CPUs take n-1 pairs (O(n) work) in ceil(log2 n)
+// rounds. The price of not pairing every CPU with one boot CPU: two CPUs
+// are known to agree only through the chain that links them, to within
+// (number of links) × the smallest warp a pair can see, a few hundred ns
+// per link (one cache-line transfer and one counter read). Offsets worth
+// worrying about (the microseconds to seconds seen on real machines) show
+// on whichever link carries them.
+
+// warpVerdict is the outcome of a cross-CPU warp check.
+type warpVerdict int
+
+const (
+	warpUnchecked warpVerdict = iota // the check could not run; Reason says why
+	warpNone                         // every pair agreed
+	warpFound                        // some read went backwards across CPUs
+)
+
+// warpReport is what checkWarp found. Its String is meant for Info.
+type warpReport struct {
+	Verdict warpVerdict
+	Reason  string // why the check could not run (warpUnchecked)
+
+	CPUs   int    // CPUs in the affinity mask that were checked
+	Pairs  int    // CPU pairs checked
+	Reads  uint64 // counter reads compared with a fresh value from the other CPU
+	Warps  uint64 // comparisons that went backwards
+	Before int    // the largest warp: a value read on CPU After was
+	After  int    // Cycles lower than one read before it on CPU Before
+	Cycles uint64
+	Ns     float64 // Cycles at the rate given to checkWarp (0 if none given)
+	Took   time.Duration
+}
+
+// OK reports whether the check ran and found no warp.
+func (r warpReport) OK() bool { return r.Verdict == warpNone }
+
+func (r warpReport) String() string {
+	switch r.Verdict {
+	case warpNone:
+		return fmt.Sprintf("no warp across %d CPUs (%s, %d cross-CPU reads, %v)",
+			r.CPUs, plural(r.Pairs, "pair"), r.Reads, r.Took.Round(time.Microsecond))
+	case warpFound:
+		where := fmt.Sprintf("a read on CPU %d was %d cycles", r.After, r.Cycles)
+		if r.Ns > 0 {
+			where += fmt.Sprintf(" (%s)", formatNs(r.Ns))
+		}
+		if r.Before == r.After {
+			where += " behind an earlier read on the same CPU"
+		} else {
+			where += fmt.Sprintf(" behind an earlier read on CPU %d", r.Before)
+		}
+		return fmt.Sprintf("cross-CPU warp: %s; %d of %d cross-CPU reads went backwards (%d CPUs, %s, %v)",
+			where, r.Warps, r.Reads, r.CPUs, plural(r.Pairs, "pair"), r.Took.Round(time.Microsecond))
+	}
+	return "cross-CPU check not run: " + r.Reason
+}
+
+// untrusted returns nil unless the check found a warp, and then an error
+// wrapping ErrUntrusted that names the counter, the CPUs and the warp.
+func (r warpReport) untrusted(name string) error {
+	if r.Verdict != warpFound {
+		return nil
+	}
+	return fmt.Errorf("%w %q: %s", ErrUntrusted, name, r)
+}
+
+// plural writes n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// formatNs writes a duration given in (fractional) nanoseconds with a
+// unit that keeps three significant digits.
+func formatNs(ns float64) string {
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%.3g s", ns/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%.3g ms", ns/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%.3g µs", ns/1e3)
+	}
+	return fmt.Sprintf("%.3g ns", ns)
+}
+
+// warpCheckBudget is the default budget for the whole check: on two CPUs
+// it is the length of the one pair's run, which the kernel sets to 2 ms
+// between cores of one package and 20 ms otherwise; 10 ms plus thread
+// set-up stays under the 20 ms the default clock allows itself.
+const warpCheckBudget = 10 * time.Millisecond
+
+// warpMinRound is the shortest run a round of pairs gets when a large
+// machine divides the budget between many rounds (the kernel's 2 ms).
+const warpMinRound = 2 * time.Millisecond
+
+// warpMaxReads bounds each thread's reads in one pair, whatever the
+// clock says: the deadline normally ends the loop first (each read waits
+// for a cache line from the other CPU, a few tens to hundreds of ns).
+const warpMaxReads = 1 << 18
+
+// warpDeadlineEvery is how many reads pass between deadline checks.
+const warpDeadlineEvery = 64
+
+// warpMinFresh is how many fresh values from the other CPU each thread of
+// a pair must see for the pair to count as checked: fewer means the two
+// threads hardly ran at the same time (GOMAXPROCS=1, an overcommitted
+// host) and a clean result would prove nothing.
+const warpMinFresh = 64
+
+// warpStretch bounds how far a pair's run may stretch past its budget
+// while its two threads have not yet run at the same time long enough to
+// count (warpMinFresh): on a busy machine a thread pinned to a CPU waits
+// for its share of it.
+const warpStretch = 3
+
+// warpEnv is what the check needs from the operating system: the CPUs it
+// may use and a way to pin the calling thread to one of them. Tests
+// replace it to force failures and to fake CPUs.
+type warpEnv struct {
+	cpus func() ([]int, error)
+	// pin restricts the calling thread, locked to its goroutine, to cpu,
+	// and returns how to give the thread its mask back.
+	pin func(cpu int) (restore func() error, err error)
+}
+
+// warpLine is one thread's published value, alone in its cache line (128
+// bytes: two 64-byte lines, for x86's adjacent-line prefetch and for
+// arm64 parts with 128-byte lines) so that the only traffic between the
+// two CPUs is the value itself.
+type warpLine struct {
+	_     [64]byte
+	value atomic.Uint64
+	_     [56]byte
+}
+
+// warpSide is one thread's result in a pair.
+type warpSide struct {
+	err    error  // pinning failed
+	fresh  uint64 // reads compared with a new value from the other CPU
+	warps  uint64
+	before int
+	cycles uint64 // largest warp seen
+}
+
+// checkWarpOn runs the check with env. rate (Hz, may be 0) converts the
+// warp to nanoseconds; budget bounds the run of all rounds together (each
+// round gets at least warpMinRound).
+func checkWarpOn(env warpEnv, read func() uint64, rate uint64, budget time.Duration) warpReport {
+	start := time.Now()
+	finish := func(r warpReport) warpReport {
+		r.Took = time.Since(start)
+		return r
+	}
+	cpus, err := env.cpus()
+	if err != nil {
+		return finish(warpReport{Reason: fmt.Sprintf("reading the affinity mask: %v", err)})
+	}
+	switch {
+	case len(cpus) == 0:
+		return finish(warpReport{Reason: "the affinity mask is empty"})
+	case len(cpus) == 1:
+		return finish(warpReport{CPUs: 1, Reason: fmt.Sprintf("only CPU %d is allowed", cpus[0])})
+	}
+	procs := runtime.GOMAXPROCS(0)
+	if procs < 2 {
+		return finish(warpReport{CPUs: len(cpus), Reason: fmt.Sprintf("GOMAXPROCS=%d: no two threads run at once", procs)})
+	}
+
+	rounds := bits.Len(uint(len(cpus) - 1)) // ceil(log2 n)
+	perRound := max(budget/time.Duration(rounds), warpMinRound)
+	concurrent := procs / 2 // pairs that can run at once, two threads each
+
+	report := warpReport{Verdict: warpNone, CPUs: len(cpus)}
+	for r := 0; r < rounds; r++ {
+		var pairs [][2]int
+		for i := 0; i < 1<<r && i+1<<r < len(cpus); i++ {
+			pairs = append(pairs, [2]int{cpus[i], cpus[i+1<<r]})
+		}
+		for len(pairs) > 0 {
+			batch := pairs[:min(len(pairs), concurrent)]
+			pairs = pairs[len(batch):]
+			if failed := runWarpPairs(env, read, batch, perRound, &report); failed != "" {
+				return finish(warpReport{CPUs: len(cpus), Reason: failed})
+			}
+		}
+	}
+	if report.Warps > 0 {
+		report.Verdict = warpFound
+		if rate > 0 {
+			report.Ns = float64(report.Cycles) / float64(rate) * 1e9
+		}
+	}
+	return finish(report)
+}
+
+// runWarpPairs runs a batch of disjoint pairs at once for about d (at
+// most warpStretch × d) and folds their results into report. When the
+// batch proves nothing it leaves report alone and says why.
+func runWarpPairs(env warpEnv, read func() uint64, pairs [][2]int, d time.Duration, report *warpReport) (failed string) {
+	sides := make([][2]warpSide, len(pairs))
+	var wg sync.WaitGroup
+	for p, pair := range pairs {
+		lines := new([2]warpLine)
+		var ready, satisfied atomic.Int32
+		var abort atomic.Bool
+		for s := 0; s < 2; s++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				runtime.LockOSThread()
+				restore, err := env.pin(pair[s])
+				if err != nil {
+					abort.Store(true)
+					sides[p][s].err = err
+					if restore == nil || restore() != nil {
+						return // exits locked: the runtime discards the thread
+					}
+					runtime.UnlockOSThread()
+					return
+				}
+				sides[p][s] = warpPairSide(read, pair, s, &lines[s], &lines[1-s], &ready, &satisfied, &abort, d)
+				// The thread goes back to the runtime's pool only with
+				// the mask it had. Where that fails, the goroutine exits
+				// still locked, and the runtime ends the thread rather
+				// than let it run other goroutines on one CPU. Exiting
+				// locked is not enough on its own: a goroutine that runs
+				// on the main thread wedges it instead (the runtime
+				// cannot end it), and the main thread's mask is the one
+				// taskset -p shows for the process.
+				if restore() != nil {
+					return
+				}
+				runtime.UnlockOSThread()
+			}()
+		}
+	}
+	wg.Wait()
+
+	for p, pair := range pairs {
+		for s := 0; s < 2; s++ {
+			if err := sides[p][s].err; err != nil {
+				return fmt.Sprintf("pinning a thread to CPU %d: %v", pair[s], err)
+			}
+		}
+		for s := 0; s < 2; s++ {
+			if fresh := sides[p][s].fresh; fresh < warpMinFresh {
+				return fmt.Sprintf("the threads on CPUs %d and %d hardly ran at the same time (%d fresh reads in %v)",
+					pair[0], pair[1], fresh, warpStretch*d)
+			}
+		}
+	}
+	for p, pair := range pairs {
+		for s := 0; s < 2; s++ {
+			side := sides[p][s]
+			report.Reads += side.fresh
+			report.Warps += side.warps
+			if side.cycles > report.Cycles {
+				report.Cycles, report.Before, report.After = side.cycles, side.before, pair[s]
+			}
+		}
+		report.Pairs++
+	}
+	return ""
+}
+
+// warpPairSide is one thread of a pair, already pinned to pair[s]: once
+// the other thread is in place, it reads the counter, comparing each read
+// with the other thread's last one and with its own previous one, and
+// publishing each in mine. It stops after warpMaxReads reads, or after d
+// once both threads have seen warpMinFresh fresh values (satisfied counts
+// them), or after warpStretch × d whatever they saw.
+func warpPairSide(read func() uint64, pair [2]int, s int, mine, theirs *warpLine,
+	ready, satisfied *atomic.Int32, abort *atomic.Bool, d time.Duration) warpSide {
+	var side warpSide
+	ready.Add(1)
+	// Both threads start the clock when both are in place: a thread
+	// that waited for its CPU (busy with other work) still gets d.
+	for wait := time.Now().Add(warpStretch * d); ready.Load() < 2; {
+		if abort.Load() || time.Now().After(wait) {
+			return side
+		}
+		runtime.Gosched()
+	}
+	start := time.Now()
+	soft, hard := start.Add(d), start.Add(warpStretch*d)
+
+	var prev, lastSeen uint64
+	counted := false
+	for i := 0; i < warpMaxReads; i++ {
+		other := theirs.value.Load()
+		now := read()
+		if other != lastSeen {
+			side.fresh++
+			lastSeen = other
+		}
+		if other > now {
+			side.warps++
+			if w := other - now; w > side.cycles {
+				side.cycles, side.before = w, pair[1-s]
+			}
+		}
+		if prev > now {
+			side.warps++
+			if w := prev - now; w > side.cycles {
+				side.cycles, side.before = w, pair[s]
+			}
+		}
+		mine.value.Store(now)
+		prev = now
+		if i%warpDeadlineEvery == 0 {
+			if !counted && side.fresh >= warpMinFresh {
+				counted = true
+				satisfied.Add(1)
+			}
+			if t := time.Now(); abort.Load() || t.After(hard) || t.After(soft) && satisfied.Load() == 2 {
+				break
+			}
+		}
+	}
+	return side
+}
