@@ -52,6 +52,10 @@ const (
 type warpReport struct {
 	Verdict warpVerdict
 	Reason  string // why the check could not run (warpUnchecked)
+	// Busy: the check could not run only because other work kept the
+	// pinned threads from running at the same time; worth another try
+	// later, where the other reasons are not.
+	Busy bool
 
 	CPUs   int    // CPUs in the affinity mask that were checked
 	Pairs  int    // CPU pairs checked
@@ -146,8 +150,10 @@ const warpMinFresh = 64
 // warpStretch bounds how far a pair's run may stretch past its budget
 // while its two threads have not yet run at the same time long enough to
 // count (warpMinFresh): on a busy machine a thread pinned to a CPU waits
-// for its share of it.
-const warpStretch = 3
+// for its share of it. With the wait for the other thread to be pinned
+// (at most the budget again), a batch of pairs takes at most
+// (1 + warpStretch) × its budget, and usually the budget.
+const warpStretch = 2
 
 // warpEnv is what the check needs from the operating system: the CPUs it
 // may use and a way to pin the calling thread to one of them. Tests
@@ -179,8 +185,11 @@ type warpSide struct {
 }
 
 // checkWarpOn runs the check with env. rate (Hz, may be 0) converts the
-// warp to nanoseconds; budget bounds the run of all rounds together (each
-// round gets at least warpMinRound).
+// warp to nanoseconds. budget is what the rounds take together, each
+// round getting at least warpMinRound: on two CPUs, one pair for the
+// budget. A round may stretch to (1 + warpStretch) × its share where
+// other work keeps the pinned threads from running together; each thread
+// spins for at most warpStretch × its share.
 func checkWarpOn(env warpEnv, read func() uint64, rate uint64, budget time.Duration) warpReport {
 	start := time.Now()
 	finish := func(r warpReport) warpReport {
@@ -215,8 +224,8 @@ func checkWarpOn(env warpEnv, read func() uint64, rate uint64, budget time.Durat
 		for len(pairs) > 0 {
 			batch := pairs[:min(len(pairs), concurrent)]
 			pairs = pairs[len(batch):]
-			if failed := runWarpPairs(env, read, batch, perRound, &report); failed != "" {
-				return finish(warpReport{CPUs: len(cpus), Reason: failed})
+			if failed, busy := runWarpPairs(env, read, batch, perRound, &report); failed != "" {
+				return finish(warpReport{CPUs: len(cpus), Reason: failed, Busy: busy})
 			}
 		}
 	}
@@ -230,9 +239,10 @@ func checkWarpOn(env warpEnv, read func() uint64, rate uint64, budget time.Durat
 }
 
 // runWarpPairs runs a batch of disjoint pairs at once for about d (at
-// most warpStretch × d) and folds their results into report. When the
-// batch proves nothing it leaves report alone and says why.
-func runWarpPairs(env warpEnv, read func() uint64, pairs [][2]int, d time.Duration, report *warpReport) (failed string) {
+// most (1 + warpStretch) × d) and folds their results into report. When the
+// batch proves nothing it leaves report alone and says why, and whether
+// only a busy machine was to blame.
+func runWarpPairs(env warpEnv, read func() uint64, pairs [][2]int, d time.Duration, report *warpReport) (failed string, busy bool) {
 	sides := make([][2]warpSide, len(pairs))
 	var wg sync.WaitGroup
 	for p, pair := range pairs {
@@ -275,13 +285,13 @@ func runWarpPairs(env warpEnv, read func() uint64, pairs [][2]int, d time.Durati
 	for p, pair := range pairs {
 		for s := 0; s < 2; s++ {
 			if err := sides[p][s].err; err != nil {
-				return fmt.Sprintf("pinning a thread to CPU %d: %v", pair[s], err)
+				return fmt.Sprintf("pinning a thread to CPU %d: %v", pair[s], err), false
 			}
 		}
 		for s := 0; s < 2; s++ {
 			if fresh := sides[p][s].fresh; fresh < warpMinFresh {
 				return fmt.Sprintf("the threads on CPUs %d and %d hardly ran at the same time (%d fresh reads in %v)",
-					pair[0], pair[1], fresh, warpStretch*d)
+					pair[0], pair[1], fresh, warpStretch*d), true
 			}
 		}
 	}
@@ -296,7 +306,7 @@ func runWarpPairs(env warpEnv, read func() uint64, pairs [][2]int, d time.Durati
 		}
 		report.Pairs++
 	}
-	return ""
+	return "", false
 }
 
 // warpPairSide is one thread of a pair, already pinned to pair[s]: once
@@ -311,7 +321,7 @@ func warpPairSide(read func() uint64, pair [2]int, s int, mine, theirs *warpLine
 	ready.Add(1)
 	// Both threads start the clock when both are in place: a thread
 	// that waited for its CPU (busy with other work) still gets d.
-	for wait := time.Now().Add(warpStretch * d); ready.Load() < 2; {
+	for wait := time.Now().Add(d); ready.Load() < 2; {
 		if abort.Load() || time.Now().After(wait) {
 			return side
 		}
