@@ -182,15 +182,19 @@ func detectCNTVCTErratum(root fs.FS) erratumMatch {
 var dtRoots = []string{"proc/device-tree", "sys/firmware/devicetree/base"}
 
 // findArchTimerNode returns the path in root of the device-tree node
-// whose compatible list names an arch timer, and its path in the tree.
-// The node sits at the top level in every in-tree device tree, so the
-// walk is breadth first and stops at the first match; it reads at most
-// maxDTNodes nodes. err wraps fs.ErrNotExist where there is no device
-// tree (an ACPI machine, not Linux).
+// whose compatible list names an arch timer, and its path in the tree:
+// /timer where it is that, as in every in-tree device tree, else the
+// first match of a breadth-first walk of at most maxDTNodes nodes. err
+// wraps fs.ErrNotExist where there is no device tree or no timer in it
+// (an ACPI machine, not Linux).
 func findArchTimerNode(root fs.FS) (node, dtPath string, err error) {
 	for _, dt := range dtRoots {
 		if _, err := fs.Stat(root, dt); err != nil {
 			continue
+		}
+		// Every in-tree device tree names it /timer: look there first.
+		if compatible, err := fs.ReadFile(root, dt+"/timer/compatible"); err == nil && isArchTimer(compatible) {
+			return dt + "/timer", "/timer", nil
 		}
 		queue := []string{dt}
 		for visited := 0; len(queue) > 0 && visited < maxDTNodes; visited++ {

@@ -11,9 +11,10 @@ import (
 // value the other published, and a value read after another must never be
 // lower. The kernel runs it as each CPU comes up, against one already
 // up, and turns the TSC off when one warp is seen; a user-space clock
-// needs it too, because the kernel may not have run it (tsc=reliable, a hypervisor
-// that says the TSC is stable) and because per-CPU offsets have been seen
-// on real machines long after boot (firmware writing IA32_TSC_ADJUST).
+// needs it too, because the kernel may not have run it (tsc=reliable, a
+// hypervisor that says the TSC is stable) and because per-CPU offsets
+// have been seen on real machines long after boot (firmware writing
+// IA32_TSC_ADJUST).
 //
 // Where the kernel guards last_tsc with a spinlock, each thread here owns
 // one cache line and publishes its reads there; the other loads it before
