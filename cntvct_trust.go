@@ -1,0 +1,156 @@
+package schedclock
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Whether CNTVCT_EL0 is worth reading is decided by what a read costs, as
+// it will be used (workaround included), against the portable source's
+// read: where the kernel traps the counter (its erratum workarounds, a
+// hypervisor's paravirtual time) a read is an exception taken and
+// emulated, hundreds of ns, and the portable source is the better clock.
+
+// readCost is the median cost of one read of a counter and of the
+// portable source, measured together (measureReadCost).
+type readCost struct {
+	CounterNs, PortableNs float64
+}
+
+// counterSlower reports whether the counter costs more than the portable
+// source, and the default clock should fall back to it.
+func (c readCost) counterSlower() bool { return c.CounterNs > c.PortableNs }
+
+// Cost measurement: costBatches batches of costBatchReads reads of each
+// source, alternating so that a change of CPU frequency or a busy
+// neighbour weighs on both alike, each batch timed by the portable
+// source. The median batch wins over preemptions; the batch amortises
+// the timer's own read. measureReadCost stops early once costBudget is
+// spent (a trapped read with a retrying workaround can cost
+// microseconds), after at least costMinBatches of each.
+const (
+	costBatches    = 31
+	costBatchReads = 16
+	costMinBatches = 3
+	costBudget     = 5 * time.Millisecond
+)
+
+// measureReadCost measures what one call of read costs, and one read of
+// the portable source (readMono), in ns: 31 × 16 reads of each, or fewer
+// where that would take over 5 ms.
+func measureReadCost(read func() uint64) readCost {
+	var counter, portable []float64
+	var sink uint64
+	batch := func(read func() uint64) float64 {
+		start := readMono()
+		for i := 0; i < costBatchReads; i++ {
+			sink += read()
+		}
+		return float64(readMono()-start) / costBatchReads
+	}
+	start := readMono()
+	for i := 0; i < costBatches; i++ {
+		counter = append(counter, batch(read))
+		portable = append(portable, batch(readMono))
+		if i+1 >= costMinBatches && time.Duration(readMono()-start) > costBudget {
+			break
+		}
+	}
+	_ = sink
+	return readCost{CounterNs: median(counter), PortableNs: median(portable)}
+}
+
+// median returns the middle value of xs (the mean of the middle two for
+// an even count); xs is sorted in place.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	if n := len(xs); n%2 == 0 {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return xs[len(xs)/2]
+}
+
+// cntvctTrust is how the default clock should read CNTVCT_EL0 on this
+// machine, and why. Its String is meant for Info.
+type cntvctTrust struct {
+	Match erratumMatch
+	// Read is the read to use: readCNTVCT, or the erratum's workaround
+	// read on it. It is nil when Fallback is set.
+	Read     func() uint64
+	Cost     readCost
+	Fallback bool
+	// Reason says why there is no counter at all (not arm64, purego);
+	// empty when there is one.
+	Reason string
+}
+
+func (t cntvctTrust) String() string {
+	if t.Reason != "" {
+		return "cntvct: " + t.Reason
+	}
+	var b strings.Builder
+	b.WriteString("cntvct: ")
+	if t.Match.Erratum == erratumNone {
+		b.WriteString("no erratum")
+	} else {
+		fmt.Fprintf(&b, "%s (%s), kernel's workaround read: %s", t.Match.Erratum, t.Match.Where, t.Match.Erratum.workaround())
+	}
+	fmt.Fprintf(&b, "; read %s, portable %s", formatNs(t.Cost.CounterNs), formatNs(t.Cost.PortableNs))
+	if t.Fallback {
+		b.WriteString(": slower than the portable source (the kernel traps the counter?), falling back to it")
+	}
+	for _, u := range t.Match.Unknown {
+		b.WriteString("; could not check " + u)
+	}
+	return b.String()
+}
+
+// untrusted returns nil while the counter may be used, and else an error
+// wrapping ErrUntrusted (or ErrUnsupported where there is no counter)
+// that says why.
+func (t cntvctTrust) untrusted() error {
+	switch {
+	case t.Reason != "":
+		return fmt.Errorf("%w %q: %s", ErrUnsupported, "cntvct", t.Reason)
+	case t.Fallback:
+		return fmt.Errorf("%w %q: %s", ErrUntrusted, "cntvct", strings.TrimPrefix(t.String(), "cntvct: "))
+	}
+	return nil
+}
+
+// decideCNTVCT keeps read unless it costs more than the portable source.
+func decideCNTVCT(match erratumMatch, read func() uint64, cost readCost) cntvctTrust {
+	t := cntvctTrust{Match: match, Read: read, Cost: cost}
+	if cost.counterSlower() {
+		t.Read, t.Fallback = nil, true
+	}
+	return t
+}
+
+// checkCNTVCT decides how the default clock should read CNTVCT_EL0 here:
+// it looks for the errata the kernel works around (device tree, ACPI
+// GTDT, MIDR), takes the workaround read for the one it finds, and
+// measures that read against the portable source. It costs a few small
+// file reads and, on a healthy counter, some 20 µs of reads; at most
+// about 5 ms where reads are trapped.
+func checkCNTVCT() cntvctTrust {
+	if !cntvctSupported {
+		return cntvctTrust{Reason: cntvctUnsupportedReason()}
+	}
+	return checkCNTVCTOn(os.DirFS("/"), cntvctErratumReader, measureReadCost)
+}
+
+// checkCNTVCTOn is checkCNTVCT on a given root file system, reader
+// binding and cost measurement.
+func checkCNTVCTOn(root fs.FS, reader func(cntvctErratum) func() uint64, measure func(func() uint64) readCost) cntvctTrust {
+	match := detectCNTVCTErratum(root)
+	read := reader(match.Erratum)
+	return decideCNTVCT(match, read, measure(read))
+}

@@ -1,0 +1,94 @@
+package schedclock
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// The kernel keeps judging its clocksource for as long as it runs: its
+// watchdog compares the TSC with another clocksource every half second
+// and demotes it (to hpet, acpi_pm, kvm-clock, ...) when the two drift
+// apart, which happens hours after boot on some machines (a firmware SMI
+// that stops the TSC, a hypervisor that changes its rate). A user-space
+// clock on the same counter cannot see what the watchdog saw; it can
+// follow its verdict. kernelVerdict is one reading of it, cheap enough
+// (one small sysfs read) for a background goroutine to take every few
+// seconds.
+
+// kernelVerdict is what current_clocksource said about a counter.
+type kernelVerdict struct {
+	Want    string // the kernel clocksource that means our counter ("tsc")
+	Current string // current_clocksource; "" when it could not be read
+	Err     error  // why it could not be read (no sysfs, not Linux)
+	// Available lists available_clocksource when Current is not Want. A
+	// clocksource the watchdog marked unstable loses
+	// CLOCK_SOURCE_VALID_FOR_HRES, and available_clocksource_show hides
+	// those while the tick runs one-shot (NO_HZ or high-res timers, the
+	// usual): so a TSC missing from it was demoted, one still in it was
+	// most likely switched away from by hand.
+	Available []string
+}
+
+// readKernelVerdict reads the kernel's current clocksource from path (a
+// current_clocksource file; available_clocksource is read beside it only
+// when the counter is not the current one).
+func readKernelVerdict(path, want string) kernelVerdict {
+	v := kernelVerdict{Want: want}
+	content, err := os.ReadFile(path)
+	if err != nil {
+		v.Err = err
+		return v
+	}
+	v.Current = strings.TrimSpace(string(content))
+	if v.Current != want {
+		if available, err := os.ReadFile(filepath.Join(filepath.Dir(path), "available_clocksource")); err == nil {
+			v.Available = strings.Fields(string(available))
+		}
+	}
+	return v
+}
+
+// kernelTSCVerdict is readKernelVerdict for the TSC at the real path.
+func kernelTSCVerdict() kernelVerdict {
+	return readKernelVerdict(clocksourcePath, "tsc")
+}
+
+// Known reports whether the file could be read: where it cannot (not
+// Linux, no sysfs in a container), the kernel gives no verdict and the
+// counter keeps the trust CPUID gave it, as at start (tscRate).
+func (v kernelVerdict) Known() bool { return v.Err == nil }
+
+// Keep reports whether the counter may stay: the kernel uses it, or says
+// nothing.
+func (v kernelVerdict) Keep() bool { return v.Err != nil || v.Current == v.Want }
+
+func (v kernelVerdict) String() string {
+	switch {
+	case v.Err != nil:
+		return fmt.Sprintf("kernel clocksource unknown (%v)", v.Err)
+	case v.Current == v.Want:
+		return "kernel clocksource is " + v.Current
+	case v.Current == "":
+		return "kernel clocksource is empty, not " + v.Want
+	}
+	s := fmt.Sprintf("kernel clocksource is %s, not %s", v.Current, v.Want)
+	switch {
+	case v.Available == nil:
+		return s
+	case slices.Contains(v.Available, v.Want):
+		return s + fmt.Sprintf(" (%s still available)", v.Want)
+	}
+	return s + fmt.Sprintf(" (%s not available: available are %s)", v.Want, strings.Join(v.Available, " "))
+}
+
+// untrusted returns nil while the counter may stay, and else an error
+// wrapping ErrUntrusted that names the counter and the kernel's choice.
+func (v kernelVerdict) untrusted(name string) error {
+	if v.Keep() {
+		return nil
+	}
+	return fmt.Errorf("%w %q: %s", ErrUntrusted, name, v)
+}

@@ -1,0 +1,345 @@
+//go:build linux
+
+package schedclock
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// warpSanityLimit bounds how long any check in these tests may take: far
+// above the budget, it only catches a loop that the deadline and the read
+// count failed to end (timings themselves belong in benchmarks).
+const warpSanityLimit = time.Second
+
+// currentCPU asks the kernel which CPU the calling thread runs on.
+func currentCPU() int {
+	var cpu uint32
+	// getcpu(cpu, node, tcache): only the first argument is wanted.
+	unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0)
+	return int(cpu)
+}
+
+// needTwoCPUs skips the test unless the process may run on two CPUs at
+// once, and returns the allowed CPUs.
+func needTwoCPUs(t *testing.T) []int {
+	t.Helper()
+	cpus, err := allowedCPUs()
+	require.NoError(t, err)
+	if len(cpus) < 2 || runtime.GOMAXPROCS(0) < 2 {
+		t.Skipf("needs two CPUs and GOMAXPROCS >= 2; have CPUs %v, GOMAXPROCS %d", cpus, runtime.GOMAXPROCS(0))
+	}
+	return cpus
+}
+
+// runWarpCheck runs check until it is not stopped by threads that could
+// not run at the same time (a machine busy with other work), up to five
+// times, and skips the test when it never ran.
+func runWarpCheck(t *testing.T, check func() warpReport) warpReport {
+	t.Helper()
+	var r warpReport
+	for try := 0; try < 5; try++ {
+		if r = check(); !r.Busy {
+			return r
+		}
+		assert.Contains(t, r.Reason, "hardly ran at the same time")
+		t.Logf("try %d: %s", try, r)
+	}
+	t.Skipf("the machine is too busy for two pinned threads to run at once: %s", r)
+	return r
+}
+
+// assertSaneReport checks what every report must satisfy, whatever it found.
+func assertSaneReport(t *testing.T, r warpReport, cpus []int) {
+	t.Helper()
+	assert.Less(t, r.Took, warpSanityLimit, "the check must be bounded")
+	assert.NotEmpty(t, r.String())
+	switch r.Verdict {
+	case warpNone:
+		assert.Equal(t, len(cpus), r.CPUs)
+		assert.Equal(t, len(cpus)-1, r.Pairs, "one reference CPU for every CPU but the first")
+		assert.GreaterOrEqual(t, r.Reads, uint64(2*warpMinFresh*r.Pairs))
+		assert.Zero(t, r.Warps)
+		assert.NoError(t, r.untrusted("x"))
+	case warpFound:
+		assert.NotZero(t, r.Warps)
+		assert.NotZero(t, r.Cycles)
+		assert.Contains(t, cpus, r.Before)
+		assert.Contains(t, cpus, r.After)
+		assert.ErrorIs(t, r.untrusted("x"), ErrUntrusted)
+	default:
+		assert.NotEmpty(t, r.Reason)
+	}
+}
+
+func TestWarpCheckRealCounters(t *testing.T) {
+	cpus := needTwoCPUs(t)
+	counters := []struct {
+		name string
+		read func() uint64
+		// mustAgree: the kernel guarantees this counter across CPUs.
+		mustAgree bool
+	}{
+		{"portable", readMono, true},
+		{"tsc", tscReader(), false},
+		{"cntvct", cntvctReader(), false},
+	}
+	for _, counter := range counters {
+		t.Run(counter.name, func(t *testing.T) {
+			if counter.read == nil {
+				t.Skipf("no %s reader in this build", counter.name)
+			}
+			rate := uint64(1_000_000_000)
+			if counter.name != "portable" {
+				hz, _, err := measureRate(counter.read, 10*time.Millisecond)
+				require.NoError(t, err)
+				rate = uint64(hz)
+			}
+			r := runWarpCheck(t, func() warpReport { return checkWarp(counter.read, rate, warpCheckBudget) })
+			t.Logf("%s at %d Hz on CPUs %v: %s (took %v)", counter.name, rate, cpus, r, r.Took)
+			assertSaneReport(t, r, cpus)
+			require.NotEqual(t, warpUnchecked, r.Verdict, "with two CPUs the check must run: %s", r.Reason)
+			if counter.mustAgree {
+				assert.Equal(t, warpNone, r.Verdict, "%s", r)
+			}
+		})
+	}
+}
+
+// TestWarpCheckCatchesAPerCPUOffset fakes a counter that runs 1 ms ahead
+// on one CPU, the CPU being whichever the reading thread is on (getcpu):
+// the check must see it, name both CPUs in the right order, and size it.
+func TestWarpCheckCatchesAPerCPUOffset(t *testing.T) {
+	cpus := needTwoCPUs(t)
+	const offset = 1_000_000 // 1 ms at 1 GHz
+	ahead := cpus[1]
+	read := func() uint64 {
+		if currentCPU() == ahead {
+			return readMono() + offset
+		}
+		return readMono()
+	}
+	r := runWarpCheck(t, func() warpReport { return checkWarp(read, 1_000_000_000, warpCheckBudget) })
+	t.Logf("%s", r)
+	assertSaneReport(t, r, cpus)
+	require.Equal(t, warpFound, r.Verdict, "%s", r)
+	assert.Equal(t, ahead, r.Before, "the earlier, higher read was on the CPU that is ahead")
+	assert.Equal(t, cpus[0], r.After)
+	// The warp is the offset less the time the value took to travel.
+	assert.LessOrEqual(t, r.Cycles, uint64(offset))
+	assert.Greater(t, r.Cycles, uint64(offset/2))
+	assert.InDelta(t, float64(r.Cycles), r.Ns, 1, "1 GHz: one cycle is one ns")
+	assert.Contains(t, r.String(), "CPU "+strconv.Itoa(ahead))
+	assert.Contains(t, r.String(), " µs")
+}
+
+// TestWarpCheckPairsEveryCPUOnce fakes five CPUs, told apart by thread
+// id, with the fourth 1 ms behind: four pairs in three rounds, and the
+// warp is found on the pair that links CPU 3 to its reference, CPU 1.
+// The fake CPUs are pinned to real ones in turn, so that the two threads
+// of a pair really run at once.
+func TestWarpCheckPairsEveryCPUOnce(t *testing.T) {
+	real := needTwoCPUs(t)
+	var threadCPU sync.Map // thread id -> fake CPU
+	var pinnedMu sync.Mutex
+	var pinned []int
+	env := warpEnv{
+		cpus: func() ([]int, error) { return []int{0, 1, 2, 3, 4}, nil },
+		pin: func(cpu int) (func() error, error) {
+			pinnedMu.Lock()
+			realCPU := real[len(pinned)%2]
+			pinned = append(pinned, cpu)
+			pinnedMu.Unlock()
+			restore, err := pinThread(realCPU)
+			threadCPU.Store(unix.Gettid(), cpu)
+			return func() error { threadCPU.Delete(unix.Gettid()); return restore() }, err
+		},
+	}
+	const behind = 3
+	read := func() uint64 {
+		now := readMono() + 10_000_000
+		if cpu, _ := threadCPU.Load(unix.Gettid()); cpu == behind {
+			return now - 1_000_000
+		}
+		return now
+	}
+	r := runWarpCheck(t, func() warpReport {
+		pinnedMu.Lock()
+		pinned = nil
+		pinnedMu.Unlock()
+		return checkWarpOn(env, read, 0, 8*time.Millisecond)
+	})
+	t.Logf("%s", r)
+	require.Equal(t, warpFound, r.Verdict, "%s", r)
+	assert.Equal(t, 5, r.CPUs)
+	assert.Equal(t, 4, r.Pairs)
+	assert.ElementsMatch(t, []int{0, 1, 0, 2, 1, 3, 0, 4}, pinned, "pairs (0,1), (0,2), (1,3), (0,4)")
+	assert.Equal(t, behind, r.After)
+	assert.Equal(t, 1, r.Before, "CPU 3's reference is CPU 1")
+	assert.Zero(t, r.Ns, "no rate, no ns")
+	assert.NotContains(t, r.String(), "cycles (", "no rate, no duration in the text")
+}
+
+func TestWarpCheckOneAllowedCPU(t *testing.T) {
+	cpus, err := allowedCPUs()
+	require.NoError(t, err)
+	done := make(chan warpReport)
+	go func() {
+		runtime.LockOSThread()
+		restore, err := pinThread(cpus[0])
+		if err != nil {
+			done <- warpReport{Reason: "test: " + err.Error()}
+			return
+		}
+		r := checkWarp(readMono, 1_000_000_000, warpCheckBudget)
+		after, err := allowedCPUs()
+		if err != nil || len(after) != 1 {
+			r.Reason += " (test: the caller's mask changed)"
+		}
+		if restore() == nil {
+			runtime.UnlockOSThread()
+		}
+		done <- r
+	}()
+	r := <-done
+	t.Logf("%s", r)
+	assert.Equal(t, warpUnchecked, r.Verdict)
+	assert.False(t, r.Busy)
+	assert.Equal(t, "only CPU "+strconv.Itoa(cpus[0])+" is allowed", r.Reason)
+	assert.Equal(t, "cross-CPU check not run: only CPU "+strconv.Itoa(cpus[0])+" is allowed", r.String())
+	assert.NoError(t, r.untrusted("tsc"))
+}
+
+func TestWarpCheckCannotPin(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs GOMAXPROCS >= 2")
+	}
+	env := warpEnv{
+		cpus: func() ([]int, error) { return []int{0, 1}, nil },
+		pin: func(cpu int) (func() error, error) {
+			restore := func() error { return nil }
+			if cpu == 1 {
+				return restore, unix.EPERM
+			}
+			return restore, nil
+		},
+	}
+	r := checkWarpOn(env, readMono, 1_000_000_000, warpCheckBudget)
+	assert.Equal(t, warpUnchecked, r.Verdict)
+	assert.Equal(t, "pinning a thread to CPU 1: operation not permitted", r.Reason)
+	assert.False(t, r.Busy, "another try would fail the same way")
+	assert.Less(t, r.Took, warpSanityLimit)
+
+	env.cpus = func() ([]int, error) { return nil, unix.ENOSYS }
+	r = checkWarpOn(env, readMono, 0, warpCheckBudget)
+	assert.Equal(t, warpUnchecked, r.Verdict)
+	assert.Contains(t, r.Reason, "reading the affinity mask")
+}
+
+func TestWarpCheckNeedsTwoProcs(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	env := warpEnv{
+		cpus: func() ([]int, error) { return []int{0, 1}, nil },
+		pin: func(int) (func() error, error) {
+			t.Error("pinned with GOMAXPROCS=1")
+			return func() error { return nil }, nil
+		},
+	}
+	r := checkWarpOn(env, readMono, 0, warpCheckBudget)
+	assert.Equal(t, warpUnchecked, r.Verdict)
+	assert.Contains(t, r.Reason, "GOMAXPROCS=1")
+}
+
+// TestWarpCheckLeavesNoPinnedThread proves the pinned threads are gone
+// after a check: no thread of the process is left with a narrower mask
+// than the process's.
+func TestWarpCheckLeavesNoPinnedThread(t *testing.T) {
+	cpus := needTwoCPUs(t)
+	r := runWarpCheck(t, func() warpReport { return checkWarp(readMono, 1_000_000_000, warpCheckBudget) })
+	require.Equal(t, warpNone, r.Verdict, "%s", r)
+
+	narrowed := func() (tids []int) {
+		entries, err := os.ReadDir("/proc/self/task")
+		require.NoError(t, err)
+		for _, e := range entries {
+			tid, err := strconv.Atoi(e.Name())
+			require.NoError(t, err)
+			set := unix.NewCPUSet(1024)
+			if err := unix.SchedGetaffinityDynamic(tid, set); err != nil {
+				continue // the thread exited meanwhile
+			}
+			if set.Count() < len(cpus) {
+				tids = append(tids, tid)
+			}
+		}
+		return tids
+	}
+	// A locked goroutine's thread exits just after the goroutine does,
+	// which is after checkWarp has been told the goroutine is done.
+	deadline := time.Now().Add(2 * time.Second)
+	for len(narrowed()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	assert.Empty(t, narrowed(), "threads left pinned after the check")
+}
+
+// BenchmarkCheckWarp measures how long the whole check takes with the
+// default budget, on the TSC where this build has it, else on the
+// portable source: `go test -run '^$' -bench CheckWarp -benchtime 20x`.
+func BenchmarkCheckWarp(b *testing.B) {
+	cpus, err := allowedCPUs()
+	if err != nil || len(cpus) < 2 {
+		b.Skip("needs two CPUs")
+	}
+	read, name := readMono, "portable"
+	if tsc := tscReader(); tsc != nil {
+		read, name = tsc, "tsc"
+	}
+	unchecked := 0
+	var reads uint64
+	for i := 0; i < b.N; i++ {
+		r := checkWarp(read, 0, warpCheckBudget)
+		if r.Verdict == warpUnchecked {
+			unchecked++
+		}
+		if r.Verdict == warpFound {
+			b.Fatalf("%s: %s", name, r)
+		}
+		reads += r.Reads
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/check")
+	b.ReportMetric(float64(reads)/float64(b.N), "reads/check")
+	b.ReportMetric(float64(unchecked), "unchecked")
+}
+
+// TestWarpCheckBusy fakes a CPU so busy that the thread pinned to it
+// only runs after the other gave up: the check says so, and that another
+// try is worth it.
+func TestWarpCheckBusy(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs GOMAXPROCS >= 2")
+	}
+	const budget = 2 * time.Millisecond
+	env := warpEnv{
+		cpus: func() ([]int, error) { return []int{0, 1}, nil },
+		pin: func(cpu int) (func() error, error) {
+			if cpu == 1 {
+				time.Sleep(4 * budget)
+			}
+			return func() error { return nil }, nil
+		},
+	}
+	r := checkWarpOn(env, readMono, 0, budget)
+	assert.Equal(t, warpUnchecked, r.Verdict)
+	assert.True(t, r.Busy)
+	assert.Contains(t, r.Reason, "the threads on CPUs 0 and 1 hardly ran at the same time")
+}
