@@ -211,6 +211,13 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 	src := tr.src
 	src.Rate = uint64(math.Round(hz))
 	if !tr.adopted {
+		if c.trustPending {
+			// The counter's checks have not passed yet: measure again soon,
+			// from the same baseline.
+			tr.refineDue = now.Add(firstMeasurement)
+			tr.step--
+			return
+		}
 		if tr.src.Rate == 0 {
 			next.origin = RateMeasured
 		}

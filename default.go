@@ -2,6 +2,7 @@ package schedclock
 
 import (
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -36,35 +37,107 @@ var processStart = rawNow()
 
 func newDefaultClock() *Clock {
 	hw, origin, errPPM, err := probeHardware()
+	var erratum erratumMatch
+	if err == nil && hw.Name == "cntvct" {
+		// The kernel's erratum workarounds trap the counter; reading it
+		// needs the same workaround from user space. A few small file
+		// reads: cheap enough for initialisation.
+		erratum = detectCNTVCTErratum(os.DirFS("/"))
+		if read := cntvctErratumReader(erratum.Erratum); read != nil {
+			hw.Read = read
+		}
+	}
+	var c *Clock
 	if err == nil && hw.Rate != 0 {
 		tr := &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true}
-		if c, err := newClock(hw, rating{hz: float64(hw.Rate), origin: origin, errPPM: errPPM}, tr); err == nil {
-			c.verdict = hardwareVerdict(hw.Name)
+		c, err = newClock(hw, rating{hz: float64(hw.Rate), origin: origin, errPPM: errPPM}, tr)
+	}
+	if c == nil {
+		var tr *tracker
+		rejected := ""
+		switch {
+		case err != nil:
+			rejected = err.Error()
+		case hw.Rate != 0:
+			rejected = fmt.Sprintf("%s: unusable rate %d Hz", hw.Name, hw.Rate)
+		default:
+			rejected = fmt.Sprintf("%s: rate being measured against %s", hw.Name, rawClockName)
+			tr = &tracker{ref: rawNow, src: hw, endsOnRegister: true}
+		}
+		var perr error
+		c, perr = newClock(Portable(), rating{hz: 1e9, origin: RateDeclared}, tr)
+		if perr != nil {
+			panic("schedclock: the portable source is invalid: " + perr.Error())
+		}
+		c.rejected = rejected
+		if tr == nil {
+			c.crossCPU = "not run: no hardware counter to check"
 			c.start()
 			return c
 		}
 	}
-	var tr *tracker
-	rejected := ""
-	switch {
-	case err != nil:
-		rejected = err.Error()
-	case hw.Rate != 0:
-		rejected = fmt.Sprintf("%s: unusable rate %d Hz", hw.Name, hw.Rate)
-	default:
-		rejected = fmt.Sprintf("%s: rate being measured against %s", hw.Name, rawClockName)
-		tr = &tracker{ref: rawNow, src: hw, endsOnRegister: true}
-	}
-	c, perr := newClock(Portable(), rating{hz: 1e9, origin: RateDeclared}, tr)
-	if perr != nil {
-		panic("schedclock: the portable source is invalid: " + perr.Error())
-	}
-	c.rejected = rejected
-	if tr != nil {
-		c.verdict = hardwareVerdict(hw.Name)
-	}
+	// The hardware counter is in use or about to be: the kernel's verdict
+	// is followed for life, and the checks that need time run in the
+	// background; until they pass, calibration does not adopt it.
+	c.verdict = hardwareVerdict(hw.Name)
+	c.crossCPU = "running"
+	c.trustPending = true
 	c.start()
+	go c.checkTrust(hw, erratum)
 	return c
+}
+
+// checkTrust runs the checks a hardware counter must pass before the
+// default clock trusts it, in the background: the cross-CPU warp check
+// (the kernel's check_tsc_warp; retried once a few seconds later when
+// the machine was too busy for it to run) and, for CNTVCT, the read cost
+// against the portable source (a counter the kernel traps). A counter
+// that fails leaves the default clock on, or sends it back to, the
+// portable source, and Info says why.
+func (c *Clock) checkTrust(hw Source, erratum erratumMatch) {
+	var counter cntvctTrust
+	if hw.Name == "cntvct" {
+		counter = decideCNTVCT(erratum, hw.Read, measureReadCost(hw.Read))
+	}
+	rep := checkWarp(hw.Read, hw.Rate, warpCheckBudget)
+	if rep.Busy && c.sleepUnlessClosed(warpRetryAfter) {
+		rep = checkWarp(hw.Read, hw.Rate, warpCheckBudget)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.trustPending = false
+	c.crossCPU = rep.String()
+	if hw.Name == "cntvct" {
+		c.counterCheck = counter.String()
+	}
+	if c.closed || c.track == nil || c.track.src.Name != hw.Name {
+		return // closed, or a caller took the clock over
+	}
+	err := rep.untrusted(hw.Name)
+	if err == nil {
+		err = counter.untrusted()
+	}
+	if err != nil {
+		c.fallBackLocked(err.Error())
+	}
+	c.kick()
+}
+
+// warpRetryAfter is how long the default clock waits before it runs the
+// cross-CPU check again when the machine was too busy for it.
+const warpRetryAfter = 3 * time.Second
+
+// sleepUnlessClosed sleeps for d or until the clock is closed, and
+// reports whether it is still open.
+func (c *Clock) sleepUnlessClosed(d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-c.stop:
+		return false
+	}
 }
 
 // fallBackLocked leaves the hardware counter for the portable source, for

@@ -55,6 +55,12 @@ type clockState struct {
 	// no longer be trusted ("" while it can); checked every verdictPeriod.
 	verdict    func() string
 	verdictDue time.Time
+	// trustPending holds back the adoption of the hardware counter until
+	// the default clock's background checks of it pass; crossCPU and
+	// counterCheck say what those checks found (see checkTrust).
+	trustPending bool
+	crossCPU     string
+	counterCheck string
 
 	// coarseEvery is Coarse's resolution; once Coarse has been called,
 	// coarseStop stops the goroutine that keeps it current, which closes
@@ -438,6 +444,15 @@ type Info struct {
 	// why, the last time.
 	Reanchors    int
 	LastReanchor string
+	// CrossCPU says what the default clock's cross-CPU check of its
+	// hardware counter found (the kernel's check_tsc_warp): no warp, a
+	// warp (which CPUs, how large), or why it could not run (one allowed
+	// CPU, affinity not settable, not Linux). Empty for clocks made by New.
+	CrossCPU string
+	// CounterCheck, on arm64, says which counter erratum the default
+	// clock found and works around, and what a counter read costs against
+	// the portable source (a counter the kernel traps is slower).
+	CounterCheck string
 }
 
 // Info returns the clock's current configuration.
@@ -463,6 +478,8 @@ func (c *Clock) Info() Info {
 		ConversionErrorPPM: convErr,
 		Reanchors:          c.reanchors,
 		LastReanchor:       c.lastReanchor,
+		CrossCPU:           c.crossCPU,
+		CounterCheck:       c.counterCheck,
 		Bits:               c.src.Bits,
 		Mult:               c.conv.mult,
 		Shift:              c.conv.shift,

@@ -65,19 +65,28 @@ func TestWallFollowsSlewAndSteps(t *testing.T) {
 		last := c.Time(c.Now()).UnixNano()
 		worst := int64(0)
 		for time.Now().Before(deadline) {
+			before := fake.now().UnixNano()
 			got := c.Time(c.Now()).UnixNano()
-			want := fake.now().UnixNano()
+			after := fake.now().UnixNano()
+			want := min(max(got, before), after) // the nearest instant of the bracket
 			if !stepBackAllowed {
 				require.GreaterOrEqual(t, got, last, "%s: wall time went back", phase)
 			}
 			if time.Now().After(settleUntil) {
-				worst = max(worst, abs(got-want))
+				// 100µs, plus what the wall clock's slew adds while the
+				// background goroutine runs later than its schedule (a
+				// slow or loaded machine, qemu).
+				c.mu.Lock()
+				age := c.Now() - c.lastWallPair[0]
+				c.mu.Unlock()
+				late := max(0, age-int64(wallPeriod+wallLead))
+				worst = max(worst, abs(got-want)-late*500/1e6)
 			}
 			last = got
 			stepBackAllowed = stepBackAllowed && time.Now().Before(settleUntil)
 			time.Sleep(50 * time.Microsecond)
 		}
-		t.Logf("%s: worst |Time(Now()) - wall| after settling: %v", phase, time.Duration(worst))
+		t.Logf("%s: worst |Time(Now()) - wall| after settling (less what lateness explains): %v", phase, time.Duration(worst))
 		// Brackets and the scheduler add their own: the pairing is only
 		// as good as its bracket, here tens of ns to a few µs.
 		assert.LessOrEqual(t, worst, int64(100*time.Microsecond), phase)
