@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -342,4 +343,48 @@ func TestWarpCheckBusy(t *testing.T) {
 	assert.Equal(t, warpUnchecked, r.Verdict)
 	assert.True(t, r.Busy)
 	assert.Contains(t, r.Reason, "the threads on CPUs 0 and 1 hardly ran at the same time")
+}
+
+// TestDefaultClockFallsBackOnAWarp wires the check into the default
+// clock's start-up: a counter whose rate must be measured, 1 ms ahead on
+// one CPU, is never adopted; a counter that agrees across CPUs is.
+func TestDefaultClockFallsBackOnAWarp(t *testing.T) {
+	cpus := needTwoCPUs(t)
+	warped := realtime1GHz()
+	clean := warped.Read
+	warped.Read = func() uint64 {
+		if currentCPU() == cpus[1] {
+			return clean() + 1_000_000
+		}
+		return clean()
+	}
+	for _, tc := range []struct {
+		hw    Source
+		adopt bool
+	}{{warped, false}, {realtime1GHz(), true}} {
+		c := defaultLike(t, tc.hw)
+		c.mu.Lock()
+		c.trustPending = true
+		c.mu.Unlock()
+		time.Sleep(firstMeasurement + 30*time.Millisecond)
+		assert.Equal(t, "portable", c.Info().Source, "adopted before the checks passed")
+		c.checkTrust(tc.hw, erratumMatch{})
+		in := c.Info()
+		t.Logf("cross-CPU: %s", in.CrossCPU)
+		if tc.adopt {
+			require.Eventually(t, func() bool { return c.Info().Source == "hw" }, 2*time.Second, time.Millisecond)
+			assert.Contains(t, c.Info().CrossCPU, "no warp")
+			continue
+		}
+		if strings.Contains(in.CrossCPU, "not run") {
+			t.Logf("the check could not run here (%s): nothing to fall back from", in.CrossCPU)
+			continue
+		}
+		assert.Contains(t, in.Rejected, "behind")
+		time.Sleep(firstMeasurement + 30*time.Millisecond)
+		assert.Equal(t, "portable", c.Info().Source)
+		c.mu.Lock()
+		assert.Nil(t, c.track, "calibration of a warped counter must end")
+		c.mu.Unlock()
+	}
 }
