@@ -14,13 +14,11 @@ const (
 	maxCoarseResolution     = time.Second
 )
 
-// coarseLine holds the value Coarse returns, on a cache line of its own.
-// The value is a reading of Now shifted left by one, with the low bit set
-// once the goroutine that keeps it current runs: 0 means Coarse was never
-// called. The shift costs the value its top bit: a coarse reading
-// saturates at math.MaxInt64>>1 ns, 146 years.
+// coarseLine holds the value Coarse returns, on a cache line of its own:
+// a reading of Now plus one, 0 until Coarse is first called (so a coarse
+// reading saturates at math.MaxInt64-1 ns).
 type coarseLine struct {
-	value atomic.Int64
+	value int64 // accessed atomically only (a plain int64 keeps Coarse inlinable)
 	_     [56]byte
 }
 
@@ -40,8 +38,8 @@ type coarseLine struct {
 // time wakes nobody), and reads Now itself, so the first value is already
 // current. After Close, Coarse stands still.
 func (c *Clock) Coarse() int64 {
-	if v := c.coarse.value.Load(); v&1 != 0 {
-		return v >> 1
+	if v := atomic.LoadInt64(&c.coarse.value); v != 0 {
+		return v - 1
 	}
 	return c.startCoarse()
 }
@@ -54,8 +52,8 @@ func (c *Clock) startCoarse() int64 {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if v := c.coarse.value.Load(); v&1 != 0 {
-		return v >> 1 // another goroutine started it
+	if v := atomic.LoadInt64(&c.coarse.value); v != 0 {
+		return v - 1 // another goroutine started it
 	}
 	now := c.storeCoarse()
 	if !c.stoppedLocked() {
@@ -67,8 +65,8 @@ func (c *Clock) startCoarse() int64 {
 
 // storeCoarse reads Now and stores it as the coarse value.
 func (c *Clock) storeCoarse() int64 {
-	now := min(c.Now(), math.MaxInt64>>1)
-	c.coarse.value.Store(now<<1 | 1)
+	now := min(c.Now(), math.MaxInt64-1)
+	atomic.StoreInt64(&c.coarse.value, now+1)
 	return now
 }
 
@@ -99,5 +97,11 @@ func (c *Clock) stopCoarseLocked() <-chan struct{} {
 	return c.coarseDone
 }
 
-// Coarse returns the default clock's coarse time: Default().Coarse().
-func Coarse() int64 { return defaultClock.Coarse() }
+// Coarse returns the default clock's coarse time: Default().Coarse(),
+// spelled out so that the inliner takes it whole.
+func Coarse() int64 {
+	if v := atomic.LoadInt64(&defaultClock.coarse.value); v != 0 {
+		return v - 1
+	}
+	return defaultClock.startCoarse()
+}
