@@ -15,7 +15,7 @@ func hwSource(tb testing.TB) (Source, bool) {
 	switch {
 	case err == nil:
 	case tscSupported:
-		hw = Source{Name: "tsc", Read: readTSC, Bits: 64}
+		hw = Source{Name: "tsc", Read: tscReader(), Bits: 64}
 	default:
 		return Source{}, false
 	}

@@ -1,0 +1,115 @@
+// The race detector's atomics fault on read-only memory inside its own
+// runtime, where no Go panic can be recovered: this test runs in the
+// other builds (make test runs it natively, purego and under qemu).
+
+//go:build linux && !race
+
+package schedclock
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// TestReadersWriteNothing runs every reader path on a Clock whose latch
+// and coarse line lie in a page made read-only: a store to them faults,
+// and the fault is turned into a panic the test catches. Readers share
+// those lines with every other core; since they never write them, a
+// read costs no cache-line transfer except after the writer's
+// publication (once per refresh period, or per switch).
+func TestReadersWriteNothing(t *testing.T) {
+	f := &FakeCounter{}
+	f.Set(1000)
+	lines := map[string]Source{"fake": f.Source("fake", 64, 1e9), "portable": Portable()}
+	if hw, ok := hwSource(t); ok {
+		lines["hardware"] = hw
+	}
+	for name, src := range lines {
+		t.Run(name, func(t *testing.T) {
+			c, err := New(src)
+			require.NoError(t, err)
+			defer c.Close()
+			c.Coarse() // its value is set before the page becomes read-only
+			readers := map[string]func() int64{
+				"Now": c.Now, "now": c.now, "portableNow": c.portableNow, "Coarse": c.Coarse,
+			}
+			for _, far := range []bool{false, true} {
+				if far {
+					// An epoch far behind: the slow path (tscSlow, 128 bits).
+					c.mu.Lock()
+					ln := c.cur
+					ln.epochCyc -= ln.conv.overflowFrom() * 3
+					c.publishLocked(ln)
+					c.mu.Unlock()
+				}
+				ro := readOnlyCopy(t, c)
+				for reader, read := range readers {
+					pc := ro.clock
+					r := map[string]func() int64{"Now": pc.Now, "now": pc.now, "portableNow": pc.portableNow, "Coarse": pc.Coarse}[reader]
+					want := read()
+					got, fault := readWithoutFault(r)
+					require.Empty(t, fault, "%s on a read-only latch (far epoch %v)", reader, far)
+					assert.GreaterOrEqual(t, got, want, "%s", reader)
+				}
+				ro.release()
+			}
+		})
+	}
+}
+
+type readOnlyClock struct {
+	clock *Clock
+	page  []byte
+}
+
+// readOnlyCopy copies c byte for byte into a fresh page and makes the page
+// read-only. The copy shares c's writer state (c keeps it alive).
+func readOnlyCopy(t *testing.T, c *Clock) readOnlyClock {
+	t.Helper()
+	page, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	require.NoError(t, err)
+	copy(page, unsafe.Slice((*byte)(unsafe.Pointer(c)), unsafe.Sizeof(*c)))
+	require.NoError(t, unix.Mprotect(page, unix.PROT_READ))
+	return readOnlyClock{clock: (*Clock)(unsafe.Pointer(&page[0])), page: page}
+}
+
+func (r readOnlyClock) release() { _ = unix.Munmap(r.page) }
+
+// readWithoutFault calls read with faults turned into panics, and says
+// what faulted, if anything.
+func readWithoutFault(read func() int64) (v int64, fault string) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			fault = "fault: " + panicText(r)
+		}
+	}()
+	v = read()
+	runtime.KeepAlive(read)
+	return v, ""
+}
+
+func panicText(r any) string {
+	if err, ok := r.(error); ok {
+		return err.Error()
+	}
+	return "panic"
+}
+
+// The test itself must be able to fail: a store to the read-only copy
+// faults and is reported.
+func TestReadOnlyCopyCatchesAStore(t *testing.T) {
+	c, err := New(Portable())
+	require.NoError(t, err)
+	defer c.Close()
+	ro := readOnlyCopy(t, c)
+	defer ro.release()
+	_, fault := readWithoutFault(func() int64 { ro.clock.latch.seq.Add(0); return 0 })
+	assert.Contains(t, fault, "fault")
+}
