@@ -1,6 +1,7 @@
 package schedclock
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -86,5 +87,76 @@ func BenchmarkRefine(b *testing.B) {
 	tr.history = []ratePoint{tr.baseline}
 	for b.Loop() {
 		c.refineLocked(tr, time.Now())
+	}
+}
+
+// BenchmarkTailLatency records the distribution of single calls, each
+// bracketed by two reads of the raw counter, and reports its percentiles
+// against the bare counter read's own distribution measured the same
+// way: the latch must add no tail of its own. calls-overlapping-update
+// counts the calls during which the writer published (the only calls
+// that can retry), with a writer folding the clock at 1 kHz.
+func BenchmarkTailLatency(b *testing.B) {
+	type subject struct {
+		name string
+		raw  func() uint64 // the raw counter, in ticks
+		rate float64
+		src  Source
+	}
+	subjects := []subject{{"portable", readMono, 1e9, Portable()}}
+	if hw, ok := hwSource(b); ok {
+		subjects = append(subjects, subject{hw.Name, hw.Read, float64(hw.Rate), hw})
+	}
+	for _, s := range subjects {
+		c, err := New(s.src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		stop := make(chan struct{})
+		go func() {
+			ticker := time.NewTicker(time.Millisecond)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-ticker.C:
+					c.Update()
+				}
+			}
+		}()
+		for _, which := range []string{"bare", "Now"} {
+			b.Run(s.name+"/"+which, func(b *testing.B) {
+				lat := make([]uint64, 0, b.N)
+				overlapped := 0
+				for b.Loop() {
+					seq := c.latch.seq.Load()
+					before := s.raw()
+					if which == "Now" {
+						c.Now()
+					} else {
+						s.raw()
+					}
+					after := s.raw()
+					lat = append(lat, after-before)
+					if c.latch.seq.Load() != seq {
+						overlapped++
+					}
+				}
+				slices.Sort(lat)
+				ns := func(q float64) float64 {
+					return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))]) * 1e9 / s.rate
+				}
+				b.ReportMetric(ns(0.5), "p50-ns")
+				b.ReportMetric(ns(0.99), "p99-ns")
+				b.ReportMetric(ns(0.999), "p99.9-ns")
+				b.ReportMetric(ns(1), "max-ns")
+				if which == "Now" {
+					b.ReportMetric(float64(overlapped), "calls-overlapping-update")
+				}
+			})
+		}
+		close(stop)
+		_ = c.Close()
 	}
 }
