@@ -1,19 +1,37 @@
 package schedclock_test
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/schedclock/schedclock"
 )
 
+// Time a piece of work: Now returns nanoseconds on the default clock,
+// Since the time elapsed since such a reading.
 func Example() {
 	start := schedclock.Now()
 	time.Sleep(2 * time.Millisecond)
-	elapsed := time.Duration(schedclock.Now() - start)
-	fmt.Println(elapsed >= 2*time.Millisecond)
+	fmt.Println(schedclock.Since(start) >= 2*time.Millisecond)
 	// Output: true
+}
+
+func ExampleNow() {
+	a := schedclock.Now()
+	b := schedclock.Now()
+	fmt.Println(b >= a) // never backwards, across goroutines too
+	// Output: true
+}
+
+// Since never returns a negative duration: a start from the future (or
+// from another clock) gives 0.
+func ExampleSince() {
+	fmt.Println(schedclock.Since(schedclock.Now() + int64(time.Hour)))
+	// Output: 0s
 }
 
 // A Clock on a counter of your own: here a 32-bit counter at 1 MHz that
@@ -35,6 +53,46 @@ func ExampleNew() {
 	// Output: 1500000
 }
 
+// A Clock with a reference refines its counter's rate against it and
+// watches the counter for life: here a counter that runs 20 ppm fast is
+// refined against Go's monotonic clock.
+func ExampleWithReference() {
+	start := time.Now()
+	reference := func() int64 { return int64(time.Since(start)) }
+	fast := func() uint64 { return uint64(float64(time.Since(start)) * 1.00002) }
+	c, err := schedclock.New(schedclock.Source{Name: "fast", Read: fast, Bits: 64, Rate: 1e9},
+		schedclock.WithReference(reference))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	time.Sleep(300 * time.Millisecond) // past the first refinements
+	in := c.Info()
+	fmt.Println(in.RateOrigin, in.Rate > 1_000_010_000, in.Reanchors)
+	// Output: refined true 0
+}
+
+// Register switches counters without a jump: the new counter takes over
+// from the value the old one reached.
+func ExampleClock_Register() {
+	slow := schedclock.NewManual(1000, 64) // 1 kHz
+	fine := schedclock.NewManual(1e9, 64)  // 1 GHz
+	c, _ := schedclock.New(slow.Source())
+	defer c.Close()
+	slow.Advance(7 * time.Millisecond)
+	fmt.Println(c.Now())
+	if err := c.Register(fine.Source()); err != nil {
+		panic(err)
+	}
+	fine.Advance(250 * time.Nanosecond)
+	fmt.Println(c.Now())
+	// Output:
+	// 7000000
+	// 7000250
+}
+
+// Suspend freezes a clock; the time that passes until Resume is not
+// counted.
 func ExampleClock_Suspend() {
 	var counter atomic.Uint64
 	c, _ := schedclock.New(schedclock.Source{Name: "c", Read: counter.Load, Bits: 64, Rate: 1_000_000_000})
@@ -51,8 +109,71 @@ func ExampleClock_Suspend() {
 	// 1010
 }
 
+// Info says what a clock runs on and why; for the default clock, also
+// what its trust checks found.
 func ExampleClock_Info() {
-	info := schedclock.Default().Info()
-	fmt.Println(info.Source != "")
-	// Output: true
+	in := schedclock.Default().Info()
+	fmt.Println(in.Source != "", in.Rate > 0)
+	// Output: true true
+}
+
+// Coarse is one atomic load: for rate limiters, caches and timeouts.
+func ExampleCoarse() {
+	deadline := schedclock.Coarse() + int64(50*time.Millisecond)
+	expired := func() bool { return schedclock.Coarse() >= deadline }
+	fmt.Println(expired())
+	// Output: false
+}
+
+// WallNow is time.Now without its monotonic reading, read from the
+// counter; Time maps any reading to the wall clock.
+func ExampleWallNow() {
+	start := schedclock.Now()
+	when := schedclock.Default().Time(start)
+	fmt.Println(time.Since(when) < time.Second, schedclock.WallNow().Year() >= 2026)
+	// Output: true true
+}
+
+// A Manual counter makes a Clock that tests drive by hand, with no sleep.
+func ExampleNewManual() {
+	m := schedclock.NewManual(1e9, 64)
+	c, _ := schedclock.New(m.Source())
+	defer c.Close()
+	start := c.Now()
+	m.Advance(90 * time.Second)
+	fmt.Println(c.Since(start))
+	// Output: 1m30s
+}
+
+// stampHandler is a log/slog Handler wrapper that stamps records with
+// WallNow: the time of every record read from the counter instead of
+// from time.Now.
+type stampHandler struct{ slog.Handler }
+
+func (h stampHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.Time = schedclock.WallNow()
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h stampHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return stampHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h stampHandler) WithGroup(name string) slog.Handler {
+	return stampHandler{h.Handler.WithGroup(name)}
+}
+
+// Stamping log/slog records with WallNow.
+func ExampleWallNow_slog() {
+	logger := slog.New(stampHandler{slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Bool("stamped", !a.Value.Time().IsZero()) // times differ from run to run
+			}
+			return a
+		},
+	})})
+	start := schedclock.Now()
+	logger.Info("request served", "fast", schedclock.Since(start) < time.Second)
+	// Output: stamped=true level=INFO msg="request served" fast=true
 }

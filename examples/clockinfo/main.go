@@ -1,6 +1,7 @@
 // Command clockinfo shows what the default schedclock clock decided (its
-// counter, rate and where the rate came from), a few readings, and the
-// clock's drift against the kernel's raw monotonic clock over one second.
+// counter, rate and where the rate came from, the trust checks it ran),
+// a few readings (Now, Coarse, WallNow beside time.Now), and the clock's
+// drift against the kernel's raw monotonic clock over one second.
 package main
 
 import (
@@ -22,10 +23,13 @@ func main() {
 	prev := schedclock.Now()
 	for i := 0; i < 5; i++ {
 		now := schedclock.Now()
-		fmt.Printf("  Now() = %15d ns  (+%d ns)\n", now, now-prev)
+		fmt.Printf("  Now() = %15d ns  (+%d ns)   Coarse() = %15d ns\n", now, now-prev, schedclock.Coarse())
 		prev = now
 		time.Sleep(time.Millisecond)
 	}
+	wall, std := schedclock.WallNow(), time.Now()
+	fmt.Printf("  WallNow() = %s  (time.Now() %s, %+v apart)\n",
+		wall.Format(time.RFC3339Nano), std.Format(time.RFC3339Nano), wall.Sub(std.Round(0)))
 
 	fmt.Printf("\ndrift against %s over one second:\n", rawName)
 	clock0, raw0 := pair()
@@ -63,8 +67,25 @@ func printInfo(when string, in schedclock.Info) {
 	fmt.Printf("  rate          %d Hz, from %s, estimated error %.3f ppm\n", in.Rate, in.RateOrigin, in.RateErrorPPM)
 	fmt.Printf("  mult/shift    %d >> %d\n", in.Mult, in.Shift)
 	fmt.Printf("  refresh every %v\n", in.RefreshPeriod)
+	fmt.Printf("  conversion    rounding %+.5f ppm\n", in.ConversionErrorPPM)
 	fmt.Printf("  suspended     %v\n", in.Suspended)
 	if in.Rejected != "" {
 		fmt.Printf("  hardware counter rejected: %s\n", in.Rejected)
 	}
+	fmt.Printf("  cross-CPU     %s\n", orNone(in.CrossCPU))
+	if in.CounterCheck != "" {
+		fmt.Printf("  counter check %s\n", in.CounterCheck)
+	}
+	fmt.Printf("  re-anchored   %d times", in.Reanchors)
+	if in.LastReanchor != "" {
+		fmt.Printf(" (last: %s)", in.LastReanchor)
+	}
+	fmt.Println()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
