@@ -1,55 +1,114 @@
-// Package schedclock is an NMI-safe monotonic nanosecond clock for hot
-// paths: a port of the Linux kernel's generic sched_clock
-// (kernel/time/sched_clock.c) to Go.
+// Package schedclock is a monotonic nanosecond clock for hot paths: a
+// port of the Linux kernel's generic sched_clock (kernel/time/sched_clock.c)
+// to Go, which reads the CPU's counter directly and never waits for
+// anyone.
 //
-// [Now] returns nanoseconds since the package was initialised. It costs
-// little more than reading the hardware counter (on which it makes no
-// system call: the counter is read by one instruction), never allocates,
-// and never waits for a writer: a reader finishes in
-// a bounded number of steps even if the goroutine updating the clock is
-// stopped half-way (preempted, descheduled, stopped in a debugger).
+//	start := schedclock.Now()
+//	work()
+//	elapsed := schedclock.Since(start)
 //
-// # Guarantees
+// [Now] returns nanoseconds since the package was initialised. On the
+// hardware counters it costs little more than the counter read itself
+// (one instruction, no system call) and less than [time.Since]; it never
+// allocates and never takes a lock.
 //
-//   - Wait-free reads. The read data lives in a seqcount latch: two banked
-//     copies, so one is always complete (see latch.go). A reader retries
-//     only when a writer made progress.
-//   - Monotonic. A Now that starts after another Now returned (in the
-//     happens-before order of the Go memory model,
-//     https://go.dev/ref/mem) returns at least as much, across Update,
-//     Register, rate refinement, Suspend and Resume, wherever the writer
-//     is stopped. This assumes the counter itself is monotonic across
-//     CPUs, as an invariant TSC and the arm64 generic timer are.
-//   - Exact. Update (the periodic fold that keeps counters from wrapping)
-//     carries the sub-nanosecond remainder and moves time by nothing.
-//     Register continues from the exact value the old counter reached.
-//   - Safe arithmetic. A counter read below the epoch is clamped to it
-//     rather than read as centuries ahead, and a refresh that comes too
-//     late for 64-bit arithmetic is caught by a 128-bit path.
+// # What Now promises
+//
+// Wait-free. The clock's read data lives in a seqcount latch: two banked
+// copies, so that one is always complete. A reader retries only when a
+// writer made progress, so it finishes in a bounded number of steps even
+// if the goroutine updating the clock is stopped half-way, preempted,
+// descheduled or stopped in a debugger.
+//
+// Monotonic in happens-before order. If a call of Now happens before
+// another (in the sense of the Go memory model, https://go.dev/ref/mem:
+// in one goroutine, or across goroutines synchronised by a channel, a
+// mutex or an atomic), the second returns at least as much as the first.
+// This holds across every change the clock goes through: the periodic
+// fold of the counter into the epoch (Update), a switch to another
+// counter ([Clock.Register]), a refinement of the rate, a re-anchoring by
+// the watch, Suspend and Resume, wherever the writer is stopped. It
+// assumes a counter that is monotonic across CPUs, which the default
+// clock checks before trusting one.
+//
+// Exact. The fold carries the sub-nanosecond remainder and moves time by
+// nothing; a rate refinement continues from the exact value reached; the
+// conversion from cycles to nanoseconds rounds the rate to within
+// 0.002 ppm at any rate from 1 Hz to 10 GHz. Now saturates: no counter
+// value makes it wrap, go negative or fall below the epoch.
+//
+// # What it follows
+//
+// The default clock follows the hardware counter, its rate calibrated
+// against the kernel's CLOCK_MONOTONIC_RAW: an unsteered clock that NTP
+// does not slew. Where no hardware counter can be trusted it follows Go's
+// monotonic clock (CLOCK_MONOTONIC on Linux, which NTP steers), and
+// [Info].Rejected says why. Neither counts time while the machine is
+// suspended (the kernel stops CLOCK_MONOTONIC_RAW; the default clock
+// re-anchors on it). To stamp events with wall-clock time, use [WallNow]
+// or [Clock.Time], which map readings to the wall clock and follow NTP's
+// slewing and steps.
 //
 // # Counters
 //
 // On amd64 the default clock uses the TSC (LFENCE; RDTSC) when CPUID
 // reports an invariant TSC and the kernel itself uses the TSC as its
-// clocksource; on arm64 it uses CNTVCT_EL0 (ISB, then an ordering load).
-// Elsewhere, in a purego build, or when the TSC is not trusted, it uses Go's
-// monotonic clock, and Info().Rejected says why. Package initialisation
-// never blocks: a rate that no CPU register gives is measured against
-// CLOCK_MONOTONIC_RAW in the background, and until then the clock runs on
-// Go's monotonic clock. The rate is then refined in the background to
-// 1 ppm or better against CLOCK_MONOTONIC_RAW; [Clock.Info] reports where
-// it came from and its estimated error.
+// clocksource; on arm64 it uses CNTVCT_EL0 (ISB, MRS, then an ordering
+// load), with the kernel's read workaround for the counter errata it
+// recognises. Elsewhere, in a purego build, or when the counter is not
+// trusted, it uses Go's monotonic clock ([Portable]).
+//
+// # The default clock, at start-up and for life
+//
+// Importing the package never blocks: it costs a few CPUIDs (or one MRS)
+// and a couple of small file reads. Where a CPU register gives the
+// counter's rate, the default clock runs on the counter at once; where
+// the rate must be measured, it runs on Go's monotonic clock and switches
+// to the counter after a 20 ms measurement, in the background. Before it
+// adopts a counter, and at once where the rate was known, a cross-CPU
+// check (the kernel's check_tsc_warp) runs in the background; a counter
+// that goes backwards from one CPU to another is dropped.
+//
+// For life, the counter's rate is refined against CLOCK_MONOTONIC_RAW
+// (within 0.05 ppm after 10 s, following slow drift after that), the
+// counter is watched against it every 100 ms (a counter that steps back,
+// jumps or changes rate is re-anchored on the reference's timeline,
+// never stepping back; [Info].Reanchors counts it), and on Linux the
+// kernel's verdict on the TSC is read every 5 s: when the kernel's
+// watchdog demotes the TSC, the default clock leaves it too. A caller's
+// [Clock.Register] on the default clock ends all of this: the caller has
+// taken the clock over.
 //
 // # Suspend
 //
-// [Clock.Suspend] freezes the clock at the value it had reached, without
-// reading the counter until [Clock.Resume]; time then continues from that
-// value and the suspended interval is not counted, like the kernel's
-// sched_clock across system suspend.
+// [Clock.Suspend] freezes a clock at the value it has reached and stops
+// reading its counter (which may stop, reset or misbehave while the
+// system sleeps); [Clock.Resume] goes on from that value, the suspended
+// interval not counted, like the kernel's sched_clock across system
+// suspend. While suspended, calibration and the watch stand aside.
 //
-// # Own clocks
+// # Choosing a Source
 //
-// [New] runs a Clock on any [Source]: a counter read function, its width
-// and its rate. A Clock folds its counter every refresh period from a
-// goroutine of its own; [Clock.Close] stops it.
+// Most programs need only the default clock: [Now], [Since], [Coarse],
+// [WallNow]. [New] makes a Clock on any [Source]: a read function, its
+// width and its rate. Use it for a counter of your own (a device's
+// timer, a virtual clock), with [WithReference] to have its rate refined
+// and the counter watched against a clock you trust; use [NewManual] in
+// tests of code that takes a *Clock. [TSC], [CNTVCT], [Portable] and
+// [NewJiffies] give the package's own counters as Sources.
+//
+// # Tests and testing/synctest
+//
+// Now follows the machine's counter, not a testing/synctest bubble's fake
+// time: inside a bubble, time.Sleep(time.Hour) returns at once and Now
+// has moved only by the real time that passed. Code that must follow a
+// bubble's time (or any test's own time) should take a *Clock and be
+// given one on a [Manual] counter, advanced with the test's time.
+//
+// # Coarse time
+//
+// [Coarse] returns a value a goroutine of the clock's brings up to date
+// every millisecond ([WithCoarseResolution]), read with one atomic load:
+// for rate limiters, caches and timeouts. It never runs ahead of Now and
+// never goes backwards.
 package schedclock
