@@ -6,8 +6,11 @@ import (
 	"time"
 )
 
-// An Option configures a Clock made by New.
-type Option func(*options) error
+// An Option configures a Clock made by New: WithReference,
+// WithCoarseResolution.
+type Option struct {
+	apply func(*options) error
+}
 
 // options is what New's Options set.
 type options struct {
@@ -26,35 +29,35 @@ type options struct {
 // Clock's writer lock is held). It is called from the Clock's background
 // goroutine only, some tens of times a second.
 func WithReference(now func() int64) Option {
-	return func(o *options) error {
+	return Option{func(o *options) error {
 		if now == nil {
 			return errors.New("WithReference: the reference clock is nil")
 		}
 		o.reference = now
 		return nil
-	}
+	}}
 }
 
 // WithCoarseResolution sets how often the value Coarse returns is brought
 // up to date: from 100µs to 1s; the default is 1ms.
 func WithCoarseResolution(d time.Duration) Option {
-	return func(o *options) error {
+	return Option{func(o *options) error {
 		if d < minCoarseResolution || d > maxCoarseResolution {
 			return fmt.Errorf("WithCoarseResolution(%v): want %v to %v", d, minCoarseResolution, maxCoarseResolution)
 		}
 		o.coarseEvery = d
 		return nil
-	}
+	}}
 }
 
 // apply collects opts, turning the first bad one into an error wrapping
 // ErrInvalidOption.
 func (o *options) apply(opts []Option) error {
 	for _, opt := range opts {
-		if opt == nil {
-			return fmt.Errorf("%w: a nil Option", ErrInvalidOption)
+		if opt.apply == nil {
+			return fmt.Errorf("%w: a zero Option (make Options with WithReference, WithCoarseResolution)", ErrInvalidOption)
 		}
-		if err := opt(o); err != nil {
+		if err := opt.apply(o); err != nil {
 			return fmt.Errorf("%w: %v", ErrInvalidOption, err)
 		}
 	}

@@ -280,7 +280,13 @@ func (c *Clock) publishLocked(ln line) {
 // ErrInvalidSource, and a closed clock refuses with ErrClosed; a refused
 // Register changes nothing.
 //
-// Register is safe against a stopped writer: see switchLine.
+// Register never makes time go back, wherever the writer is stopped (the
+// switch protocol: see switch.go), and loses none of the time it takes:
+// the two counters are related after the old one is frozen. A src whose
+// Read panics is refused with ErrInvalidSource, the clock unchanged. On
+// the default clock, a Register ends the background calibration and
+// watch of the hardware counter; on a clock made with WithReference,
+// they move to src.
 func (c *Clock) Register(src Source) error {
 	conv, err := newConversion(src)
 	if err != nil {

@@ -12,7 +12,12 @@ import (
 // Read must be safe to call from many goroutines at once, must not block
 // and should be as cheap as possible: it is on the read path of every Now.
 // Only the low Bits bits of its value count; the counter is expected to
-// count up at Rate Hz and to wrap from 2^Bits-1 to 0.
+// count up at Rate Hz and to wrap from 2^Bits-1 to 0. A counter that
+// wraps must take at least 667 ms to do so (16 bits at up to 98 kHz, 32
+// bits at up to 6.4 GHz): the Clock's goroutine folds it eight times per
+// wrap and may run up to 500 ms late on a loaded machine. A Read that
+// panics is refused by New and Register; in the Clock's goroutine, the
+// fold is tried again later.
 type Source struct {
 	Name string
 	Read func() uint64

@@ -6,7 +6,7 @@ package schedclock
 // through a stand-in read function, so the read path has no
 // suspended-branch. Suspend is idempotent, and does nothing after Close.
 //
-// The freeze point is fixed the way switchLine fixes a switch point: by the
+// The freeze point is fixed the way a switch's is (see switch.go): by the
 // first counter read after the freeze is published, so no reader that ran
 // before Suspend took effect can have seen a later time.
 func (c *Clock) Suspend() {
