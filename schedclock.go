@@ -150,6 +150,8 @@ func (c *Clock) Now() int64 {
 	switch state {
 	case tscDone:
 		return ns
+	case tscPortable:
+		return c.portableNow(seq)
 	case tscSlow:
 		// tscNow read the TSC and then found seq unchanged; convert its
 		// reading with the same bank, and check seq once more for the
@@ -159,22 +161,30 @@ func (c *Clock) Now() int64 {
 			return ns
 		}
 	}
-	return c.portableNow()
+	return c.otherNow()
+}
+
+// otherNow is Now for a bank that tscNow did not take: the portable
+// source's (where tscNow has no assembly) or any other counter's.
+func (c *Clock) otherNow() int64 {
+	seq := c.latch.seq.Load()
+	if atomic.LoadPointer(&c.latch.banks[seq&1].read) != portableReadPtr {
+		return c.now()
+	}
+	return c.portableNow(seq)
 }
 
 // portableNow is the reader side of the latch (see latch) for a bank that
 // reads the portable source, with the clock read inline: Go's monotonic
 // clock, then orderAfter, so that the seq re-check cannot be satisfied
-// before the clock was read. Any other bank goes to now.
-func (c *Clock) portableNow() int64 {
+// before the clock was read. seq was loaded by the caller, who found the
+// portable source in bank seq&1; a bank that reads anything else after a
+// retry goes to now.
+func (c *Clock) portableNow(seq uint64) int64 {
 	for {
-		seq := c.latch.seq.Load()
-		b := &c.latch.banks[seq&1]
-		if atomic.LoadPointer(&b.read) != portableReadPtr {
-			return c.now()
-		}
 		cyc := uint64(time.Since(monoBase))
 		orderAfter(cyc)
+		b := &c.latch.banks[seq&1]
 		scale := b.scale.Load()
 		var ns int64
 		if cyc-b.epochCyc.Load() <= b.fastMax.Load() {
@@ -182,8 +192,12 @@ func (c *Clock) portableNow() int64 {
 		} else {
 			ns = b.slowNanos(cyc, scale)
 		}
-		if c.latch.seq.Load() == seq {
+		if next := c.latch.seq.Load(); next == seq {
 			return ns
+		} else if atomic.LoadPointer(&c.latch.banks[next&1].read) != portableReadPtr {
+			return c.now()
+		} else {
+			seq = next
 		}
 	}
 }
@@ -204,9 +218,10 @@ func (c *Clock) Since(start int64) time.Duration {
 
 // The outcomes of tscNow.
 const (
-	tscDone  = 1 // ns is the time
-	tscSlow  = 2 // the bank reads the TSC; cyc needs the slow path
-	tscOther = 3 // the bank reads another counter
+	tscDone     = 1 // ns is the time
+	tscSlow     = 2 // the bank reads the TSC; cyc needs the slow path
+	tscOther    = 3 // the bank reads another counter
+	tscPortable = 4 // the bank seq&1 reads the portable source
 )
 
 // now is the reader side of the latch (see latch) for any counter. On

@@ -32,6 +32,8 @@ TEXT ·cpuidAsm(SB), NOSPLIT|NOFRAME, $0-24
 //	state tscSlow:  the bank reads the TSC but cyc is outside the fast
 //	                path's range; seq was re-checked after the counter was
 //	                read, and Clock.Now converts cyc with bank seq&1;
+//	state tscPortable: the bank reads the portable source; seq is the
+//	                one loaded, for Clock.portableNow to go on with;
 //	state tscOther: the bank reads another counter.
 //
 // func tscNow(l *latch) (ns int64, cyc, seq uint64, state uint8)
@@ -82,5 +84,13 @@ slow:
 	RET
 
 other:
+	MOVQ ·portableReadPtr(SB), R8
+	CMPQ bank_read(SI), R8
+	JNE  generic
+	MOVQ R9, seq+24(FP)
+	MOVB $const_tscPortable, state+32(FP)
+	RET
+
+generic:
 	MOVB $const_tscOther, state+32(FP)
 	RET
