@@ -32,7 +32,7 @@ import (
 // The publication instant of new data is step 2. A reader that finishes
 // with the old data loaded seq before step 2 and read its counter before
 // it loaded seq the second time, so, given the ordering the counter read
-// provides (tscNow's dependent re-check on amd64, readCNTVCT's LDAR on
+// provides (Clock.Now's dependent re-check on amd64, readCNTVCT's LDAR on
 // arm64, orderAfter's dependent load for the portable source, sequentially
 // consistent atomics in fake counters), its counter value was taken
 // before step 2 became visible. Every switch in this package is

@@ -37,7 +37,7 @@ func TestReadersWriteNothing(t *testing.T) {
 			defer c.Close()
 			c.Coarse() // its value is set before the page becomes read-only
 			readers := map[string]func() int64{
-				"Now": c.Now, "now": c.now, "otherNow": c.otherNow, "Coarse": c.Coarse,
+				"Now": c.Now, "now": c.now, "otherNow": func() int64 { return otherNow(c) }, "Coarse": c.Coarse,
 			}
 			for _, far := range []bool{false, true} {
 				if far {
@@ -51,7 +51,7 @@ func TestReadersWriteNothing(t *testing.T) {
 				ro := readOnlyCopy(t, c)
 				for reader, read := range readers {
 					pc := ro.clock
-					r := map[string]func() int64{"Now": pc.Now, "now": pc.now, "otherNow": pc.otherNow, "Coarse": pc.Coarse}[reader]
+					r := map[string]func() int64{"Now": pc.Now, "now": pc.now, "otherNow": func() int64 { return otherNow(pc) }, "Coarse": pc.Coarse}[reader]
 					want := read()
 					got, fault := readWithoutFault(r)
 					require.Empty(t, fault, "%s on a read-only latch (far epoch %v)", reader, far)

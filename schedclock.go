@@ -139,52 +139,21 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 
 func (c *Clock) start() { go c.background() }
 
-// Now returns the clock's time in nanoseconds. It never waits for a
-// writer, never allocates, and never returns less than a call that
-// happened before it, given a counter that is monotonic across CPUs and,
-// for a counter narrower than 64 bits, a refresh goroutine that runs
-// within its refresh period (a wrap that nothing folded in time is lost,
-// as in the kernel).
-func (c *Clock) Now() int64 {
-	ns, cyc, seq, state := tscNow(&c.latch)
-	switch state {
-	case tscDone:
-		return ns
-	case tscPortable:
-		return c.portableNow(seq)
-	case tscSlow:
-		// tscNow read the TSC and then found seq unchanged; convert its
-		// reading with the same bank, and check seq once more for the
-		// fields loaded here.
-		b := &c.latch.banks[seq&1]
-		if ns := b.slowNanos(cyc, b.scale.Load()); c.latch.seq.Load() == seq {
-			return ns
-		}
-	}
-	return c.otherNow()
-}
-
-// otherNow is Now for a bank that tscNow did not take: the portable
-// source's (where tscNow has no assembly) or any other counter's.
-func (c *Clock) otherNow() int64 {
+// otherNow is Now for a bank that does not read the TSC (on amd64 Now
+// reads the TSC itself, in assembly, and hands every other bank over to
+// this): the reader side of the latch (see latch) for the portable
+// source, with Go's monotonic clock read inline and then orderAfter, so
+// that the seq re-check cannot be satisfied before the clock was read;
+// and, for any other counter, the generic reader now.
+func otherNow(c *Clock) int64 {
 	seq := c.latch.seq.Load()
-	if atomic.LoadPointer(&c.latch.banks[seq&1].read) != portableReadPtr {
-		return c.now()
-	}
-	return c.portableNow(seq)
-}
-
-// portableNow is the reader side of the latch (see latch) for a bank that
-// reads the portable source, with the clock read inline: Go's monotonic
-// clock, then orderAfter, so that the seq re-check cannot be satisfied
-// before the clock was read. seq was loaded by the caller, who found the
-// portable source in bank seq&1; a bank that reads anything else after a
-// retry goes to now.
-func (c *Clock) portableNow(seq uint64) int64 {
 	for {
+		b := &c.latch.banks[seq&1]
+		if atomic.LoadPointer(&b.read) != portableReadPtr {
+			return c.now()
+		}
 		cyc := uint64(time.Since(monoBase))
 		orderAfter(cyc)
-		b := &c.latch.banks[seq&1]
 		scale := b.scale.Load()
 		var ns int64
 		if cyc-b.epochCyc.Load() <= b.fastMax.Load() {
@@ -192,13 +161,11 @@ func (c *Clock) portableNow(seq uint64) int64 {
 		} else {
 			ns = b.slowNanos(cyc, scale)
 		}
-		if next := c.latch.seq.Load(); next == seq {
+		next := c.latch.seq.Load()
+		if next == seq {
 			return ns
-		} else if atomic.LoadPointer(&c.latch.banks[next&1].read) != portableReadPtr {
-			return c.now()
-		} else {
-			seq = next
 		}
+		seq = next
 	}
 }
 
@@ -216,16 +183,9 @@ func (c *Clock) Since(start int64) time.Duration {
 	return math.MaxInt64 // the difference passed math.MaxInt64
 }
 
-// The outcomes of tscNow.
-const (
-	tscDone     = 1 // ns is the time
-	tscSlow     = 2 // the bank reads the TSC; cyc needs the slow path
-	tscOther    = 3 // the bank reads another counter
-	tscPortable = 4 // the bank seq&1 reads the portable source
-)
 
 // now is the reader side of the latch (see latch) for any counter. On
-// amd64, tscNow does the same for the TSC in assembly.
+// amd64, Now does the same for the TSC in assembly.
 func (c *Clock) now() int64 {
 	for {
 		seq := c.latch.seq.Load()

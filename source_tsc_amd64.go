@@ -15,14 +15,29 @@ func cpuidAsm(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 
 func tscReader() func() uint64 { return readTSC }
 
-// tscNow is Clock.Now's path for a latch that reads the TSC (see
-// source_tsc_amd64.s and the tscState values).
-func tscNow(l *latch) (ns int64, cyc, seq uint64, state uint8)
-
-// tscReadPtr identifies readTSC in a bank's read field; tscNow compares
-// against it.
+// Now returns the clock's time in nanoseconds. It never waits for a
+// writer, never allocates, and never returns less than a call that
+// happened before it, given a counter that is monotonic across CPUs and,
+// for a counter narrower than 64 bits, a refresh goroutine that runs
+// within its refresh period (a wrap that nothing folded in time is lost,
+// as in the kernel).
 //
-//lint:ignore U1000 read by tscNow in source_tsc_amd64.s
+// (On amd64 it is assembly, clockNow: this wrapper is inlined into its
+// callers.)
+func (c *Clock) Now() int64 { return clockNow(c) }
+
+// clockNow is Clock.Now in assembly; see source_tsc_amd64.s.
+//
+//go:noescape
+func clockNow(c *Clock) int64
+
+// genericNow is the generic reader, for clockNow to hand over to.
+func genericNow(c *Clock) int64 { return c.now() }
+
+// tscReadPtr identifies readTSC in a bank's read field; Clock.Now
+// compares against it.
+//
+//lint:ignore U1000 read by Clock.Now in source_tsc_amd64.s
 var tscReadPtr = funcPtr(readTSC)
 
 func hostCPUID(eax, ecx uint32) (a, b, c, d uint32) { return cpuidAsm(eax, ecx) }

@@ -23,22 +23,20 @@ TEXT ·cpuidAsm(SB), NOSPLIT|NOFRAME, $0-24
 	MOVL DX, edx+20(FP)
 	RET
 
-// tscNow is Clock.Now for a latch whose current bank reads the TSC: the
-// whole reader protocol of latch.go in registers, because a Go call to the
-// read function would make the compiler spill and reload every live value
-// around it. It never waits: it retries only if seq changed. It returns
+// clockNow is Clock.Now on amd64: the whole reader protocol of latch.go in registers
+// for a bank that reads the TSC, because a Go call to the read function
+// would make the compiler spill and reload every live value around it,
+// and a Go wrapper around an assembly reader would add its own frame. It
+// never waits: it retries only if seq changed. Every other case leaves
+// by a tail call to a Go reader with the same arguments: a bank that
+// reads another counter to otherNow (the portable source's reader, or the
+// generic one), and a TSC reading outside the fast path's range to
+// genericNow, which reads the TSC again through readTSC and converts it
+// with slowNanos.
 //
-//	state tscDone:  ns is the time;
-//	state tscSlow:  the bank reads the TSC but cyc is outside the fast
-//	                path's range; seq was re-checked after the counter was
-//	                read, and Clock.Now converts cyc with bank seq&1;
-//	state tscPortable: the bank reads the portable source; seq is the
-//	                one loaded, for Clock.portableNow to go on with;
-//	state tscOther: the bank reads another counter.
-//
-// func tscNow(l *latch) (ns int64, cyc, seq uint64, state uint8)
-TEXT ·tscNow(SB), NOSPLIT|NOFRAME, $0-33
-	MOVQ l+0(FP), DI
+// func clockNow(c *Clock) int64
+TEXT ·clockNow(SB), NOSPLIT|NOFRAME, $0-16
+	MOVQ c+0(FP), DI // the latch is the Clock's first field
 	MOVQ ·tscReadPtr(SB), R8
 
 retry:
@@ -71,26 +69,11 @@ bank0:
 	ADDQ   bank_epochNs(SI), AX
 	CMPQ   R9, latch_seq(DI)(R10*1)
 	JNE    retry
-	MOVQ   AX, ns+8(FP)
-	MOVB   $const_tscDone, state+32(FP)
+	MOVQ   AX, ret+8(FP)
 	RET
 
 slow:
-	CMPQ R9, latch_seq(DI)(R10*1)
-	JNE  retry
-	MOVQ AX, cyc+16(FP)
-	MOVQ R9, seq+24(FP)
-	MOVB $const_tscSlow, state+32(FP)
-	RET
+	JMP ·genericNow(SB)
 
 other:
-	MOVQ ·portableReadPtr(SB), R8
-	CMPQ bank_read(SI), R8
-	JNE  generic
-	MOVQ R9, seq+24(FP)
-	MOVB $const_tscPortable, state+32(FP)
-	RET
-
-generic:
-	MOVB $const_tscOther, state+32(FP)
-	RET
+	JMP ·otherNow(SB)

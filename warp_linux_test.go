@@ -372,8 +372,10 @@ func TestDefaultClockFallsBackOnAWarp(t *testing.T) {
 		in := c.Info()
 		t.Logf("cross-CPU: %s", in.CrossCPU)
 		if tc.adopt {
+			// Adopted whether the check found no warp or could not run
+			// (a machine too busy for two threads to run at once).
 			require.Eventually(t, func() bool { return c.Info().Source == "hw" }, 2*time.Second, time.Millisecond)
-			assert.Contains(t, c.Info().CrossCPU, "no warp")
+			assert.Regexp(t, "no warp|not run", c.Info().CrossCPU)
 			continue
 		}
 		if strings.Contains(in.CrossCPU, "not run") {
