@@ -39,6 +39,8 @@ func clocks() []clock {
 		{name: "schedclock New(Portable()).Now", pkgs: schedPkgs, open: openClock(func() (schedclock.Source, error) { return schedclock.Portable(), nil })},
 		{name: "schedclock New(TSC()).Now", pkgs: schedPkgs, open: openClock(schedclock.TSC)},
 		{name: "schedclock New(CNTVCT()).Now", pkgs: schedPkgs, open: openClock(schedclock.CNTVCT)},
+		{name: "schedclock.Coarse (1 ms resolution)", pkgs: schedPkgs, open: fixed(schedclock.Coarse)},
+		{name: "schedclock.WallNow().UnixNano()", pkgs: schedPkgs, open: fixed(func() int64 { return schedclock.WallNow().UnixNano() })},
 		{name: referenceClock, open: since(time.Now())},
 		{name: "time.Now().UnixNano()", open: fixed(func() int64 { return time.Now().UnixNano() })},
 		{name: "hrtime.Now", pkgs: hrtimePkgs, open: fixed(func() int64 { return int64(hrtime.Now()) }), note: hrtimeNote},

@@ -23,15 +23,15 @@ var features = []struct {
 	cells []string
 }{
 	{"schedclock (this tree)", []string{
-		"yes: seqcount latch, two banks",
-		"yes: rate refinements and switches go through the freezer",
-		"no: counter adopted and refined in the background",
-		"yes: CNTVCT_EL0",
+		"yes: seqcount latch, two banks; a reader never waits for a writer",
+		"yes: rate refinements, switches and re-anchorings go through the freezer; Update carries the sub-ns remainder",
+		"no: counter adopted and refined in the background (init: a few CPUIDs and file reads)",
+		"yes: CNTVCT_EL0 (ISB + ordering load), the kernel's counter-errata workarounds",
 		"API: Suspend/Resume freezes time, the gap is not counted; nothing calls it on system suspend",
-		"indirect: TSC used only if the kernel's clocksource is tsc; own warp check planned",
-		"no: refines the rate against CLOCK_MONOTONIC_RAW for up to 64 s, then stops (watch planned)",
-		"yes: New(Source) with any Read func",
-		"no (WallNow planned)",
+		"yes: check_tsc_warp in the background before trusting the counter, and the kernel's clocksource followed for life",
+		"yes: watched against CLOCK_MONOTONIC_RAW (or any WithReference clock) every 100 ms; steps, jumps and rate changes re-anchored",
+		"yes: New(Source) with any Read func; NewManual for tests",
+		"yes: WallNow / Clock.Time, following NTP slew and steps",
 	}},
 	{"time.Now / time.Since", []string{
 		"bounded retry: vDSO seqcount, kernel writer",
