@@ -183,7 +183,6 @@ func (c *Clock) Since(start int64) time.Duration {
 	return math.MaxInt64 // the difference passed math.MaxInt64
 }
 
-
 // now is the reader side of the latch (see latch) for any counter. On
 // amd64, Now does the same for the TSC in assembly.
 func (c *Clock) now() int64 {
