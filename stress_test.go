@@ -35,7 +35,7 @@ import (
 // every reader's and the writer's thread: CPU profiling runs at 10 kHz,
 // and since the kernel fires the profiler's CPU-time timers only at its
 // ticks, a monotonic timer of each thread's own sends it SIGPROF at
-// 10 kHz too (Linux on amd64 and arm64). Readers and the writer are so
+// 10 kHz too (on Linux). Readers and the writer are so
 // interrupted at arbitrary instructions: the writer half-way through its
 // steps, with readers running on its P at GOMAXPROCS=1.
 //
@@ -61,6 +61,20 @@ import (
 //
 // The count of readings is fixed, not the time: on a loaded machine the
 // test takes longer, it does not check less.
+//
+// What a machine can show: the Go reader (portable, fake, and the default
+// clock where it runs on the portable source) on every CPU at once,
+// wherever the writer stops. The hardware counter's assembly reader runs
+// on every CPU only where the kernel trusts the counter; where it does not
+// (the 2-vCPU AMD EPYC KVM guest this was written on: tsc=unstable, and
+// its vCPUs' TSCs are not in step) readers and writer share one CPU, so
+// a reader is only ever interrupted, never overlapped, by the writer, and
+// a missing re-check or fence in tscNow cannot show there: a reader
+// would have to be interrupted between two of its field loads, a window
+// of a few instructions. Nor can the ordering of the counter read itself
+// (LFENCE, ISB) show in a check that brackets readings by counter reads
+// on the same thread; and under qemu-aarch64 nothing about arm64's memory
+// ordering shows at all.
 
 // stressEnv names the environment variable that sets how many readings
 // TestStressNowUnderSIGPROF takes in all, split evenly over its runs (one
@@ -700,7 +714,9 @@ func stressCases(t *testing.T) []stressCase {
 	// Fake counters on one true time, Go's monotonic clock: a 32-bit and
 	// a 64-bit counter at 24 MHz (mult is not exact there), starting far
 	// apart. The writer switches between them (two different counters:
-	// related by bracketed reads) and refines the rate by 1 Hz either way.
+	// related by bracketed reads), and after each switch refines the rate
+	// (the same counter: anchored at the pinned value), alternately to
+	// 1 Hz less and back.
 	narrow := Source{Name: "fake32", Bits: 32, Rate: 24_000_000, Read: func() uint64 {
 		return readMono() * 24 / 1000 & maskOf(32)
 	}}
