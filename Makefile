@@ -46,7 +46,7 @@ bench:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLine -fuzztime 30s .
 
-# The long versions of the consistency checks (10-15 minutes on a 2-vCPU
+# The long versions of the consistency checks (15 minutes on a 2-vCPU
 # machine): the stress test's 10^9 readings on every P under a SIGPROF
 # flood (stress_test.go), then examples/inconsistency for 60 s on every
 # clock this machine offers; a clock the library refuses here (exit
