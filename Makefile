@@ -5,7 +5,7 @@ STATICCHECK_VERSION ?= v0.8.2
 BENCHSTAT_VERSION   ?= v0.0.0-20260908200009-22c9c6c9d4da
 CROSS     := linux/amd64 linux/arm64 linux/386 linux/arm linux/riscv64 darwin/amd64 darwin/arm64 windows/amd64 freebsd/amd64
 
-.PHONY: test lint race unit purego test-arm64 cross bench fuzz peers peers-test
+.PHONY: test lint race unit purego test-arm64 cross bench fuzz peers peers-test stress
 
 test: lint race purego test-arm64 cross
 
@@ -45,6 +45,22 @@ bench:
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLine -fuzztime 30s .
+
+# The long versions of the consistency checks (15 minutes on a 2-vCPU
+# machine): the stress test's 10^9 readings on every P under a SIGPROF
+# flood (stress_test.go), then examples/inconsistency for 60 s on every
+# clock this machine offers; a clock the library refuses here (exit
+# status 2) is reported with its reason and skipped, an inversion fails.
+STRESS_READS    ?= 1000000000
+STRESS_DURATION ?= 60s
+stress:
+	SCHEDCLOCK_STRESS_READS=$(STRESS_READS) $(GO) test -run 'Stress' -count=1 -timeout 2h -v .
+	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
+	$(GO) build -o "$$dir/inconsistency" ./examples/inconsistency && \
+	for clock in default portable tsc cntvct jiffies; do \
+		"$$dir/inconsistency" -clock $$clock -duration $(STRESS_DURATION); rc=$$?; \
+		if [ $$rc -eq 2 ]; then echo "$$clock: not available here"; elif [ $$rc -ne 0 ]; then exit $$rc; fi; \
+	done
 
 # schedclock beside time.Now, time.Since and the peer packages, measured in
 # one run (1-3 minutes; PEERS_FLAGS=-quick for 20-30 s), printed as

@@ -1,0 +1,88 @@
+package schedclock
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// stressCanPin reports whether threads can be pinned to a CPU here.
+const stressCanPin = true
+
+// stressCPU returns the first CPU this process may run on.
+func stressCPU(t *testing.T) int {
+	var set unix.CPUSet
+	require.NoError(t, unix.SchedGetaffinity(0, &set))
+	for cpu := 0; cpu < 1024; cpu++ { // CPU_SETSIZE
+		if set.IsSet(cpu) {
+			return cpu
+		}
+	}
+	require.FailNow(t, "no CPU in this process's affinity mask")
+	return -1
+}
+
+// stressPinThread binds the calling thread (the goroutine must be locked
+// to it) to one CPU.
+func stressPinThread(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	return unix.SchedSetaffinity(0, &set)
+}
+
+const (
+	stressSigevThreadID = 4 // SIGEV_THREAD_ID: signal one thread
+	stressClockMono     = 1 // CLOCK_MONOTONIC
+)
+
+// stressSignalThread arms a POSIX timer that sends SIGPROF to the calling
+// thread (its goroutine must be locked to it) hz times a second of
+// monotonic time, until stop is called. The profiler's own timers count
+// the thread's CPU time, which the kernel advances at its ticks, so they
+// fire at most about CONFIG_HZ times a second; this one is an hrtimer
+// and fires at hz. The runtime takes its signals as profiling signals
+// (si_code SI_TIMER on a thread with a profiling timer), so each one
+// runs the profiler's handler on the thread, wherever it is stopped.
+func stressSignalThread(hz int) (stop func(), err error) {
+	// struct sigevent: a sigval (int or pointer), then signo, notify and,
+	// for SIGEV_THREAD_ID, the thread id; 64 bytes in all.
+	var ev [64]byte
+	off := int(unsafe.Sizeof(uintptr(0)))
+	binary.NativeEndian.PutUint32(ev[off:], uint32(unix.SIGPROF))
+	binary.NativeEndian.PutUint32(ev[off+4:], stressSigevThreadID)
+	binary.NativeEndian.PutUint32(ev[off+8:], uint32(unix.Gettid()))
+	var id int32 // the kernel's timer_t is an int
+	if _, _, e := unix.RawSyscall(unix.SYS_TIMER_CREATE, stressClockMono, uintptr(unsafe.Pointer(&ev)), uintptr(unsafe.Pointer(&id))); e != 0 {
+		return nil, fmt.Errorf("timer_create: %w", e)
+	}
+	period := unix.NsecToTimespec(int64(time.Second) / int64(hz))
+	spec := unix.ItimerSpec{Interval: period, Value: period}
+	if _, _, e := unix.RawSyscall6(unix.SYS_TIMER_SETTIME, uintptr(id), 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0); e != 0 {
+		_, _, _ = unix.RawSyscall(unix.SYS_TIMER_DELETE, uintptr(id), 0, 0)
+		return nil, fmt.Errorf("timer_settime: %w", e)
+	}
+	return func() { _, _, _ = unix.RawSyscall(unix.SYS_TIMER_DELETE, uintptr(id), 0, 0) }, nil
+}
+
+// stressEmulated reports whether this test runs under user-mode emulation
+// of another architecture (qemu-aarch64 on an x86 host, as make
+// test-arm64 runs it): qemu passes the host's /proc/cpuinfo through, and
+// only x86 kernels write a vendor_id line in it.
+func stressEmulated() bool {
+	if runtime.GOARCH == "amd64" || runtime.GOARCH == "386" {
+		return false
+	}
+	cpuinfo, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return false
+	}
+	return bytes.HasPrefix(cpuinfo, []byte("vendor_id\t:")) || bytes.Contains(cpuinfo, []byte("\nvendor_id\t:"))
+}
