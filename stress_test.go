@@ -884,15 +884,17 @@ func TestStressCheckerCatchesBrokenClocks(t *testing.T) {
 		var calls atomic.Int64
 		res := stressRun(t, sc, func() int64 {
 			if calls.Add(1)%2000 == 0 {
-				return sc.clock.Now() - 1000 // 1 µs in the past
+				// 1 ms in the past: more than any two readings are apart,
+				// even under the race detector.
+				return sc.clock.Now() - 1_000_000
 			}
 			return sc.clock.Now()
 		}, reads)
-		assert.Positive(t, res.ownBack, "steps back of 1 µs not seen by the reader")
-		assert.Positive(t, res.hbBack, "steps back of 1 µs not seen as inversions")
-		assert.Positive(t, res.torn, "a value 1 µs in the past is explained by no line")
+		assert.Positive(t, res.ownBack, "steps back of 1 ms not seen by the reader")
+		assert.Positive(t, res.hbBack, "steps back of 1 ms not seen as inversions")
+		assert.Positive(t, res.torn, "a value 1 ms in the past is explained by no line")
 		assert.Positive(t, res.deepest)
-		assert.LessOrEqual(t, res.deepest, int64(1000), "deeper than the step back")
+		assert.LessOrEqual(t, res.deepest, int64(1_000_000), "deeper than the step back")
 	})
 	t.Run("from the future", func(t *testing.T) {
 		// Ahead of the counter read after the call: no line gives it.
