@@ -31,11 +31,21 @@ func stressCPU(t *testing.T) int {
 }
 
 // stressPinThread binds the calling thread (the goroutine must be locked
-// to it) to one CPU.
-func stressPinThread(cpu int) error {
+// to it) to one CPU, and returns how to give the thread its mask back.
+// The goroutine must call it before it exits: a locked goroutine's thread
+// exits with it, except the main thread, which the runtime keeps, and a
+// pinned main thread would pin every goroutine later scheduled on it.
+func stressPinThread(cpu int) (restore func(), err error) {
+	var old unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return nil, err
+	}
 	var set unix.CPUSet
 	set.Set(cpu)
-	return unix.SchedSetaffinity(0, &set)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return nil, err
+	}
+	return func() { _ = unix.SchedSetaffinity(0, &old) }, nil
 }
 
 const (

@@ -14,8 +14,8 @@ const stressCanPin = false
 
 func stressCPU(*testing.T) int { return -1 }
 
-func stressPinThread(int) error {
-	return errors.New("pinning a thread to a CPU is implemented on Linux only")
+func stressPinThread(int) (restore func(), err error) {
+	return nil, errors.New("pinning a thread to a CPU is implemented on Linux only")
 }
 
 // stressSignalThread has no per-thread timer to arm here: only the

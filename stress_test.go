@@ -412,20 +412,22 @@ func stressRun(t *testing.T, sc stressCase, now func() int64, reads int) stressR
 	var signalErr atomic.Pointer[error]
 	enter := func() (leave func()) {
 		runtime.LockOSThread()
+		unpin := func() {}
 		if sc.cpu >= 0 {
-			if err := stressPinThread(sc.cpu); err != nil {
+			var err error
+			if unpin, err = stressPinThread(sc.cpu); err != nil {
 				panic(err)
 			}
 		}
 		if sc.sigprofHz == 0 {
-			return func() {}
+			return unpin
 		}
 		stop, err := stressSignalThread(sc.sigprofHz)
 		if err != nil {
 			signalErr.Store(&err)
-			return func() {}
+			return unpin
 		}
-		return stop
+		return func() { stop(); unpin() }
 	}
 
 	var (
@@ -820,7 +822,10 @@ func stressHardware(t *testing.T) (Source, int, bool) {
 		runtime.LockOSThread()
 		var err error
 		if cpu >= 0 {
-			err = stressPinThread(cpu)
+			var unpin func()
+			if unpin, err = stressPinThread(cpu); err == nil {
+				defer unpin()
+			}
 		}
 		if err == nil {
 			var hz float64
