@@ -562,7 +562,13 @@ func (res stressResult) assertClean(t *testing.T, name string, reads int) {
 	// operations while they read. (Lines published during a reading are
 	// logged, not required: at GOMAXPROCS=1 a reader is rarely preempted
 	// inside its few hundred nanoseconds.)
-	assert.Positive(t, res.midWrite, "%s: no reading began with the writer inside an operation", name)
+	if res.reads >= 1_000_000 {
+		assert.Positive(t, res.midWrite, "%s: no reading began with the writer inside an operation", name)
+	} else if res.midWrite == 0 {
+		// Under -race or qemu the run is a hundredth as long, and at
+		// GOMAXPROCS=1 the writer may never be caught mid-operation.
+		t.Logf("%s: no reading began with the writer inside an operation (%d readings)", name, res.reads)
+	}
 	assert.Greater(t, res.publications, uint64(16), "%s: publications", name)
 }
 
