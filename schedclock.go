@@ -89,15 +89,21 @@ func (c *Clock) Now() int64 {
 	case tscDone:
 		return ns
 	case tscSlow:
-		// tscNow read the TSC and then found seq unchanged; convert its
-		// reading with the same bank, and check seq once more for the
-		// fields loaded here.
-		b := &c.latch.banks[seq&1]
-		if ns := b.slowNanos(cyc, b.scale.Load()); c.latch.seq.Load() == seq {
+		if ns, ok := c.tscSlowNanos(cyc, seq); ok {
 			return ns
 		}
 	}
 	return c.now()
+}
+
+// tscSlowNanos finishes tscNow's slow case: tscNow read the TSC and then
+// found seq unchanged; convert its reading with the same bank, and check
+// seq once more for the fields loaded here (ok is false if the bank may
+// have been rewritten under them).
+func (c *Clock) tscSlowNanos(cyc, seq uint64) (ns int64, ok bool) {
+	b := &c.latch.banks[seq&1]
+	ns = b.slowNanos(cyc, b.scale.Load())
+	return ns, c.latch.seq.Load() == seq
 }
 
 // The outcomes of tscNow.
