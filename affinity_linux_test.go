@@ -47,3 +47,6 @@ func lockToCPU(t *testing.T, cpu int) {
 		t.Errorf("pinning a thread to CPU %d: %v", cpu, err)
 	}
 }
+
+// yieldCPU lets another thread waiting for this CPU run.
+func yieldCPU() { _, _, _ = unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }

@@ -17,3 +17,6 @@ func testCPUs(t *testing.T) (cpus [2]int, two bool) {
 // lockToCPU locks the calling goroutine to its thread; there is no
 // affinity to set on this system.
 func lockToCPU(t *testing.T, cpu int) { runtime.LockOSThread() }
+
+// yieldCPU is never needed here: threads are never pinned together.
+func yieldCPU() { runtime.Gosched() }

@@ -9,8 +9,9 @@ import (
 
 // TestSlowCaseRechecksSeq: tscNow's slow case loads the bank in Go after
 // tscNow has checked seq; a publication in between rewrites that bank, so
-// the conversion must be refused and the read retried. (Deleting the
-// re-check survived every other test: the window is a few nanoseconds.)
+// the conversion must be refused and the read retried. (Without the
+// re-check, TestReadersUnderBackToBackPublications sees a few torn
+// readings per million, by chance: the window is a few nanoseconds.)
 func TestSlowCaseRechecksSeq(t *testing.T) {
 	counter := &FakeCounter{}
 	c, err := New(counter.Source("fake", 64, 1_000_000_000))

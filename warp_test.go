@@ -31,13 +31,12 @@ import (
 // warpCounts returns how many values each ordered reader must receive
 // from the other CPU in TestCrossCPUOrdering, and how many handoffs the
 // search for an inversion with the unfenced reader may take (it stops at
-// unfencedInversions). One CPU hands values over only when the scheduler
-// switches threads, a few thousand times a second; the race detector
-// makes each step some ten times slower.
+// unfencedInversions). On one CPU every handoff is a switch of threads;
+// the race detector makes each step some ten times slower.
 func warpCounts(twoCPUs bool) (ordered, unfenced uint64) {
 	switch {
 	case !twoCPUs:
-		return 2_000, 2_000
+		return 100_000, 100_000
 	case raceEnabled:
 		return 200_000, 2_000_000
 	}
@@ -72,6 +71,9 @@ func atLeastTwoPs(t *testing.T) {
 // must stay below 2^63: the low bit of the shared value names the thread
 // that stored it.
 func handoffWarp(t *testing.T, read func() uint64, cpus [2]int, handoffs, stopAt uint64) warpResult {
+	// Two threads sharing one CPU hand over only when the scheduler
+	// switches them: waiting ones yield it.
+	shared := cpus[0] == cpus[1]
 	atLeastTwoPs(t)
 	var (
 		last       atomic.Uint64
@@ -90,6 +92,9 @@ func handoffWarp(t *testing.T, read func() uint64, cpus [2]int, handoffs, stopAt
 				prev := last.Load()
 				now := read()
 				if prev&1 == id {
+					if shared {
+						yieldCPU()
+					}
 					continue // our own value: the other thread has not answered yet
 				}
 				last.Store(now<<1 | id)

@@ -229,6 +229,11 @@ func run(fast bool, only string, verbose bool, timeout time.Duration) error {
 	}
 	tw.Flush()
 	for _, o := range results {
+		if counts := countLines(o.output); counts != "" {
+			fmt.Printf("\n%s: what the failing tests saw:\n%s", o.m.Name, counts)
+		}
+	}
+	for _, o := range results {
 		if o.m.Unobservable != "" && strings.HasPrefix(o.status, "survived") {
 			fmt.Printf("\n%s: not observable here: %s\n", o.m.Name, o.m.Unobservable)
 		}
@@ -288,6 +293,20 @@ func apply(work string, m mutation, timeout time.Duration) outcome {
 		o.evidence = firstEvidence(out)
 	}
 	return o
+}
+
+// countRE matches the ordering tests' summaries: how many readings or
+// handoffs they took and how many violations they saw.
+var countRE = regexp.MustCompile(`(?m)^\s*\S+_test\.go:\d+: (.*(?:readings over|inversions in).*)$`)
+
+// countLines returns the summaries in a go test output (go test prints
+// the logs of failing tests only), one per line.
+func countLines(out string) string {
+	var b strings.Builder
+	for _, m := range countRE.FindAllStringSubmatch(out, -1) {
+		fmt.Fprintf(&b, "    %s\n", m[1])
+	}
+	return b.String()
 }
 
 var failRE = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
