@@ -307,8 +307,8 @@ func runPublications(t *testing.T, w *pubWriter, read func(*Clock) int64, cpus [
 	readersDone.Store(true)
 	wg.Wait()
 	w.drain(&pc)
-	t.Logf("%d readings over %d lines: %d torn, %d outside their bracket, %d before W_j, %d after A_j+1 (%d skipped, the reader a ring behind: %d decoding, %d at W_j, %d at A_j+1); smallest t-W_j %d, smallest A_j+1-t %d counts",
-		pc.readings, lines, pc.torn, pc.outside, pc.early, pc.late, pc.skipped, pc.skipWindow, pc.skipW, pc.skipA, pc.minAfterW, pc.minBeforeNextA)
+	t.Logf("%s: %d readings over %d lines: %d torn, %d outside their bracket, %d before W_j, %d after A_j+1 (%d skipped, the reader a ring behind: %d decoding, %d at W_j, %d at A_j+1); smallest t-W_j %d, smallest A_j+1-t %d counts",
+		t.Name(), pc.readings, lines, pc.torn, pc.outside, pc.early, pc.late, pc.skipped, pc.skipWindow, pc.skipW, pc.skipA, pc.minAfterW, pc.minBeforeNextA)
 	return pc
 }
 
