@@ -16,7 +16,9 @@ import (
 // on one CPU while a writer on another publishes lines back to back, and
 // checks every reading against the line it came from.
 //
-// The writer, for line j, reads the counter (W_j), publishes a line that
+// The writer, for line j, reads the counter (W_j; the test's own
+// counter reads are LFENCE;RDTSC;LFENCE or its arm64 equivalent, which
+// do not depend on the readers under test), publishes a line that
 // the reading identifies exactly, and reads the counter again (A_j) right
 // after the seq increment that makes the line visible (after the locked
 // add, so after it is globally visible). A line's slope is an exact
@@ -24,7 +26,9 @@ import (
 // two lines' fields shows), its epoch lies a random distance before W_j
 // (so that a mix of two epochs shows, and a counter read before W_j is
 // not clamped to the epoch but computed, and shows), and its value at
-// W_j is a multiple of 2^40 that names the line. From a reading v the
+// W_j is a multiple of 2^40 that names the line. The slow kind of line
+// lies past the 64-bit overflow horizon, so that tscNow hands every
+// reading to the slow path. From a reading v the
 // test recovers the line j and the counter value t the reader used, and
 // requires
 //
@@ -270,6 +274,7 @@ func (w *pubWriter) drain(pc *pubCheck) {
 func runPublications(t *testing.T, w *pubWriter, read func(*Clock) int64, cpus [2]int, n uint64) pubCheck {
 	atLeastTwoPs(t)
 	w.publish(0)
+	require.NotZero(t, w.ring[0].a.Load(), `the writer's step hook never saw "seq.odd": update pubWriter.step`)
 	var (
 		readersDone atomic.Bool
 		wg          sync.WaitGroup

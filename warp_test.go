@@ -15,18 +15,21 @@ import (
 // The cross-CPU ordering tests are the kernel's check_tsc_warp
 // (arch/x86/kernel/tsc_sync.c) for every reader of this package: two
 // threads pinned to two CPUs take turns with one shared value. Each
-// thread loads the value the other one stored, reads its clock, and
-// stores what it read; a reading below the value loaded before it is an
-// inversion. The kernel's version takes a spinlock around the exchange;
-// here the exchange is one atomic load and one atomic store, which is
-// enough, since each comparison involves only a value and a reading taken
-// after it was seen.
+// thread loads the shared value and reads its clock at once; if the value
+// came from the other thread, a reading below it is an inversion, and the
+// thread stores its reading, handing the turn back. The kernel's version
+// takes a spinlock around the exchange; here one atomic load and one
+// atomic store are enough, since each comparison involves only a value
+// and a reading taken after it was seen.
 //
-// A reader whose counter read is not ordered after its earlier loads can
-// take its reading before the load of the other thread's value completes
-// (a cache miss: the other CPU just wrote the line), and so read less
-// than a value stored before: that is what the fences prevent, and what
-// the unfenced reader shows.
+// The clock is read right after the load, whatever the load returns: no
+// branch on the loaded value stands between them (a spin until the turn
+// comes would make the read wait for the load through the branch). A
+// reader whose counter read is not ordered after its earlier loads can
+// then take its reading before the load of the other thread's value
+// completes (a cache miss: the other CPU just wrote the line), and so
+// read less than a value stored before: that is what the fences prevent,
+// and what the unfenced reader shows.
 
 // warpCounts returns how many values each ordered reader must receive
 // from the other CPU in TestCrossCPUOrdering, and how many handoffs the
@@ -124,8 +127,7 @@ func handoffWarp(t *testing.T, read func() uint64, cpus [2]int, handoffs, stopAt
 }
 
 // counterOffset bounds the difference between the hardware counter on
-// cpus[1] and on cpus[0] by ping-pong with serialized reads (the kernel's
-// tsc_sync does the same to measure the TSC_ADJUST it needs): cpus[0]
+// cpus[1] and on cpus[0] by ping-pong with serialized reads: cpus[0]
 // reads t1, signals, cpus[1] reads v and answers, cpus[0] reads t3. The
 // offset lies in (v-t3, v-t1) for every round trip; the tightest bounds
 // are returned. lo > 0 or hi < 0 proves the counters disagree.
@@ -228,8 +230,12 @@ func TestCrossCPUOrdering(t *testing.T) {
 		t.Logf("hardware counter on CPU %d minus CPU %d: within (%d, %d) counts", cpus[1], cpus[0], lo, hi)
 		if lo > 0 || hi < 0 {
 			warped = true
+			proven := lo
+			if hi < 0 {
+				proven = -hi
+			}
 			warpNote = fmt.Sprintf("the hardware counters of CPUs %d and %d disagree by at least %d counts (offset within (%d, %d)): no fence can hide that",
-				cpus[0], cpus[1], min(abs64(lo), abs64(hi)), lo, hi)
+				cpus[0], cpus[1], proven, lo, hi)
 		}
 	}
 	ordered, unfenced := warpCounts(two)
@@ -278,11 +284,4 @@ func TestCrossCPUOrdering(t *testing.T) {
 			assert.NotZero(t, res.inversions, "the handoff loop did not catch a counter read without a fence in %d handoffs", res.handoffs)
 		}
 	})
-}
-
-func abs64(v int64) int64 {
-	if v < 0 {
-		return -v
-	}
-	return v
 }
