@@ -16,20 +16,20 @@ import (
 // on one CPU while a writer on another publishes lines back to back, and
 // checks every reading against the line it came from.
 //
-// The writer, for line j, reads the counter (W_j; the test's own
-// counter reads are LFENCE;RDTSC;LFENCE or its arm64 equivalent, which
-// do not depend on the readers under test), publishes a line that
-// the reading identifies exactly, and reads the counter again (A_j) right
-// after the seq increment that makes the line visible (after the locked
-// add, so after it is globally visible). A line's slope is an exact
-// number of nanoseconds per count (8 or 4, alternating, so that a mix of
-// two lines' fields shows), its epoch lies a random distance before W_j
-// (so that a mix of two epochs shows, and a counter read before W_j is
-// not clamped to the epoch but computed, and shows), and its value at
-// W_j is a multiple of 2^40 that names the line. The slow kind of line
-// lies past the 64-bit overflow horizon, so that tscNow hands every
-// reading to the slow path. From a reading v the
-// test recovers the line j and the counter value t the reader used, and
+// The writer, for line j, reads the counter (W_j; the test's own reads
+// of a hardware counter are LFENCE;RDTSC;LFENCE or its arm64
+// equivalent, independent of the readers under test), publishes a line
+// that the reading identifies exactly, and reads the counter again (A_j)
+// right after the seq increment that makes the line visible (after the
+// locked add, so after it is globally visible). A line's slope is an
+// exact number of nanoseconds per count (8 or 4, alternating, so that a
+// mix of two lines' fields shows), its epoch lies a random distance
+// before W_j (so that a mix of two epochs shows, and a counter read
+// before W_j is not clamped to the epoch but computed, and shows), and
+// its value at W_j is a multiple of 2^40 that names the line. The slow
+// kind of line lies past the 64-bit overflow horizon, so that tscNow
+// hands every reading to the slow path. From a reading v the test
+// recovers the line j and the counter value t the reader used, and
 // requires
 //
 //   - c1 <= t <= c2, for the counter read just before and just after the

@@ -62,7 +62,7 @@ const (
 	orderingTests = "^(TestCrossCPUOrdering|TestReadersUnderBackToBackPublications)$"
 	// Why the dependent loads after the counter read cannot be seen on
 	// an x86 CPU: see the README's mutation table.
-	afterReadWindow = "a later load can pass RDTSC only by RDTSC's own latency (two LFENCE;RDTSC in a row are 21 counts apart on the AMD EPYC this was measured on), while a stale load is never closer than ~126 counts to the writer's read after the invalidating store (TestReadersUnderBackToBackPublications logs the smallest A_j+1-t)"
+	afterReadWindow = "a later load can pass RDTSC only by RDTSC's own latency (two LFENCE;RDTSC in a row are 21 counts apart on the AMD EPYC this was measured on), while a reading is never closer than 63 counts (126-168 in most runs) to the writer's counter read after the next publication (TestReadersUnderBackToBackPublications logs the smallest A_j+1-t, the same with and without the dependency)"
 	qemuInOrder     = "qemu-user runs arm64 instructions one at a time: an MRS CNTVCT_EL0 with no barrier at all shows 0 inversions in 20M handoffs (TestCrossCPUOrdering/unfenced)"
 )
 
