@@ -5,9 +5,9 @@ STATICCHECK_VERSION ?= v0.8.2
 BENCHSTAT_VERSION   ?= v0.0.0-20260908200009-22c9c6c9d4da
 CROSS     := linux/amd64 linux/arm64 linux/386 linux/arm linux/riscv64 darwin/amd64 darwin/arm64 windows/amd64 freebsd/amd64
 
-.PHONY: test lint race unit purego test-arm64 cross bench fuzz peers peers-test stress
+.PHONY: test lint race unit ordering purego test-arm64 cross bench fuzz mutants mutants-fast peers peers-test stress
 
-test: lint race purego test-arm64 cross
+test: lint race ordering purego test-arm64 cross mutants-fast
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -19,6 +19,11 @@ race:
 
 unit:
 	$(GO) test -count=1 ./...
+
+# The hardware ordering tests without the race detector, whose bookkeeping
+# around every atomic access hides the reorderings they must catch.
+ordering:
+	$(GO) test -count=1 -run '^(TestCrossCPUOrdering|TestReadersUnderBackToBackPublications)$$' .
 
 # The pure-Go build must link no assembly and pass the same tests.
 purego:
@@ -72,3 +77,12 @@ peers:
 
 peers-test:
 	cd internal/peers && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+# Every safeguard of the read path removed in turn, in a copy of the tree:
+# the tests must fail for each (tools/mutants prints the table).
+mutants:
+	$(GO) run ./tools/mutants
+
+# The CI subset: the logical safeguards and the LFENCEs.
+mutants-fast:
+	$(GO) run ./tools/mutants -fast

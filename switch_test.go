@@ -282,3 +282,29 @@ func TestNarrowSwitchWithTheWriterStopped(t *testing.T) {
 		}
 	}
 }
+
+// TestRelateAnchorNeverBelowThePin: the two counters are related after
+// the pin; if the old counter has stepped back since, its line's value
+// there is below the value the freezer gave readers, and the new line
+// must start from that value instead.
+func TestRelateAnchorNeverBelowThePin(t *testing.T) {
+	old, next := &FakeCounter{}, &FakeCounter{}
+	c, err := New(old.Source("old", 64, 1e9))
+	require.NoError(t, err)
+	defer c.Close()
+	old.Set(10_000)
+	next.Set(777)
+	var pinned int64
+	SetStep(c, func(step string) {
+		switch step {
+		case "switch.frozen":
+			pinned = c.Now() // a reader pins the switch at 10 µs
+		case "switch.fixed":
+			old.StepBack(5_000) // and the old counter steps back before the counters are related
+		}
+	})
+	require.NoError(t, c.Register(next.Source("next", 64, 2e9)))
+	SetStep(c, nil)
+	require.Equal(t, int64(10_000), pinned)
+	assert.GreaterOrEqual(t, c.Now(), pinned, "the new line starts below what readers saw")
+}

@@ -1,0 +1,497 @@
+// Command mutants proves that the tests defend every safeguard of the read
+// path: it copies the repository to a temporary directory, applies each
+// mutation (a small textual edit of one file: a fence removed, a re-check
+// deleted, a clamp dropped), runs the tests that should notice, and
+// requires them to fail. It prints a table (mutation, killed or survived,
+// the test that killed it) and exits non-zero if a mutation survives that
+// is not documented as unobservable here, if a mutation's pattern no
+// longer matches the code (a mutation that applies to nothing must not
+// count as killed), if a mutant does not build, or if the unmutated tests
+// fail.
+//
+// Usage (from the repository root; make mutants, make mutants-fast):
+//
+//	go run ./tools/mutants [-fast] [-only regexp] [-v]
+//
+// -fast runs the CI subset (MUTANTS=fast in the environment does the
+// same). When the code a mutation edits changes, update its Old text:
+// each pattern is kept to the one line or instruction it removes.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// edit replaces Old by New, exactly Count times, in a mutation's file.
+type edit struct {
+	Old, New string
+	Count    int
+}
+
+type mutation struct {
+	Name  string
+	File  string
+	Edits []edit
+	// Arch is the GOARCH the tests run under: "" for the host (amd64 for
+	// the TSC mutations), "arm64" for qemu-aarch64.
+	Arch string
+	// Run selects the tests that should kill the mutation (go test -run).
+	Run string
+	// Fast puts the mutation in the CI subset.
+	Fast bool
+	// Unobservable, when set, says why no test can see the mutation on
+	// the hardware at hand; it is still applied and run, and a survival
+	// is reported as expected rather than failing the run.
+	Unobservable string
+}
+
+const (
+	orderingTests = "^(TestCrossCPUOrdering|TestReadersUnderBackToBackPublications)$"
+	// Why the dependent loads after the counter read cannot be seen on
+	// an x86 CPU: see the README's mutation table.
+	afterReadWindow = "a later load can pass RDTSC only by RDTSC's own latency (two LFENCE;RDTSC in a row are 21 counts apart on the AMD EPYC this was measured on), while a reading is never closer than 63 counts (126-168 in most runs) to the writer's counter read after the next publication (TestReadersUnderBackToBackPublications logs the smallest A_j+1-t, the same with and without the dependency)"
+	qemuInOrder     = "qemu-user runs arm64 instructions one at a time: an MRS CNTVCT_EL0 with no barrier at all shows 0 inversions in 20M handoffs (TestCrossCPUOrdering/unfenced)"
+)
+
+var mutations = []mutation{
+	{
+		Name: "clockNow: no LFENCE before RDTSC", File: "source_tsc_amd64.s",
+		Edits: []edit{{Old: "\tLFENCE // RDTSC waits until the loads of seq and of the bank's read function have completed.\n", Count: 1}},
+		Run:   orderingTests, Fast: true,
+	},
+	{
+		Name: "readTSC: no LFENCE before RDTSC", File: "source_tsc_amd64.s",
+		Edits: []edit{{Old: "\tLFENCE // RDTSC waits until the earlier loads of the latch bank have completed.\n", Count: 1}},
+		Run:   orderingTests, Fast: true,
+	},
+	{
+		Name: "clockNow: seq re-check without the dependent address", File: "source_tsc_amd64.s",
+		Edits:        []edit{{Old: "latch_seq(DI)(R10*1)", New: "latch_seq(DI)", Count: 1}},
+		Run:          orderingTests,
+		Unobservable: afterReadWindow,
+	},
+	{
+		Name: "readTSC: no dependent load after RDTSC", File: "source_tsc_amd64.s",
+		Edits:        []edit{{Old: "\tMOVQ 0(SP)(CX*1), CX // a load that cannot be performed before RDTSC", New: "\t// MOVQ 0(SP)(CX*1), CX // a load that cannot be performed before RDTSC", Count: 1}},
+		Run:          orderingTests,
+		Unobservable: afterReadWindow,
+	},
+	{
+		Name: "clockNow: no seq re-check", File: "source_tsc_amd64.s",
+		Edits: []edit{{Old: "\tCMPQ   R9, latch_seq(DI)(R10*1)\n\tJNE    retry\n\tMOVQ   AX, ret+8(FP)\n", New: "\tMOVQ   AX, ret+8(FP)\n", Count: 1}},
+		Run:   orderingTests,
+	},
+	{
+		Name: "generic reader: no seq re-check", File: "schedclock.go",
+		Edits: []edit{{Old: "\t\tif c.latch.seq.Load() == seq {\n\t\t\treturn ns\n\t\t}\n\t}\n}", New: "\t\treturn ns\n\t}\n}", Count: 1}},
+		Run:   "^TestGenericReaderRechecksSeq$", Fast: true,
+	},
+	{
+		Name: "portable reader: no seq re-check", File: "schedclock.go",
+		Edits: []edit{{Old: "\t\tif next == seq {", New: "\t\tif true {", Count: 1}},
+		Run:   orderingTests,
+	},
+	{
+		Name: "portable reader: no orderAfter", File: "schedclock.go",
+		Edits:        []edit{{Old: "\t\torderAfter(cyc)\n", Count: 1}},
+		Run:          orderingTests,
+		Unobservable: "the vDSO's RDTSC is followed by the same kind of load as clockNow's re-check: " + afterReadWindow,
+	},
+	{
+		Name: "readMono: no orderAfter", File: "source.go",
+		Edits:        []edit{{Old: "\torderAfter(v)\n", Count: 1}},
+		Run:          orderingTests,
+		Unobservable: "the vDSO's RDTSC is followed by the same kind of load as clockNow's re-check: " + afterReadWindow,
+	},
+	{
+		Name: "freezer: pin without the clamp", File: "switch.go",
+		Edits: []edit{{Old: "delta := clampDelta((fz.old()-fz.epochCyc)&fz.mask, fz.mask)", New: "delta := (fz.old()-fz.epochCyc)&fz.mask", Count: 1}},
+		Run:   "^TestPinClampsACounterBelowTheEpoch$", Fast: true,
+	},
+	{
+		Name: "Update: unmasked epoch", File: "schedclock.go",
+		Edits: []edit{{Old: "next.epochCyc = cyc & c.cur.conv.mask", New: "next.epochCyc = cyc", Count: 1}},
+		Run:   "^TestUpdateMasksTheEpoch$", Fast: true,
+	},
+	{
+		Name: "window: fastMax off by one", File: "clocksource.go",
+		Edits: []edit{{Old: "return min(negativeFrom(cv.mask), cv.overflowFrom()) - 1", New: "return min(negativeFrom(cv.mask), cv.overflowFrom())", Count: 1}},
+		Run:   "^TestFastPathWindowEdges$", Fast: true,
+	},
+	{
+		Name: "addSaturating: no saturation", File: "latch.go",
+		Edits: []edit{{Old: "if room := uint64(math.MaxInt64) - uint64(epochNs); delta > room {", New: "if room := uint64(math.MaxInt64) - uint64(epochNs); false && delta > room {", Count: 1}},
+		Run:   "^(TestNowSaturates|TestHostileCounters)$", Fast: true,
+	},
+	{
+		Name: "fastMax: not bounded by saturation", File: "latch.go",
+		Edits: []edit{{Old: "\treturn min(ln.conv.window(), limit)", New: "\treturn ln.conv.window()", Count: 1}},
+		Run:   "^FuzzLine$", Fast: true,
+	},
+	{
+		Name: "switchLine: no fold of a wrapping counter's anchor", File: "switch.go",
+		Edits: []edit{{Old: "\tif conv.wraps() {\n\t\t// The anchor's", New: "\tif false && conv.wraps() {\n\t\t// The anchor's", Count: 1}},
+		Run:   "^TestNarrowSwitchWithTheWriterStopped$", Fast: true,
+	},
+	{
+		Name: "relateAnchor: not floored at the pinned value", File: "switch.go",
+		Edits: []edit{{Old: "if atNs > ns || atNs == ns && atFrac > frac {", New: "if true {", Count: 1}},
+		Run:   "^TestRelateAnchorNeverBelowThePin$", Fast: true,
+	},
+	{
+		Name: "freezer: pins before its publication", File: "switch.go",
+		Edits: []edit{{Old: "\tif fz.seq.Load() < fz.armedAt {\n\t\treturn fz.old()\n\t}\n", Count: 1}},
+		Run:   "^TestStaleReaderPinsFreezerEarly$", Fast: true,
+	},
+	{
+		Name: "readCNTVCT: no ISB before MRS (arm64)", File: "source_cntvct_arm64.s",
+		Edits: []edit{{Old: "\tISB  $15 // the counter read cannot be performed before the earlier loads of the latch bank.\n", Count: 1}},
+		Arch:  "arm64", Run: orderingTests,
+		Unobservable: qemuInOrder,
+	},
+	{
+		Name: "readCNTVCT: no dependent LDAR after MRS (arm64)", File: "source_cntvct_arm64.s",
+		Edits: []edit{{Old: "\tLDAR (R1), R1    // orders every later load", New: "\t// LDAR (R1), R1    // orders every later load", Count: 1}},
+		Arch:  "arm64", Run: orderingTests,
+		Unobservable: qemuInOrder,
+	},
+}
+
+type outcome struct {
+	m        mutation
+	status   string
+	killedBy string
+	evidence string
+	failed   bool // counts against the run
+	output   string
+}
+
+func main() {
+	fast := flag.Bool("fast", os.Getenv("MUTANTS") == "fast", "run only the CI subset")
+	only := flag.String("only", "", "run only the mutations whose name matches this regexp")
+	verbose := flag.Bool("v", false, "print the test output of mutations that survive or fail to build")
+	timeout := flag.Duration("timeout", 10*time.Minute, "limit for one go test run")
+	flag.Parse()
+	if err := run(*fast, *only, *verbose, *timeout); err != nil {
+		fmt.Fprintln(os.Stderr, "mutants:", err)
+		os.Exit(1)
+	}
+}
+
+func run(fast bool, only string, verbose bool, timeout time.Duration) error {
+	var sel []mutation
+	onlyRE, err := regexp.Compile(only)
+	if err != nil {
+		return err
+	}
+	for _, m := range mutations {
+		if (fast && !m.Fast) || !onlyRE.MatchString(m.Name) {
+			continue
+		}
+		sel = append(sel, m)
+	}
+	if len(sel) == 0 {
+		return errors.New("no mutation selected")
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "schedclock-mutants-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	if err := copyTree(root, work); err != nil {
+		return err
+	}
+	fmt.Printf("mutants: %d mutations, in a copy at %s\n", len(sel), work)
+
+	// The unmutated tests must pass, or a failure proves nothing.
+	baseline := map[string]bool{}
+	for _, m := range sel {
+		key := m.Arch + " " + m.Run
+		if baseline[key] {
+			continue
+		}
+		baseline[key] = true
+		if skip := archSkip(m.Arch); skip != "" {
+			continue
+		}
+		out, err := goTest(work, m, timeout)
+		if err != nil {
+			return fmt.Errorf("the unmutated tests fail (GOARCH=%s go test -run %q): %v\n%s", archName(m.Arch), m.Run, err, out)
+		}
+		if strings.Contains(out, "no tests to run") {
+			return fmt.Errorf("-run %q selects no test", m.Run)
+		}
+	}
+
+	var results []outcome
+	for _, m := range sel {
+		o := apply(work, m, timeout)
+		results = append(results, o)
+		fmt.Printf("  %-50s %s\n", m.Name, o.status)
+	}
+
+	fmt.Println()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MUTATION\tFILE\tARCH\tRESULT\tKILLED BY\tEVIDENCE")
+	bad := 0
+	for _, o := range results {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.m.Name, o.m.File, archName(o.m.Arch), o.status, o.killedBy, o.evidence)
+		if o.failed {
+			bad++
+		}
+	}
+	tw.Flush()
+	for _, o := range results {
+		if counts := countLines(o.output); counts != "" {
+			fmt.Printf("\n%s: what the tests saw:\n%s", o.m.Name, counts)
+		}
+	}
+	for _, o := range results {
+		if o.m.Unobservable != "" && strings.HasPrefix(o.status, "survived") {
+			fmt.Printf("\n%s: not observable here: %s\n", o.m.Name, o.m.Unobservable)
+		}
+		if verbose && o.failed {
+			fmt.Printf("\n--- output for %s:\n%s\n", o.m.Name, o.output)
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d mutations not killed or not applied (see the table)", bad, len(results))
+	}
+	return nil
+}
+
+// apply mutates m's file in the copy, runs its tests and restores it.
+func apply(work string, m mutation, timeout time.Duration) outcome {
+	o := outcome{m: m}
+	if skip := archSkip(m.Arch); skip != "" {
+		o.status = "not run: " + skip // said in the table, not a failure of this host
+		return o
+	}
+	path := filepath.Join(work, m.File)
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		o.status, o.failed = "file missing: "+err.Error(), true
+		return o
+	}
+	mutated := string(orig)
+	for _, e := range m.Edits {
+		if n := strings.Count(mutated, e.Old); n != e.Count {
+			o.status, o.failed = fmt.Sprintf("PATTERN MISMATCH: %q occurs %d times, want %d", e.Old, n, e.Count), true
+			return o
+		}
+		mutated = strings.ReplaceAll(mutated, e.Old, e.New)
+	}
+	if err := os.WriteFile(path, []byte(mutated), 0o644); err != nil {
+		o.status, o.failed = err.Error(), true
+		return o
+	}
+	defer os.WriteFile(path, orig, 0o644)
+
+	start := time.Now()
+	out, err := goTest(work, m, timeout)
+	o.output = out
+	elapsed := time.Since(start).Round(time.Second)
+	switch {
+	case err == nil:
+		if m.Unobservable != "" {
+			o.status = "survived (expected)"
+		} else {
+			o.status, o.failed = "SURVIVED", true
+		}
+	case strings.Contains(out, "[build failed]") || strings.Contains(out, "[setup failed]") || strings.Contains(out, "vet:"):
+		o.status, o.failed = "BUILD FAILED", true
+	default:
+		o.status = fmt.Sprintf("killed (%v)", elapsed)
+		o.killedBy = failedTests(out)
+		o.evidence = firstEvidence(out)
+	}
+	return o
+}
+
+// countRE matches the ordering tests' summaries: how many readings or
+// handoffs they took and how many violations they saw.
+var countRE = regexp.MustCompile(`(?m)^\s*\S+_test\.go:\d+: (.*(?:readings over|inversions in).*)$`)
+
+// countLines returns the summaries in a go test output, one per line:
+// those of the failing tests (go test prints no others without -v), and
+// for a surviving mutation, run with -v, those of the hardware readers.
+func countLines(out string) string {
+	var b strings.Builder
+	for _, m := range countRE.FindAllStringSubmatch(out, -1) {
+		if strings.Contains(out, "\n=== RUN") && !strings.Contains(m[1], "smallest") && !strings.Contains(m[1], "/hw") && !strings.Contains(m[1], "unfenced") {
+			continue
+		}
+		fmt.Fprintf(&b, "    %s\n", m[1])
+	}
+	return b.String()
+}
+
+var failRE = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
+
+// failedTests lists the deepest failing tests of a go test output.
+func failedTests(out string) string {
+	var names []string
+	for _, m := range failRE.FindAllStringSubmatch(out, -1) {
+		names = append(names, m[1])
+	}
+	var leaves []string
+	for _, n := range names {
+		leaf := true
+		for _, o := range names {
+			if o != n && strings.HasPrefix(o, n+"/") {
+				leaf = false
+			}
+		}
+		if leaf {
+			leaves = append(leaves, n)
+		}
+	}
+	if len(leaves) == 0 {
+		if strings.Contains(out, "panic: test timed out") {
+			return "(timeout)"
+		}
+		return "(no test named)"
+	}
+	if len(leaves) > 2 {
+		leaves = append(leaves[:2], fmt.Sprintf("(+%d)", len(leaves)-2))
+	}
+	return strings.Join(leaves, " ")
+}
+
+var (
+	messagesRE = regexp.MustCompile(`(?m)^\s*Messages:\s+(.*)$`)
+	errorRE    = regexp.MustCompile(`(?m)^\s*Error:\s+(.*)$`)
+)
+
+// firstEvidence returns the first assertion message of a go test output,
+// or the first error when no assertion carried a message.
+func firstEvidence(out string) string {
+	m := messagesRE.FindStringSubmatch(out)
+	if m == nil {
+		m = errorRE.FindStringSubmatch(out)
+	}
+	if m == nil {
+		return ""
+	}
+	s := strings.TrimSpace(m[1])
+	if len(s) > 110 {
+		s = s[:110] + "..."
+	}
+	return s
+}
+
+func goTest(dir string, m mutation, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
+	defer cancel()
+	args := []string{"test", "-count=1", "-timeout", timeout.String(), "-run", m.Run}
+	if m.Unobservable != "" {
+		args = append(args, "-v") // the passing tests' logs are the evidence
+	}
+	env := os.Environ()
+	if m.Arch != "" && m.Arch != runtime.GOARCH {
+		args = append(args, "-exec", "qemu-aarch64")
+		env = append(env, "GOARCH="+m.Arch)
+	}
+	args = append(args, ".")
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := cmd.Run()
+	return buf.String(), err
+}
+
+// archSkip says why mutations for arch cannot run here, or "".
+func archSkip(arch string) string {
+	switch {
+	case arch == "" && runtime.GOARCH != "amd64":
+		return "the TSC mutations need an amd64 host"
+	case arch == "arm64" && runtime.GOARCH != "arm64":
+		if _, err := exec.LookPath("qemu-aarch64"); err != nil {
+			return "qemu-aarch64 not installed"
+		}
+	}
+	return ""
+}
+
+func archName(arch string) string {
+	if arch == "" {
+		return runtime.GOARCH
+	}
+	return arch
+}
+
+func repoRoot() (string, error) {
+	out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the repository root: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// copyTree copies the files git knows of (tracked, and untracked ones it
+// does not ignore) from root to dst.
+func copyTree(root, dst string) error {
+	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("listing the repository's files: %w", err)
+	}
+	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		src := filepath.Join(root, name)
+		info, err := os.Lstat(src)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // deleted in the working tree
+			}
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			continue
+		}
+		target := filepath.Join(dst, name)
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		if err := copyFile(src, target, info.Mode()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode.Perm())
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
