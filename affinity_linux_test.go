@@ -33,19 +33,26 @@ func testCPUs(t *testing.T) (cpus [2]int, two bool) {
 }
 
 // lockToCPU locks the calling goroutine to its thread and that thread to
-// cpu (when cpu >= 0). The goroutine must exit without unlocking: the
-// runtime then ends the thread, instead of handing a thread pinned to one
-// CPU to the rest of the process.
-func lockToCPU(t *testing.T, cpu int) {
+// cpu (when cpu >= 0), and returns how to give the thread its mask back:
+// the goroutine must defer it and exit without unlocking. The runtime
+// then ends the thread, except the main thread, which it keeps: pinned,
+// that one would pin every goroutine later scheduled on it.
+func lockToCPU(t *testing.T, cpu int) (unpin func()) {
 	runtime.LockOSThread()
 	if cpu < 0 {
-		return
+		return func() {}
+	}
+	var old unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		t.Errorf("reading a thread's CPU mask: %v", err)
+		return func() {}
 	}
 	var set unix.CPUSet
 	set.Set(cpu)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
 		t.Errorf("pinning a thread to CPU %d: %v", cpu, err)
 	}
+	return func() { _ = unix.SchedSetaffinity(0, &old) }
 }
 
 // yieldCPU lets another thread waiting for this CPU run.

@@ -16,7 +16,10 @@ func testCPUs(t *testing.T) (cpus [2]int, two bool) {
 
 // lockToCPU locks the calling goroutine to its thread; there is no
 // affinity to set on this system.
-func lockToCPU(t *testing.T, cpu int) { runtime.LockOSThread() }
+func lockToCPU(t *testing.T, cpu int) (unpin func()) {
+	runtime.LockOSThread()
+	return func() {}
+}
 
 // yieldCPU is never needed here: threads are never pinned together.
 func yieldCPU() { runtime.Gosched() }

@@ -89,7 +89,7 @@ func handoffWarp(t *testing.T, read func() uint64, cpus [2]int, handoffs, stopAt
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lockToCPU(t, cpus[id])
+			defer lockToCPU(t, cpus[id])()
 			r := &results[id]
 			for !stop.Load() {
 				prev := last.Load()
@@ -138,7 +138,7 @@ func counterOffset(t *testing.T, cpus [2]int, rounds int) (lo, hi int64) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		lockToCPU(t, cpus[1])
+		defer lockToCPU(t, cpus[1])()
 		for k := uint64(1); k <= uint64(rounds); k++ {
 			for ping.Load() != k {
 			}
@@ -149,7 +149,7 @@ func counterOffset(t *testing.T, cpus [2]int, rounds int) (lo, hi int64) {
 	lo, hi = math.MinInt64, math.MaxInt64
 	go func() {
 		defer wg.Done()
-		lockToCPU(t, cpus[0])
+		defer lockToCPU(t, cpus[0])()
 		for k := uint64(1); k <= uint64(rounds); k++ {
 			t1 := readCounterSerialized()
 			ping.Store(k)

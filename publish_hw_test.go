@@ -283,7 +283,7 @@ func runPublications(t *testing.T, w *pubWriter, read func(*Clock) int64, cpus [
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		lockToCPU(t, cpus[0])
+		defer lockToCPU(t, cpus[0])()
 		w.c.mu.Lock()
 		defer w.c.mu.Unlock()
 		j := uint64(1)
@@ -297,7 +297,7 @@ func runPublications(t *testing.T, w *pubWriter, read func(*Clock) int64, cpus [
 	reader := make(chan struct{})
 	go func() {
 		defer close(reader)
-		lockToCPU(t, cpus[1])
+		defer lockToCPU(t, cpus[1])()
 		for pc.readings < n {
 			done0 := w.done.Load()
 			c1 := w.ref()

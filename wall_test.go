@@ -63,7 +63,7 @@ func TestWallFollowsSlewAndSteps(t *testing.T) {
 		deadline := time.Now().Add(d)
 		settleUntil := time.Now().Add(2*wallPeriod + wallLead)
 		last := c.Time(c.Now()).UnixNano()
-		worst := int64(0)
+		worst, lastPair, maxGap := int64(0), int64(0), int64(0)
 		for time.Now().Before(deadline) {
 			before := fake.now().UnixNano()
 			got := c.Time(c.Now()).UnixNano()
@@ -72,14 +72,23 @@ func TestWallFollowsSlewAndSteps(t *testing.T) {
 			if !stepBackAllowed {
 				require.GreaterOrEqual(t, got, last, "%s: wall time went back", phase)
 			}
+			// The background goroutine's pairings, as they come: how far
+			// apart they are bounds how stale the map's slope can be.
+			c.mu.Lock()
+			pairedAt := c.lastWallPair[0]
+			c.mu.Unlock()
+			if pairedAt != lastPair {
+				if lastPair != 0 {
+					maxGap = max(maxGap, pairedAt-lastPair)
+				}
+				lastPair = pairedAt
+			}
 			if time.Now().After(settleUntil) {
-				// 100µs, plus what the wall clock's slew adds while the
-				// background goroutine runs later than its schedule (a
-				// slow or loaded machine, qemu).
-				c.mu.Lock()
-				age := c.Now() - c.lastWallPair[0]
-				c.mu.Unlock()
-				late := max(0, age-int64(wallPeriod+wallLead))
+				// 100µs, plus what the wall clock's slew (500 ppm) adds
+				// over the time the pairings ran later than their
+				// schedule, for the current pairing and the one its slope
+				// came from (a slow or loaded machine, qemu).
+				late := max(0, c.Now()-pairedAt-int64(wallPeriod+wallLead)) + max(0, maxGap-int64(wallPeriod))
 				worst = max(worst, abs(got-want)-late*500/1e6)
 			}
 			last = got
