@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/schedclock/schedclock"
 )
 
@@ -103,25 +101,6 @@ func BenchmarkWallNow(b *testing.B) {
 		}
 		sink += int64(s)
 	}, func() int64 { return int64(schedclock.WallNow().Nanosecond()) })
-}
-
-// CLOCK_MONOTONIC_RAW through golang.org/x/sys/unix: on Linux
-// unix.ClockGettime is a system call, not the vDSO (Go exposes no vDSO
-// call for other clocks than the runtime's), so this is what reading the
-// raw clock costs a Go program.
-func BenchmarkClockGettimeRaw(b *testing.B) {
-	raw := func() int64 {
-		var ts unix.Timespec
-		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC_RAW, &ts)
-		return ts.Nano()
-	}
-	bench(b, func(b *testing.B) {
-		var s int64
-		for b.Loop() {
-			s += raw()
-		}
-		sink += s
-	}, raw)
 }
 
 // Clock.Now on each portable source.
