@@ -138,7 +138,7 @@ var mutations = []mutation{
 	},
 	{
 		Name: "fastMax: not bounded by saturation", File: "latch.go",
-		Edits: []edit{{Old: "\treturn min(ln.conv.window(), limit)", New: "\treturn ln.conv.window()", Count: 1}},
+		Edits: []edit{{Old: "\treturn min(ln.conv.window(), limit)", New: "\treturn min(ln.conv.window(), max(limit, ln.conv.window()))", Count: 1}},
 		Run:   "^FuzzLine$", Fast: true,
 	},
 	{
