@@ -67,6 +67,7 @@ STRESS_READS    ?= 1000000000
 STRESS_DURATION ?= 60s
 stress:
 	SCHEDCLOCK_STRESS_READS=$(STRESS_READS) $(GO) test -run 'Stress' -count=1 -timeout 2h -v .
+	SCHEDCLOCK_LONG=1 $(GO) test -run '^TestRateAgainstRaw$$' -count=1 -v .
 	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
 	$(GO) build -o "$$dir/inconsistency" ./examples/inconsistency && \
 	for clock in default portable tsc cntvct jiffies; do \
