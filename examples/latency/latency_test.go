@@ -54,7 +54,9 @@ func checkStats(t *testing.T, name string, s stats) {
 			break
 		}
 	}
-	if s.min <= 0 || s.avg < s.min || s.avg > s.max {
+	// A coarse counter (the emulated one under qemu moves in steps of
+	// microseconds) can time a short piece of work as 0.
+	if s.min < 0 || s.avg < s.min || s.avg > s.max {
 		t.Errorf("%s: min %v, mean %v, max %v", name, s.min, s.avg, s.max)
 	}
 }
