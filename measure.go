@@ -20,7 +20,12 @@ type ratePoint struct {
 const bracketSamples = 32
 
 // samplePoint takes the fastest of bracketSamples (counter, reference,
-// counter) reads.
+// counter) reads. A bracket cannot be trusted below the counter's own
+// step: a counter that moves in coarse steps (jiffies, an emulated
+// counter) reads the same value on both sides of most brackets, though
+// its true value lies anywhere within the step. So the half-width is at
+// least one count, and at least the step the counter takes when read
+// until it moves.
 func samplePoint(read func() uint64, ref func() int64) ratePoint {
 	best := ratePoint{halfWidth: ^uint64(0)}
 	for i := 0; i < bracketSamples; i++ {
@@ -35,8 +40,35 @@ func samplePoint(read func() uint64, ref func() int64) ratePoint {
 			best = ratePoint{cyc: before + width/2, ns: ns, halfWidth: width / 2}
 		}
 	}
+	if best.halfWidth != ^uint64(0) {
+		best.halfWidth = max(best.halfWidth, 1, counterStep(read))
+	}
 	return best
 }
+
+// counterStep reads the counter until it moves (at most stepReads
+// times) and returns by how much: its resolution, as far as a reader can
+// see it (0 if it never moved). The smallest of three tries, so that a
+// reader preempted while it waits does not count the preemption.
+func counterStep(read func() uint64) uint64 {
+	step := ^uint64(0)
+	for try := 0; try < 3; try++ {
+		first := read()
+		for i := 0; i < stepReads; i++ {
+			if v := read(); v != first {
+				step = min(step, v-first)
+				break
+			}
+		}
+	}
+	if step == ^uint64(0) {
+		return 0
+	}
+	return step
+}
+
+// stepReads bounds counterStep: about 100 µs of reads of a fast counter.
+const stepReads = 4096
 
 // rateBetween returns the counter rate in Hz between two points and its
 // worst-case error in ppm: both brackets' half-widths plus one nanosecond
