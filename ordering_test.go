@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock/internal/race"
 )
 
 // The cross-CPU ordering tests are the kernel's check_tsc_warp
@@ -40,7 +42,7 @@ func warpCounts(twoCPUs bool) (ordered, unfenced uint64) {
 	switch {
 	case !twoCPUs:
 		return 100_000, 100_000
-	case raceEnabled:
+	case race.Enabled:
 		return 200_000, 2_000_000
 	}
 	return 2_000_000, 20_000_000
@@ -269,7 +271,7 @@ func TestCrossCPUOrdering(t *testing.T) {
 			t.Logf("not asserted: without two pinned CPUs, no counter read can be reordered against another CPU's store")
 		case warped:
 			t.Logf("not asserted: %s", warpNote)
-		case raceEnabled && res.inversions == 0:
+		case race.Enabled && res.inversions == 0:
 			// The detector's bookkeeping between the load and the
 			// counter read lets the load complete first (seen: 1
 			// inversion in 20M handoffs); make test runs this test

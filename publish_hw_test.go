@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock/internal/race"
 )
 
 // The publication test runs the real readers (tscNow's fast and slow
@@ -50,7 +52,7 @@ import (
 // detector, whose bookkeeping makes every step some ten times slower and
 // changes what can interleave).
 func pubReadings() uint64 {
-	if raceEnabled {
+	if race.Enabled {
 		return 100_000
 	}
 	return 1_000_000

@@ -22,6 +22,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock/internal/race"
 )
 
 // The seed's NMI test, in Go (issue 6, "Stress and the kernel's checks").
@@ -102,7 +104,7 @@ func stressTotalReads(t *testing.T) int {
 		require.True(t, n >= 1 && n <= math.MaxInt64/2, "%s=%q", stressEnv, s)
 		return int(n)
 	}
-	if stressRaceEnabled || stressEmulated() {
+	if race.Enabled || stressEmulated() {
 		return stressDefaultReads / 100
 	}
 	return stressDefaultReads
@@ -851,7 +853,7 @@ func stressHardware(t *testing.T) (Source, int, bool) {
 func TestStressNowUnderSIGPROF(t *testing.T) {
 	total := stressTotalReads(t)
 	threadHz := stressProfileHz
-	if stressRaceEnabled || stressEmulated() {
+	if race.Enabled || stressEmulated() {
 		// Each signal's handler is many times slower too.
 		threadHz /= 10
 	}

@@ -1,6 +1,0 @@
-//go:build !race
-
-package schedclock
-
-// stressRaceEnabled reports whether the race detector is on.
-const stressRaceEnabled = false
