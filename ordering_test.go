@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock/internal/race"
+	"github.com/schedclock/schedclock/internal/testcounter"
 )
 
 // The cross-CPU ordering tests are the kernel's check_tsc_warp
@@ -144,7 +145,7 @@ func counterOffset(t *testing.T, cpus [2]int, rounds int) (lo, hi int64) {
 		for k := uint64(1); k <= uint64(rounds); k++ {
 			for ping.Load() != k {
 			}
-			pongVal.Store(readCounterSerialized())
+			pongVal.Store(testcounter.ReadSerialized())
 			pongSeq.Store(k)
 		}
 	}()
@@ -153,12 +154,12 @@ func counterOffset(t *testing.T, cpus [2]int, rounds int) (lo, hi int64) {
 		defer wg.Done()
 		defer lockToCPU(t, cpus[0])()
 		for k := uint64(1); k <= uint64(rounds); k++ {
-			t1 := readCounterSerialized()
+			t1 := testcounter.ReadSerialized()
 			ping.Store(k)
 			for pongSeq.Load() != k {
 			}
 			v := pongVal.Load()
-			t3 := readCounterSerialized()
+			t3 := testcounter.ReadSerialized()
 			lo = max(lo, int64(v-t3))
 			hi = min(hi, int64(v-t1))
 		}
@@ -227,7 +228,7 @@ func orderingReaders(t *testing.T) []orderingReader {
 func TestCrossCPUOrdering(t *testing.T) {
 	cpus, two := testCPUs(t)
 	warped, warpNote := false, ""
-	if testCountersSupported && two {
+	if testcounter.Supported && two {
 		lo, hi := counterOffset(t, cpus, 20_000)
 		t.Logf("hardware counter on CPU %d minus CPU %d: within (%d, %d) counts", cpus[1], cpus[0], lo, hi)
 		if lo > 0 || hi < 0 {
@@ -260,11 +261,11 @@ func TestCrossCPUOrdering(t *testing.T) {
 			assert.Zero(t, res.inversions, "%s went back across CPUs: %v", r.name, res)
 		})
 	}
-	if !testCountersSupported {
+	if !testcounter.Supported {
 		return
 	}
 	t.Run("unfenced", func(t *testing.T) {
-		res := handoffWarp(t, readCounterUnfenced, cpus, unfenced, unfencedInversions)
+		res := handoffWarp(t, testcounter.ReadUnfenced, cpus, unfenced, unfencedInversions)
 		t.Logf("unfenced counter read: %v", res)
 		switch {
 		case !two:

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock/internal/race"
+	"github.com/schedclock/schedclock/internal/testcounter"
 )
 
 // The publication test runs the real readers (tscNow's fast and slow
@@ -331,10 +332,10 @@ func pubCounters() []pubCounter {
 	counters := []pubCounter{{name: "portable", read: readMono, ref: readMono, readers: now}}
 	switch {
 	case tscSupported:
-		counters = append(counters, pubCounter{name: "tsc", read: tscReader(), ref: readCounterSerialized,
+		counters = append(counters, pubCounter{name: "tsc", read: tscReader(), ref: testcounter.ReadSerialized,
 			readers: map[string]func(*Clock) int64{"Now": (*Clock).Now, "now": (*Clock).now}})
 	case cntvctSupported:
-		counters = append(counters, pubCounter{name: "cntvct", read: cntvctReader(), ref: readCounterSerialized, readers: now})
+		counters = append(counters, pubCounter{name: "cntvct", read: cntvctReader(), ref: testcounter.ReadSerialized, readers: now})
 	}
 	return counters
 }

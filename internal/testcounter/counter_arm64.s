@@ -2,17 +2,17 @@
 
 #include "textflag.h"
 
-// These two readers exist only for the tests (warp_test.go and
-// publish_hw_test.go); the clock never reads CNTVCT_EL0 through them.
+// These two readers exist only for the root package's ordering tests;
+// the clock never reads CNTVCT_EL0 through them.
 
-// func readCounterUnfenced() uint64
-TEXT ·readCounterUnfenced(SB), NOSPLIT|NOFRAME, $0-8
+// func ReadUnfenced() uint64
+TEXT ·ReadUnfenced(SB), NOSPLIT|NOFRAME, $0-8
 	MRS  CNTVCT_EL0, R0 // deliberately unfenced: no ISB before, no ordering after.
 	MOVD R0, ret+0(FP)
 	RET
 
-// func readCounterSerialized() uint64
-TEXT ·readCounterSerialized(SB), NOSPLIT|NOFRAME, $0-8
+// func ReadSerialized() uint64
+TEXT ·ReadSerialized(SB), NOSPLIT|NOFRAME, $0-8
 	ISB  $15 // the counter read waits for every earlier instruction.
 	MRS  CNTVCT_EL0, R0
 	EOR  R0, R0, R1  // R1 = 0, data-dependent on the counter value.
