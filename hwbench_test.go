@@ -4,6 +4,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/schedclock/schedclock/internal/cpu"
+	"github.com/schedclock/schedclock/internal/testcounter"
 )
 
 var hwSink uint64
@@ -158,5 +161,45 @@ func BenchmarkTailLatency(b *testing.B) {
 		}
 		close(stop)
 		_ = c.Close()
+	}
+}
+
+// BenchmarkRDTSCP compares the two ordered TSC reads: LFENCE; RDTSC (what
+// the clock uses) and RDTSCP, each followed by the same dependent load.
+// Where RDTSCP is faster, the clock's reader should use it (issue 8); on
+// a CPU without it the RDTSCP half cannot run and says so.
+func BenchmarkRDTSCP(b *testing.B) {
+	readTSC := tscReader()
+	if readTSC == nil {
+		b.Skip("no TSC reader in this build: ", tscUnsupportedReason())
+	}
+	b.Run("lfence-rdtsc", func(b *testing.B) {
+		var s uint64
+		for b.Loop() {
+			s += readTSC()
+		}
+		hwSink += s
+	})
+	b.Run("rdtscp", func(b *testing.B) {
+		if !cpu.HasRDTSCP(cpu.CPUID) {
+			b.Skip("this CPU has no RDTSCP (CPUID 0x80000001 EDX bit 27 clear)")
+		}
+		var s uint64
+		for b.Loop() {
+			s += testcounter.ReadTSCP()
+		}
+		hwSink += s
+	})
+}
+
+func TestRDTSCPWhereSupported(t *testing.T) {
+	readTSC := tscReader()
+	if readTSC == nil || !cpu.HasRDTSCP(cpu.CPUID) {
+		t.Log("no RDTSCP on this CPU or in this build: nothing to compare")
+		return
+	}
+	a, b := testcounter.ReadTSCP(), readTSC()
+	if b < a {
+		t.Fatalf("RDTSCP read %d, a later LFENCE;RDTSC %d: not the same counter?", a, b)
 	}
 }

@@ -12,9 +12,6 @@ const tscSupported = true
 // the seq re-check that validates that bank. See source_tsc_amd64.s.
 func readTSC() uint64
 
-// cpuidAsm executes CPUID with the given EAX (leaf) and ECX (sub-leaf).
-func cpuidAsm(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
-
 func tscReader() func() uint64 { return readTSC }
 
 // Now returns the clock's time in nanoseconds. It never waits for a
@@ -43,7 +40,5 @@ func genericNow(c *Clock) int64 { return c.now() }
 //
 //lint:ignore U1000 read by Clock.Now in source_tsc_amd64.s
 var tscReadPtr = funcPtr(readTSC)
-
-func hostCPUID(eax, ecx uint32) (a, b, c, d uint32) { return cpuidAsm(eax, ecx) }
 
 func tscUnsupportedReason() string { return "" }

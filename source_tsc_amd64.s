@@ -41,17 +41,6 @@ TEXT ·readTSC(SB), NOSPLIT|NOFRAME, $0-8
 	MOVQ AX, ret+0(FP)
 	RET
 
-// func cpuidAsm(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
-TEXT ·cpuidAsm(SB), NOSPLIT|NOFRAME, $0-24
-	MOVL eaxArg+0(FP), AX
-	MOVL ecxArg+4(FP), CX
-	CPUID
-	MOVL AX, eax+8(FP)
-	MOVL BX, ebx+12(FP)
-	MOVL CX, ecx+16(FP)
-	MOVL DX, edx+20(FP)
-	RET
-
 // clockNow is Clock.Now on amd64: the whole reader protocol of latch.go in registers
 // for a bank that reads the TSC, because a Go call to the read function
 // would make the compiler spill and reload every live value around it,

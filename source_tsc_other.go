@@ -17,8 +17,5 @@ func tscReader() func() uint64 { return nil }
 // as in the kernel).
 func (c *Clock) Now() int64 { return otherNow(c) }
 
-// hostCPUID has no CPUID instruction to run in this build.
-func hostCPUID(eax, ecx uint32) (a, b, c, d uint32) { return 0, 0, 0, 0 }
-
 // tscUnsupportedReason says why this build has no assembly for the counter.
 func tscUnsupportedReason() string { return noAsmReason("amd64") }

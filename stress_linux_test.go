@@ -1,11 +1,8 @@
 package schedclock
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
-	"os"
-	"runtime"
 	"testing"
 	"time"
 	"unsafe"
@@ -80,19 +77,4 @@ func stressSignalThread(hz int) (stop func(), err error) {
 		return nil, fmt.Errorf("timer_settime: %w", e)
 	}
 	return func() { _, _, _ = unix.RawSyscall(unix.SYS_TIMER_DELETE, uintptr(id), 0, 0) }, nil
-}
-
-// stressEmulated reports whether this test runs under user-mode emulation
-// of another architecture (qemu-aarch64 on an x86 host, as make
-// test-arm64 runs it): qemu passes the host's /proc/cpuinfo through, and
-// only x86 kernels write a vendor_id line in it.
-func stressEmulated() bool {
-	if runtime.GOARCH == "amd64" || runtime.GOARCH == "386" {
-		return false
-	}
-	cpuinfo, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return false
-	}
-	return bytes.HasPrefix(cpuinfo, []byte("vendor_id\t:")) || bytes.Contains(cpuinfo, []byte("\nvendor_id\t:"))
 }

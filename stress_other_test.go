@@ -23,7 +23,3 @@ func stressPinThread(int) (restore func(), err error) {
 func stressSignalThread(int) (stop func(), err error) {
 	return nil, errors.New("per-thread SIGPROF timers are armed on Linux only, not on " + runtime.GOOS)
 }
-
-// stressEmulated reports whether this test runs under user-mode emulation;
-// it is looked for on Linux only.
-func stressEmulated() bool { return false }

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedclock/schedclock/internal/cpu"
 	"github.com/schedclock/schedclock/internal/race"
 )
 
@@ -104,7 +105,7 @@ func stressTotalReads(t *testing.T) int {
 		require.True(t, n >= 1 && n <= math.MaxInt64/2, "%s=%q", stressEnv, s)
 		return int(n)
 	}
-	if race.Enabled || stressEmulated() {
+	if race.Enabled || cpu.Emulated() {
 		return stressDefaultReads / 100
 	}
 	return stressDefaultReads
@@ -853,11 +854,11 @@ func stressHardware(t *testing.T) (Source, int, bool) {
 func TestStressNowUnderSIGPROF(t *testing.T) {
 	total := stressTotalReads(t)
 	threadHz := stressProfileHz
-	if race.Enabled || stressEmulated() {
+	if race.Enabled || cpu.Emulated() {
 		// Each signal's handler is many times slower too.
 		threadHz /= 10
 	}
-	if stressEmulated() {
+	if cpu.Emulated() {
 		t.Logf("under user-mode emulation (the host's /proc/cpuinfo shows through): %d readings, SIGPROF at %d Hz", total, threadHz)
 	}
 	stopProfile := stressProfile(t)

@@ -1,6 +1,7 @@
-package schedclock
+package cpu
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,7 +20,7 @@ var trap = cpuidRegs{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}
 
 // recordedCPUID replays recorded leaves. Reading a leaf that was not
 // recorded, or one listed in mustNotRead, fails the test.
-func recordedCPUID(t *testing.T, leaves map[cpuidKey]cpuidRegs, mustNotRead []uint32) cpuidFunc {
+func recordedCPUID(t *testing.T, leaves map[cpuidKey]cpuidRegs, mustNotRead []uint32) Func {
 	return func(eax, ecx uint32) (a, b, c, d uint32) {
 		for _, leaf := range mustNotRead {
 			if eax == leaf {
@@ -123,7 +124,7 @@ var (
 		{0x40000010, 0}: {2_803_200, 1_000_000, 0, 0},
 	})
 
-	// The Intel KVM guest these tests were written on (leaves read with hostCPUID):
+	// The Intel KVM guest these tests were written on (leaves read with CPUID):
 	// leaves 0x15 and 0x16 exist but are zero, the hypervisor stops at
 	// 0x40000001 and leaf 0x40000010 holds a stale non-zero word.
 	intelKVMHere = map[cpuidKey]cpuidRegs{
@@ -151,32 +152,30 @@ func TestTSCRate(t *testing.T) {
 		name        string
 		leaves      map[cpuidKey]cpuidRegs
 		mustNotRead []uint32
-		clocksource string
 		wantRate    uint64
-		wantOrigin  RateOrigin
+		wantFrom    RateSource
 		wantErrPPM  float64
-		wantErr     error
-		wantMsg     string
+		wantRefusal *Refusal
 	}{
 		{
-			name: "Skylake-X: crystal from leaf 0x16", leaves: skylakeX, clocksource: "tsc",
-			wantRate: 2_400_000_000, wantOrigin: RateCPUID, wantErrPPM: 50 + 0.5e6/2400,
+			name: "Skylake-X: crystal from leaf 0x16", leaves: skylakeX,
+			wantRate: 2_400_000_000, wantFrom: RateCrystal, wantErrPPM: 50 + 0.5e6/2400,
 		},
 		{
-			name: "Tiger Lake: 38.4 MHz crystal, not a whole MHz", leaves: tigerLake, clocksource: "tsc",
-			wantRate: 2_803_200_000, wantOrigin: RateCPUID, wantErrPPM: 50,
+			name: "Tiger Lake: 38.4 MHz crystal, not a whole MHz", leaves: tigerLake,
+			wantRate: 2_803_200_000, wantFrom: RateCrystal, wantErrPPM: 50,
 		},
 		{
-			name:        "24 MHz crystal × 216/2",
-			leaves:      with(tigerLake, map[cpuidKey]cpuidRegs{{0x15, 0}: {2, 216, 24_000_000, 0}}),
-			clocksource: "tsc", wantRate: 2_592_000_000, wantOrigin: RateCPUID, wantErrPPM: 50,
+			name:     "24 MHz crystal × 216/2",
+			leaves:   with(tigerLake, map[cpuidKey]cpuidRegs{{0x15, 0}: {2, 216, 24_000_000, 0}}),
+			wantRate: 2_592_000_000, wantFrom: RateCrystal, wantErrPPM: 50,
 		},
 		{
 			// 25 MHz × 317 / 3 = 2641666666.67 Hz: dividing first
 			// would give 2625 MHz, rounding to MHz 2642 MHz.
-			name:        "multiply before divide, never rounded",
-			leaves:      with(tigerLake, map[cpuidKey]cpuidRegs{{0x15, 0}: {3, 317, 25_000_000, 0}}),
-			clocksource: "tsc", wantRate: 2_641_666_666, wantOrigin: RateCPUID, wantErrPPM: 50,
+			name:     "multiply before divide, never rounded",
+			leaves:   with(tigerLake, map[cpuidKey]cpuidRegs{{0x15, 0}: {3, 317, 25_000_000, 0}}),
+			wantRate: 2_641_666_666, wantFrom: RateCrystal, wantErrPPM: 50,
 		},
 		{
 			name: "leaf 0x15 without crystal and no leaf 0x16: measured",
@@ -185,71 +184,55 @@ func TestTSCRate(t *testing.T) {
 				{0x16, 0}: trap,
 			}),
 			mustNotRead: []uint32{0x16},
-			clocksource: "tsc", wantOrigin: RateMeasured,
+			wantFrom:    RateUnknown,
 		},
 		{
-			name:        "leaf 0x16 reserved bits 31:16 ignored",
-			leaves:      with(skylakeX, map[cpuidKey]cpuidRegs{{0x16, 0}: {0xabcd0000 | 2400, 3700, 100, 0}}),
-			clocksource: "tsc", wantRate: 2_400_000_000, wantOrigin: RateCPUID, wantErrPPM: 50 + 0.5e6/2400,
+			name:     "leaf 0x16 reserved bits 31:16 ignored",
+			leaves:   with(skylakeX, map[cpuidKey]cpuidRegs{{0x16, 0}: {0xabcd0000 | 2400, 3700, 100, 0}}),
+			wantRate: 2_400_000_000, wantFrom: RateCrystal, wantErrPPM: 50 + 0.5e6/2400,
 		},
 		{
-			name:        "leaf 0x16 base frequency 0: measured",
-			leaves:      with(skylakeX, map[cpuidKey]cpuidRegs{{0x16, 0}: {0, 0, 0, 0}}),
-			clocksource: "tsc", wantOrigin: RateMeasured,
+			name:     "leaf 0x16 base frequency 0: measured",
+			leaves:   with(skylakeX, map[cpuidKey]cpuidRegs{{0x16, 0}: {0, 0, 0, 0}}),
+			wantFrom: RateUnknown,
 		},
 		{
 			name: "EPYC bare metal: no leaf 0x15, invariant: measured", leaves: epycMetal,
 			mustNotRead: []uint32{0x15, 0x16, 0x40000000, 0x40000010},
-			clocksource: "tsc", wantOrigin: RateMeasured,
+			wantFrom:    RateUnknown,
 		},
 		{
 			name: "EPYC KVM guest, hypervisor max leaf 0x40000001: measured", leaves: epycKVM,
 			mustNotRead: []uint32{0x40000010},
-			clocksource: "tsc", wantOrigin: RateMeasured,
+			wantFrom:    RateUnknown,
 		},
 		{
 			name: "Intel KVM guest recorded here: measured", leaves: intelKVMHere,
 			mustNotRead: []uint32{0x40000010},
-			clocksource: "tsc", wantOrigin: RateMeasured,
+			wantFrom:    RateUnknown,
 		},
 		{
-			name: "EPYC KVM guest with timing leaf", leaves: epycKVMFreq, clocksource: "tsc",
-			wantRate: 2_994_374_000, wantOrigin: RateHypervisor, wantErrPPM: 0.5e6 / 2_994_374,
+			name: "EPYC KVM guest with timing leaf", leaves: epycKVMFreq,
+			wantRate: 2_994_374_000, wantFrom: RateHypervisor, wantErrPPM: 0.5e6 / 2_994_374,
 		},
 		{
 			name: "KVM guest: leaf 0x15 before the timing leaf", leaves: tigerLakeKVM,
 			mustNotRead: []uint32{0x40000000, 0x40000010},
-			clocksource: "tsc", wantRate: 2_803_200_000, wantOrigin: RateCPUID, wantErrPPM: 50,
+			wantRate:    2_803_200_000, wantFrom: RateCrystal, wantErrPPM: 50,
 		},
 		{
 			name: "KVM guest: leaf 0x15 without ratio, timing leaf next", leaves: tigerLakeKVMNoRatio,
-			clocksource: "tsc", wantRate: 2_803_200_000, wantOrigin: RateHypervisor, wantErrPPM: 0.5e6 / 2_803_200,
+			wantRate: 2_803_200_000, wantFrom: RateHypervisor, wantErrPPM: 0.5e6 / 2_803_200,
 		},
 		{
-			name: "no sysfs: CPUID only", leaves: epycKVMFreq, clocksource: "",
-			wantRate: 2_994_374_000, wantOrigin: RateHypervisor, wantErrPPM: 0.5e6 / 2_994_374,
+			name: "Core 2: no invariant TSC", leaves: core2,
+			wantRefusal: &Refusal{Reason: "no invariant TSC (CPUID 0x80000007 EDX bit 8 clear)"},
 		},
 		{
-			name: "clocksource with its newline", leaves: tigerLake, clocksource: "tsc\n",
-			wantRate: 2_803_200_000, wantOrigin: RateCPUID, wantErrPPM: 50,
-		},
-		{
-			name: "kernel uses kvm-clock", leaves: epycKVMFreq, clocksource: "kvm-clock\n",
-			wantErr: ErrUntrusted, wantMsg: "kernel clocksource is kvm-clock, not tsc",
-		},
-		{
-			name: "kernel demoted the TSC to hpet", leaves: skylakeX, clocksource: "hpet",
-			wantErr: ErrUntrusted, wantMsg: "kernel clocksource is hpet, not tsc",
-		},
-		{
-			name: "Core 2: no invariant TSC", leaves: core2, clocksource: "tsc",
-			wantErr: ErrUntrusted, wantMsg: "no invariant TSC (CPUID 0x80000007 EDX bit 8 clear)",
-		},
-		{
-			name:        "KVM guest without invtsc, even on a tsc clocksource",
+			name:        "KVM guest without invtsc",
 			leaves:      with(epycKVMFreq, map[cpuidKey]cpuidRegs{{0x80000007, 0}: {0, 0, 0, 0}}),
 			mustNotRead: []uint32{0x40000000, 0x40000010},
-			clocksource: "tsc", wantErr: ErrUntrusted, wantMsg: "no invariant TSC (CPUID 0x80000007 EDX bit 8 clear)",
+			wantRefusal: &Refusal{Reason: "no invariant TSC (CPUID 0x80000007 EDX bit 8 clear)"},
 		},
 		{
 			name: "max extended leaf below 0x80000007",
@@ -258,35 +241,33 @@ func TestTSCRate(t *testing.T) {
 				{0x80000007, 0}: trap,
 			}),
 			mustNotRead: []uint32{0x80000007},
-			clocksource: "tsc", wantErr: ErrUntrusted, wantMsg: "no invariant TSC (CPUID max extended leaf 0x80000004 < 0x80000007)",
+			wantRefusal: &Refusal{Reason: "no invariant TSC (CPUID max extended leaf 0x80000004 < 0x80000007)"},
 		},
 		{
 			name:        "no TSC at all",
 			leaves:      with(core2, map[cpuidKey]cpuidRegs{{0x1, 0}: {0x0001067a, 0x00020800, 0x0408e3fd, 0xbfebfbef}}),
 			mustNotRead: []uint32{0x80000000, 0x80000007},
-			clocksource: "tsc", wantErr: ErrUnsupported, wantMsg: "no TSC (CPUID 1 EDX bit 4 clear)",
+			wantRefusal: &Refusal{Absent: true, Reason: "no TSC (CPUID 1 EDX bit 4 clear)"},
 		},
 		{
 			name:        "no CPUID leaf 1",
 			leaves:      map[cpuidKey]cpuidRegs{{0x0, 0}: {0, genu, ntel, inei}, {0x1, 0}: trap},
 			mustNotRead: []uint32{0x1},
-			wantErr:     ErrUnsupported, wantMsg: "CPUID leaf 1 not available",
+			wantRefusal: &Refusal{Absent: true, Reason: "CPUID leaf 1 not available (max basic leaf 0x0)"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rate, origin, errPPM, err := tscRate(recordedCPUID(t, tt.leaves, tt.mustNotRead), tt.clocksource)
-			if tt.wantErr != nil {
-				require.Error(t, err)
-				assert.ErrorIs(t, err, tt.wantErr)
-				assert.Contains(t, err.Error(), tt.wantMsg)
-				assert.Contains(t, err.Error(), `"tsc"`)
-				assert.Zero(t, rate)
+			tsc, refusal := InvariantTSC(recordedCPUID(t, tt.leaves, tt.mustNotRead))
+			if tt.wantRefusal != nil {
+				require.NotNil(t, refusal)
+				assert.Equal(t, *tt.wantRefusal, *refusal)
 				return
 			}
-			require.NoError(t, err)
+			require.Nil(t, refusal)
+			rate, from, errPPM := tsc.Rate()
 			assert.Equal(t, tt.wantRate, rate)
-			assert.Equal(t, tt.wantOrigin, origin)
+			assert.Equal(t, tt.wantFrom, from)
 			assert.InDelta(t, tt.wantErrPPM, errPPM, 1e-9)
 		})
 	}
@@ -308,5 +289,47 @@ func TestMulDiv(t *testing.T) {
 		got, ok := mulDiv(tt.a, tt.b, tt.c)
 		assert.Equal(t, tt.wantOK, ok, "mulDiv(%d, %d, %d)", tt.a, tt.b, tt.c)
 		assert.Equal(t, tt.want, got, "mulDiv(%d, %d, %d)", tt.a, tt.b, tt.c)
+	}
+}
+
+// TestCPUID checks the CPUID wiring: arguments in, four registers out.
+func TestCPUID(t *testing.T) {
+	if !Supported {
+		a, b, c, d := CPUID(0, 0)
+		assert.Equal(t, [4]uint32{}, [4]uint32{a, b, c, d}, "no CPUID in this build")
+		return
+	}
+	maxBasic, _, _, _ := CPUID(0, 0)
+	require.GreaterOrEqual(t, maxBasic, uint32(1))
+	_, _, _, featEDX := CPUID(1, 0)
+	assert.NotZero(t, featEDX&featEDXTSC, "every amd64 CPU has a TSC")
+	maxExtended, _, _, _ := CPUID(0x80000000, 0)
+	assert.GreaterOrEqual(t, maxExtended, uint32(0x80000001), "every amd64 CPU has the long-mode leaf")
+	// Leaf 0xB echoes the sub-leaf in ECX bits 7:0, which proves ECX is
+	// passed.
+	if maxBasic >= 0xb {
+		if _, ebx, _, _ := CPUID(0xb, 0); ebx != 0 {
+			_, _, ecx, _ := CPUID(0xb, 1)
+			assert.Equal(t, uint32(1), ecx&0xff, "CPUID(0xb, 1) did not see sub-leaf 1")
+		}
+	}
+}
+
+func TestHasRDTSCP(t *testing.T) {
+	// Leaf 0x80000001 as Zen 3 parts give it: EDX bit 27 set.
+	epyc := with(epycMetal, map[cpuidKey]cpuidRegs{{0x80000001, 0}: {0x00a00f11, 0x40000000, 0x75c237ff, 0x2fd3fbff}})
+	assert.True(t, HasRDTSCP(recordedCPUID(t, epyc, nil)))
+	noRDTSCP := with(epyc, map[cpuidKey]cpuidRegs{{0x80000001, 0}: {0x00a00f11, 0x40000000, 0x75c237ff, 0x27d3fbff}})
+	assert.False(t, HasRDTSCP(recordedCPUID(t, noRDTSCP, nil)))
+	old := map[cpuidKey]cpuidRegs{{0x80000000, 0}: {0x80000000, 0, 0, 0}, {0x80000001, 0}: trap}
+	assert.False(t, HasRDTSCP(recordedCPUID(t, old, []uint32{0x80000001})), "no leaf 0x80000001 to ask")
+	t.Logf("this CPU has RDTSCP: %v", HasRDTSCP(CPUID))
+}
+
+func TestEmulated(t *testing.T) {
+	emulated := Emulated()
+	t.Logf("under user-mode emulation: %v (GOARCH=%s)", emulated, runtime.GOARCH)
+	if runtime.GOARCH == "amd64" || runtime.GOARCH == "386" {
+		assert.False(t, emulated, "an x86 build is never taken for an emulated one")
 	}
 }

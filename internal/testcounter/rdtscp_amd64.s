@@ -2,11 +2,11 @@
 
 #include "textflag.h"
 
-// readTSCP exists only for the benchmark that compares it with readTSC
+// ReadTSCP exists only for the benchmark that compares it with the clock's readTSC
 // (BenchmarkRDTSCP); the clock reads the TSC with LFENCE; RDTSC.
 
-// func readTSCP() uint64
-TEXT ·readTSCP(SB), NOSPLIT|NOFRAME, $0-8
+// func ReadTSCP() uint64
+TEXT ·ReadTSCP(SB), NOSPLIT|NOFRAME, $0-8
 	RDTSCP // waits until all earlier instructions have executed and earlier loads are globally visible (Intel SDM Vol. 2B, RDTSCP); ECX gets IA32_TSC_AUX.
 	SHLQ   $32, DX
 	ORQ    DX, AX

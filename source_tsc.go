@@ -1,0 +1,114 @@
+package schedclock
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/schedclock/schedclock/internal/cpu"
+)
+
+// clocksourcePath names the kernel's current clocksource. The kernel
+// demotes the TSC (to hpet, acpi_pm, kvm-clock, ...) when its watchdog
+// sees it drift or stop, something CPUID cannot know.
+const clocksourcePath = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
+
+// readClocksource returns the kernel's current clocksource, or "" where
+// the file does not exist or cannot be read (not Linux, no sysfs).
+func readClocksource() string {
+	content, err := os.ReadFile(clocksourcePath)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(content))
+}
+
+// tscRate decides whether the TSC can be trusted and where its rate comes from.
+// clocksource is the content of /sys/devices/system/clocksource/clocksource0/current_clocksource
+// ("" when the file does not exist: then only CPUID is checked).
+// It returns rate 0 with origin RateMeasured and a nil error when the TSC is trusted but its rate must be measured.
+//
+// CPUID is asked first (internal/cpu: a TSC, invariant), then the
+// kernel, then CPUID again for the rate (leaf 0x15 with 0x16, the
+// hypervisor timing leaf), so that a refusal names the first reason in
+// that order. errPPM is the worst-case error of the figure the rate
+// comes from.
+func tscRate(cpuid cpu.Func, clocksource string) (rate uint64, origin RateOrigin, errPPM float64, err error) {
+	tsc, refusal := cpu.InvariantTSC(cpuid)
+	if refusal != nil {
+		sentinel := ErrUntrusted
+		if refusal.Absent {
+			sentinel = ErrUnsupported
+		}
+		return 0, 0, 0, fmt.Errorf("%w %q: %s", sentinel, "tsc", refusal.Reason)
+	}
+	if cs := strings.TrimSpace(clocksource); cs != "" && cs != "tsc" {
+		return 0, 0, 0, fmt.Errorf("%w %q: kernel clocksource is %s, not tsc", ErrUntrusted, "tsc", cs)
+	}
+	rate, from, errPPM := tsc.Rate()
+	switch from {
+	case cpu.RateCrystal:
+		return rate, RateCPUID, errPPM, nil
+	case cpu.RateHypervisor:
+		return rate, RateHypervisor, errPPM, nil
+	}
+	return 0, RateMeasured, 0, nil
+}
+
+// tscMeasureTime is how long TSC measures the rate when no CPUID leaf
+// gives it.
+const tscMeasureTime = 20 * time.Millisecond
+
+// TSC returns the x86 time-stamp counter as a Source: 64 bits, read with
+// LFENCE; RDTSC so that it is ordered after earlier loads.
+//
+// It is offered only where it is a clock: CPUID must report an invariant
+// TSC (leaf 0x80000007 EDX bit 8) and, where
+// /sys/devices/system/clocksource/clocksource0/current_clocksource exists,
+// the kernel must be using "tsc" too. The rate comes from CPUID leaf 0x15
+// (with 0x16), else from the hypervisor timing leaf 0x40000010; only when
+// neither gives it does TSC take the rate the default clock measured and
+// refined for the TSC, or, before the default clock runs on it (about
+// 20 ms after start), measure it against CLOCK_MONOTONIC_RAW, which
+// blocks for about 20 ms, rounded to the nearest Hz.
+//
+// Off amd64, in a purego or non-gc build, or where the TSC cannot be
+// trusted, err wraps ErrUnsupported or ErrUntrusted and says exactly why
+// not.
+func TSC() (Source, error) {
+	src, origin, _, err := probeTSC()
+	if err != nil {
+		return Source{}, err
+	}
+	if origin == RateMeasured {
+		// The default clock measures and refines the same counter in the
+		// background; once it runs on it, its rate is the best there is.
+		if in := Default().Info(); in.Source == src.Name && (in.RateOrigin == RateMeasured || in.RateOrigin == RateRefined) {
+			src.Rate = in.Rate
+			return src, nil
+		}
+		hz, _, err := measureRate(src.Read, tscMeasureTime)
+		if err != nil {
+			return Source{}, fmt.Errorf("%w %q: measuring its rate against %s: %v", ErrUntrusted, "tsc", rawClockName, err)
+		}
+		src.Rate = uint64(math.Round(hz))
+	}
+	return src, nil
+}
+
+// probeTSC is TSC without the measurement: when the rate must be measured
+// it returns Rate 0 and RateMeasured. It costs a few CPUIDs and one small
+// file read, so the default clock can call it during package
+// initialisation.
+func probeTSC() (src Source, origin RateOrigin, errPPM float64, err error) {
+	if !tscSupported {
+		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "tsc", tscUnsupportedReason())
+	}
+	rate, origin, errPPM, err := tscRate(cpu.CPUID, readClocksource())
+	if err != nil {
+		return Source{}, 0, 0, err
+	}
+	return Source{Name: "tsc", Read: tscReader(), Bits: 64, Rate: rate}, origin, errPPM, nil
+}
