@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedclock/schedclock/internal/osthread"
 	"github.com/schedclock/schedclock/internal/race"
 	"github.com/schedclock/schedclock/internal/testcounter"
 )
@@ -62,6 +63,48 @@ func (r warpResult) String() string {
 	return fmt.Sprintf("%d inversions in %d handoffs (largest step back %d)", r.inversions, r.handoffs, r.maxBack)
 }
 
+// testCPUs returns two CPUs this process may run on. When there is only
+// one, or threads cannot be pinned here, it says so with t.Log and
+// returns false: the threads then share what there is, unpinned or on
+// that CPU.
+func testCPUs(t *testing.T) (cpus [2]int, two bool) {
+	if !osthread.Supported {
+		t.Logf("threads cannot be pinned to CPUs on %s: they run unpinned, and cross-CPU reordering is not asserted", runtime.GOOS)
+		return [2]int{-1, -1}, false
+	}
+	allowed, err := osthread.CPUs()
+	if err != nil {
+		t.Logf("cannot read the CPU affinity (%v): threads are not pinned, and cross-CPU reordering is not shown", err)
+		return [2]int{-1, -1}, false
+	}
+	if len(allowed) < 2 {
+		t.Logf("only CPU %d is available: both threads share it, so cross-CPU reordering is not shown, only interleavings", allowed[0])
+		return [2]int{allowed[0], allowed[0]}, false
+	}
+	return [2]int{allowed[0], allowed[1]}, true
+}
+
+// lockToCPU locks the calling goroutine to its thread and that thread to
+// cpu (when cpu >= 0), and returns how to give the thread its mask back:
+// the goroutine must defer it and exit without unlocking. The runtime
+// then ends the thread, except the main thread, which it keeps: pinned,
+// that one would pin every goroutine later scheduled on it.
+func lockToCPU(t *testing.T, cpu int) (unpin func()) {
+	runtime.LockOSThread()
+	if cpu < 0 {
+		return func() {}
+	}
+	restore, err := osthread.Pin(cpu)
+	if restore == nil {
+		t.Errorf("reading a thread's CPU mask: %v", err)
+		return func() {}
+	}
+	if err != nil {
+		t.Errorf("pinning a thread to CPU %d: %v", cpu, err)
+	}
+	return func() { _ = restore() }
+}
+
 // atLeastTwoPs raises GOMAXPROCS to 2 for the duration of a test, so that
 // two locked threads can spin at once.
 func atLeastTwoPs(t *testing.T) {
@@ -99,7 +142,7 @@ func handoffWarp(t *testing.T, read func() uint64, cpus [2]int, handoffs, stopAt
 				now := read()
 				if prev&1 == id {
 					if shared {
-						yieldCPU()
+						osthread.Yield()
 					}
 					continue // our own value: the other thread has not answered yet
 				}

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock/internal/cpu"
+	"github.com/schedclock/schedclock/internal/osthread"
 	"github.com/schedclock/schedclock/internal/race"
 )
 
@@ -425,7 +426,7 @@ func stressRun(t *testing.T, sc stressCase, now func() int64, reads int) stressR
 		if sc.sigprofHz == 0 {
 			return unpin
 		}
-		stop, err := stressSignalThread(sc.sigprofHz)
+		stop, err := osthread.SignalProf(sc.sigprofHz)
 		if err != nil {
 			signalErr.Store(&err)
 			return unpin
@@ -800,6 +801,27 @@ func stressWrites(c *Clock, register func()) []func() {
 	return append(writes, c.Suspend, c.Update, c.Resume)
 }
 
+// stressCPU returns the first CPU this process may run on.
+func stressCPU(t *testing.T) int {
+	cpus, err := osthread.CPUs()
+	require.NoError(t, err)
+	require.NotEmpty(t, cpus, "no CPU in this process's affinity mask")
+	return cpus[0]
+}
+
+// stressPinThread binds the calling thread (the goroutine must be locked
+// to it) to one CPU, and returns how to give the thread its mask back.
+// The goroutine must call it before it exits: a locked goroutine's thread
+// exits with it, except the main thread, which the runtime keeps, and a
+// pinned main thread would pin every goroutine later scheduled on it.
+func stressPinThread(cpu int) (restore func(), err error) {
+	restoreMask, err := osthread.Pin(cpu)
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = restoreMask() }, nil
+}
+
 // stressHardware returns this build's hardware counter, at a rate
 // measured on one CPU, and the CPU its readers must be pinned to (-1 where
 // it is trusted to be in step across CPUs), or false (and why, in the
@@ -818,7 +840,7 @@ func stressHardware(t *testing.T) (Source, int, bool) {
 	}
 	cpu := -1
 	if _, _, _, err := probeHardware(); err != nil {
-		if !stressCanPin {
+		if !osthread.Supported {
 			t.Logf("no %s case: %v, and threads cannot be pinned to one CPU on %s", name, err, runtime.GOOS)
 			return Source{}, 0, false
 		}
