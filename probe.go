@@ -3,6 +3,8 @@ package schedclock
 import (
 	"fmt"
 	"runtime"
+
+	"github.com/schedclock/schedclock/internal/kernel"
 )
 
 // probeHardware returns this machine's hardware counter without blocking:
@@ -33,7 +35,7 @@ func noAsmReason(arch string) string {
 
 // hardwareVerdict returns the default clock's check that the kernel still
 // trusts the hardware counter name: "" while it does, else why not (see
-// kernelVerdict). The kernel's clocksource watchdog can demote the TSC
+// kernel.Verdict). The kernel's clocksource watchdog can demote the TSC
 // hours after boot. The arm64 generic timer has no such watchdog (and
 // under qemu-user sysfs is the host's), so only the TSC is followed.
 // Where there is no sysfs file to read (not Linux), the kernel has
@@ -43,7 +45,7 @@ func hardwareVerdict(name string) func() string {
 		return nil
 	}
 	return func() string {
-		if v := kernelTSCVerdict(); !v.Keep() {
+		if v := kernel.TSCVerdict(); !v.Keep() {
 			return fmt.Sprintf("%s: %s", name, v)
 		}
 		return ""

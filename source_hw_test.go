@@ -2,7 +2,6 @@ package schedclock
 
 import (
 	"errors"
-	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -234,15 +233,4 @@ func TestProbeHardwareOnThisArch(t *testing.T) {
 		require.ErrorIs(t, err, ErrUnsupported)
 		assert.Contains(t, err.Error(), runtime.GOARCH)
 	}
-}
-
-func TestReadClocksource(t *testing.T) {
-	content, err := os.ReadFile(clocksourcePath)
-	if err != nil {
-		assert.Empty(t, readClocksource())
-		return
-	}
-	want := strings.TrimSpace(string(content))
-	require.NotEmpty(t, want)
-	assert.Equal(t, want, readClocksource())
 }

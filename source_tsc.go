@@ -3,27 +3,12 @@ package schedclock
 import (
 	"fmt"
 	"math"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/schedclock/schedclock/internal/cpu"
+	"github.com/schedclock/schedclock/internal/kernel"
 )
-
-// clocksourcePath names the kernel's current clocksource. The kernel
-// demotes the TSC (to hpet, acpi_pm, kvm-clock, ...) when its watchdog
-// sees it drift or stop, something CPUID cannot know.
-const clocksourcePath = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
-
-// readClocksource returns the kernel's current clocksource, or "" where
-// the file does not exist or cannot be read (not Linux, no sysfs).
-func readClocksource() string {
-	content, err := os.ReadFile(clocksourcePath)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(content))
-}
 
 // tscRate decides whether the TSC can be trusted and where its rate comes from.
 // clocksource is the content of /sys/devices/system/clocksource/clocksource0/current_clocksource
@@ -106,7 +91,7 @@ func probeTSC() (src Source, origin RateOrigin, errPPM float64, err error) {
 	if !tscSupported {
 		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "tsc", tscUnsupportedReason())
 	}
-	rate, origin, errPPM, err := tscRate(cpu.CPUID, readClocksource())
+	rate, origin, errPPM, err := tscRate(cpu.CPUID, kernel.Clocksource())
 	if err != nil {
 		return Source{}, 0, 0, err
 	}

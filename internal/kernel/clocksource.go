@@ -1,4 +1,9 @@
-package schedclock
+// Package kernel reads what the Linux kernel says about its clocksource
+// in sysfs: which one it uses now, and, when that is not the counter a
+// clock wants, whether its watchdog demoted that counter or someone
+// switched away from it by hand. Where there is no sysfs (not Linux, a
+// container without it), the kernel says nothing, and Verdict says so.
+package kernel
 
 import (
 	"fmt"
@@ -14,12 +19,26 @@ import (
 // apart, which happens hours after boot on some machines (a firmware SMI
 // that stops the TSC, a hypervisor that changes its rate). A user-space
 // clock on the same counter cannot see what the watchdog saw; it can
-// follow its verdict. kernelVerdict is one reading of it, cheap enough
-// (one small sysfs read) for a background goroutine to take every few
-// seconds.
+// follow its verdict. A Verdict is one reading of it, cheap enough (one
+// small sysfs read) for a background goroutine to take every few seconds.
 
-// kernelVerdict is what current_clocksource said about a counter.
-type kernelVerdict struct {
+// ClocksourcePath names the kernel's current clocksource. The kernel
+// demotes the TSC (to hpet, acpi_pm, kvm-clock, ...) when its watchdog
+// sees it drift or stop, something CPUID cannot know.
+const ClocksourcePath = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
+
+// Clocksource returns the kernel's current clocksource, or "" where the
+// file does not exist or cannot be read (not Linux, no sysfs).
+func Clocksource() string {
+	content, err := os.ReadFile(ClocksourcePath)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(content))
+}
+
+// Verdict is what current_clocksource said about a counter.
+type Verdict struct {
 	Want    string // the kernel clocksource that means our counter ("tsc")
 	Current string // current_clocksource; "" when it could not be read
 	Err     error  // why it could not be read (no sysfs, not Linux)
@@ -32,11 +51,11 @@ type kernelVerdict struct {
 	Available []string
 }
 
-// readKernelVerdict reads the kernel's current clocksource from path (a
+// ReadVerdict reads the kernel's current clocksource from path (a
 // current_clocksource file; available_clocksource is read beside it only
 // when the counter is not the current one).
-func readKernelVerdict(path, want string) kernelVerdict {
-	v := kernelVerdict{Want: want}
+func ReadVerdict(path, want string) Verdict {
+	v := Verdict{Want: want}
 	content, err := os.ReadFile(path)
 	if err != nil {
 		v.Err = err
@@ -51,21 +70,21 @@ func readKernelVerdict(path, want string) kernelVerdict {
 	return v
 }
 
-// kernelTSCVerdict is readKernelVerdict for the TSC at the real path.
-func kernelTSCVerdict() kernelVerdict {
-	return readKernelVerdict(clocksourcePath, "tsc")
+// TSCVerdict is ReadVerdict for the TSC at the real path.
+func TSCVerdict() Verdict {
+	return ReadVerdict(ClocksourcePath, "tsc")
 }
 
 // Known reports whether the file could be read: where it cannot (not
 // Linux, no sysfs in a container), the kernel gives no verdict and the
-// counter keeps the trust CPUID gave it, as at start (tscRate).
-func (v kernelVerdict) Known() bool { return v.Err == nil }
+// counter keeps the trust CPUID gave it, as at start.
+func (v Verdict) Known() bool { return v.Err == nil }
 
 // Keep reports whether the counter may stay: the kernel uses it, or says
 // nothing.
-func (v kernelVerdict) Keep() bool { return v.Err != nil || v.Current == v.Want }
+func (v Verdict) Keep() bool { return v.Err != nil || v.Current == v.Want }
 
-func (v kernelVerdict) String() string {
+func (v Verdict) String() string {
 	switch {
 	case v.Err != nil:
 		return fmt.Sprintf("kernel clocksource unknown (%v)", v.Err)
@@ -82,13 +101,4 @@ func (v kernelVerdict) String() string {
 		return s + fmt.Sprintf(" (%s still available)", v.Want)
 	}
 	return s + fmt.Sprintf(" (%s not available: available are %s)", v.Want, strings.Join(v.Available, " "))
-}
-
-// untrusted returns nil while the counter may stay, and else an error
-// wrapping ErrUntrusted that names the counter and the kernel's choice.
-func (v kernelVerdict) untrusted(name string) error {
-	if v.Keep() {
-		return nil
-	}
-	return fmt.Errorf("%w %q: %s", ErrUntrusted, name, v)
 }

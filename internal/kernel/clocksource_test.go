@@ -1,9 +1,10 @@
-package schedclock
+package kernel
 
 import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -27,27 +28,19 @@ func TestKernelVerdictFixtures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {
-			v := readKernelVerdict(filepath.Join("testdata", "clocksource", tt.dir, "current_clocksource"), "tsc")
+			v := ReadVerdict(filepath.Join("testdata", "clocksource", tt.dir, "current_clocksource"), "tsc")
 			assert.True(t, v.Known())
 			assert.Equal(t, tt.keep, v.Keep())
 			assert.Equal(t, tt.say, v.String())
-			if tt.keep {
-				assert.NoError(t, v.untrusted("tsc"))
-			} else {
-				err := v.untrusted("tsc")
-				assert.ErrorIs(t, err, ErrUntrusted)
-				assert.Equal(t, `schedclock: counter not trusted "tsc": `+tt.say, err.Error())
-			}
 		})
 	}
 }
 
 func TestKernelVerdictWithoutSysfs(t *testing.T) {
-	v := readKernelVerdict(filepath.Join(t.TempDir(), "current_clocksource"), "tsc")
+	v := ReadVerdict(filepath.Join(t.TempDir(), "current_clocksource"), "tsc")
 	assert.False(t, v.Known())
 	assert.ErrorIs(t, v.Err, fs.ErrNotExist)
 	assert.True(t, v.Keep(), "no verdict: the counter keeps the trust CPUID gave it")
-	assert.NoError(t, v.untrusted("tsc"))
 	assert.Contains(t, v.String(), "kernel clocksource unknown (open ")
 }
 
@@ -61,29 +54,41 @@ func TestKernelVerdictFollowsTheFile(t *testing.T) {
 	}
 	write("current_clocksource", "tsc\n")
 	write("available_clocksource", "tsc hpet acpi_pm \n")
-	assert.True(t, readKernelVerdict(current, "tsc").Keep())
+	assert.True(t, ReadVerdict(current, "tsc").Keep())
 
 	// Hours later the watchdog demotes the TSC.
 	write("current_clocksource", "hpet\n")
 	write("available_clocksource", "hpet acpi_pm \n")
-	v := readKernelVerdict(current, "tsc")
+	v := ReadVerdict(current, "tsc")
 	assert.False(t, v.Keep())
 	assert.Equal(t, []string{"hpet", "acpi_pm"}, v.Available)
 
 	// The same reading serves the arm64 counter.
 	write("current_clocksource", "arch_sys_counter\n")
-	assert.True(t, readKernelVerdict(current, "arch_sys_counter").Keep())
+	assert.True(t, ReadVerdict(current, "arch_sys_counter").Keep())
 }
 
 // TestKernelTSCVerdictHere reads the real file: whatever it says, the
-// verdict agrees with the start-up probe's reading of it.
+// verdict agrees with Clocksource's reading of it, the one the clock's
+// start-up probe takes.
 func TestKernelTSCVerdictHere(t *testing.T) {
-	v := kernelTSCVerdict()
+	v := TSCVerdict()
 	t.Logf("%s", v)
-	if cs := readClocksource(); cs != "" {
+	if cs := Clocksource(); cs != "" {
 		assert.Equal(t, cs, v.Current)
 		assert.Equal(t, cs == "tsc", v.Keep())
 	} else {
 		assert.True(t, v.Keep())
 	}
+}
+
+func TestReadClocksource(t *testing.T) {
+	content, err := os.ReadFile(ClocksourcePath)
+	if err != nil {
+		assert.Empty(t, Clocksource())
+		return
+	}
+	want := strings.TrimSpace(string(content))
+	require.NotEmpty(t, want)
+	assert.Equal(t, want, Clocksource())
 }
