@@ -154,3 +154,17 @@ func checkCNTVCTOn(root fs.FS, reader func(cntvctErratum) func() uint64, measure
 	read := reader(match.Erratum)
 	return decideCNTVCT(match, read, measure(read))
 }
+
+// formatNs writes a duration given in (fractional) nanoseconds with a
+// unit that keeps three significant digits.
+func formatNs(ns float64) string {
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%.3g s", ns/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%.3g ms", ns/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%.3g µs", ns/1e3)
+	}
+	return fmt.Sprintf("%.3g ns", ns)
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/schedclock/schedclock/internal/warp"
 )
 
 // The default clock follows the kernel's boot sequence: it starts on a
@@ -99,9 +101,9 @@ func (c *Clock) checkTrust(hw Source, erratum erratumMatch) {
 	if hw.Name == "cntvct" {
 		counter = decideCNTVCT(erratum, hw.Read, measureReadCost(hw.Read))
 	}
-	rep := checkWarp(hw.Read, hw.Rate, warpCheckBudget)
+	rep := warp.Check(hw.Read, hw.Rate, warp.DefaultBudget)
 	if rep.Busy && c.sleepUnlessClosed(warpRetryAfter) {
-		rep = checkWarp(hw.Read, hw.Rate, warpCheckBudget)
+		rep = warp.Check(hw.Read, hw.Rate, warp.DefaultBudget)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -113,7 +115,7 @@ func (c *Clock) checkTrust(hw Source, erratum erratumMatch) {
 	if c.closed || c.track == nil || c.track.src.Name != hw.Name {
 		return // closed, or a caller took the clock over
 	}
-	err := rep.untrusted(hw.Name)
+	err := warpUntrusted(rep, hw.Name)
 	if err == nil {
 		err = counter.untrusted()
 	}

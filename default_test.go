@@ -4,12 +4,16 @@ import (
 	"errors"
 	"math"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock/internal/osthread"
+	"github.com/schedclock/schedclock/internal/warp"
 )
 
 // hardwareExpected reports whether this machine offers a hardware counter
@@ -281,4 +285,103 @@ func TestKernelVerdictForLife(t *testing.T) {
 	assert.Nil(t, c.track)
 	assert.Nil(t, c.verdict)
 	c.mu.Unlock()
+}
+
+// needTwoCPUs skips the test unless the process may run on two CPUs at
+// once, and returns the allowed CPUs.
+func needTwoCPUs(t *testing.T) []int {
+	t.Helper()
+	cpus, err := osthread.CPUs()
+	if err != nil || len(cpus) < 2 || runtime.GOMAXPROCS(0) < 2 {
+		t.Skipf("needs two CPUs and GOMAXPROCS >= 2; have CPUs %v (%v), GOMAXPROCS %d", cpus, err, runtime.GOMAXPROCS(0))
+	}
+	return cpus
+}
+
+// TestWarpUntrusted: a warp is an error wrapping ErrUntrusted that says
+// what the check found; anything else is no error.
+func TestWarpUntrusted(t *testing.T) {
+	found := warp.Report{Verdict: warp.Found, CPUs: 8, Pairs: 7, Reads: 5000, Warps: 3,
+		Before: 4, After: 0, Cycles: 3_000_000, Ns: 1_000_000, Took: 21 * time.Millisecond}
+	err := warpUntrusted(found, "tsc")
+	assert.ErrorIs(t, err, ErrUntrusted)
+	assert.EqualError(t, err, "schedclock: counter not trusted \"tsc\": cross-CPU warp: a read on CPU 0 was 3000000 cycles (1 ms) "+
+		"behind an earlier read on CPU 4; 3 of 5000 cross-CPU reads went backwards (8 CPUs, 7 pairs, 21ms)")
+	assert.NoError(t, warpUntrusted(warp.Report{Verdict: warp.None, CPUs: 2, Pairs: 1}, "tsc"))
+	assert.NoError(t, warpUntrusted(warp.Report{Reason: "only CPU 0 is allowed"}, "tsc"))
+}
+
+// BenchmarkCheckWarp measures how long the default clock's cross-CPU
+// check (internal/warp) takes with the default budget, on the TSC where this build has it, else on the
+// portable source: `go test -run '^$' -bench CheckWarp -benchtime 20x`.
+func BenchmarkCheckWarp(b *testing.B) {
+	cpus, err := osthread.CPUs()
+	if err != nil || len(cpus) < 2 {
+		b.Skip("needs two CPUs")
+	}
+	read, name := readMono, "portable"
+	if tsc := tscReader(); tsc != nil {
+		read, name = tsc, "tsc"
+	}
+	unchecked := 0
+	var reads uint64
+	for i := 0; i < b.N; i++ {
+		r := warp.Check(read, 0, warp.DefaultBudget)
+		if r.Verdict == warp.Unchecked {
+			unchecked++
+		}
+		if r.Verdict == warp.Found {
+			b.Fatalf("%s: %s", name, r)
+		}
+		reads += r.Reads
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/check")
+	b.ReportMetric(float64(reads)/float64(b.N), "reads/check")
+	b.ReportMetric(float64(unchecked), "unchecked")
+}
+
+// TestDefaultClockFallsBackOnAWarp wires the check into the default
+// clock's start-up: a counter whose rate must be measured, 1 ms ahead on
+// one CPU, is never adopted; a counter that agrees across CPUs is.
+func TestDefaultClockFallsBackOnAWarp(t *testing.T) {
+	cpus := needTwoCPUs(t)
+	warped := realtime1GHz()
+	clean := warped.Read
+	warped.Read = func() uint64 {
+		if osthread.CurrentCPU() == cpus[1] {
+			return clean() + 1_000_000
+		}
+		return clean()
+	}
+	for _, tc := range []struct {
+		hw    Source
+		adopt bool
+	}{{warped, false}, {realtime1GHz(), true}} {
+		c := defaultLike(t, tc.hw)
+		c.mu.Lock()
+		c.trustPending = true
+		c.mu.Unlock()
+		time.Sleep(firstMeasurement + 30*time.Millisecond)
+		assert.Equal(t, "portable", c.Info().Source, "adopted before the checks passed")
+		c.checkTrust(tc.hw, erratumMatch{})
+		in := c.Info()
+		t.Logf("cross-CPU: %s", in.CrossCPU)
+		if tc.adopt {
+			// Adopted whether the check found no warp or could not run
+			// (a machine too busy for two threads to run at once).
+			require.Eventually(t, func() bool { return c.Info().Source == "hw" }, 2*time.Second, time.Millisecond)
+			assert.Regexp(t, "no warp|not run", c.Info().CrossCPU)
+			continue
+		}
+		if strings.Contains(in.CrossCPU, "not run") {
+			t.Logf("the check could not run here (%s): nothing to fall back from", in.CrossCPU)
+			continue
+		}
+		assert.Contains(t, in.Rejected, "behind")
+		time.Sleep(firstMeasurement + 30*time.Millisecond)
+		assert.Equal(t, "portable", c.Info().Source)
+		c.mu.Lock()
+		assert.Nil(t, c.track, "calibration of a warped counter must end")
+		c.mu.Unlock()
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"runtime"
 
 	"github.com/schedclock/schedclock/internal/kernel"
+	"github.com/schedclock/schedclock/internal/warp"
 )
 
 // probeHardware returns this machine's hardware counter without blocking:
@@ -50,4 +51,14 @@ func hardwareVerdict(name string) func() string {
 		}
 		return ""
 	}
+}
+
+// warpUntrusted returns nil unless the cross-CPU check found a warp, and
+// then an error wrapping ErrUntrusted that names the counter, the CPUs
+// and the warp.
+func warpUntrusted(r warp.Report, name string) error {
+	if r.Verdict != warp.Found {
+		return nil
+	}
+	return fmt.Errorf("%w %q: %s", ErrUntrusted, name, r)
 }

@@ -1,4 +1,9 @@
-package schedclock
+// Package warp answers whether a counter goes backwards from one CPU to
+// another: the kernel's check_tsc_warp (arch/x86/kernel/tsc_sync.c) in
+// user space, with threads pinned to the CPUs of the process's affinity
+// mask (internal/osthread). Check runs it on any read function and says
+// what it found, or why it could not run.
+package warp
 
 import (
 	"fmt"
@@ -36,19 +41,19 @@ import (
 // worrying about (the microseconds to seconds seen on real machines) show
 // on whichever link carries them.
 
-// warpVerdict is the outcome of a cross-CPU warp check.
-type warpVerdict int
+// Verdict is the outcome of a cross-CPU warp check.
+type Verdict int
 
 const (
-	warpUnchecked warpVerdict = iota // the check could not run; Reason says why
-	warpNone                         // every pair agreed
-	warpFound                        // some read went backwards across CPUs
+	Unchecked Verdict = iota // the check could not run; Reason says why
+	None                     // every pair agreed
+	Found                    // some read went backwards across CPUs
 )
 
-// warpReport is what checkWarp found. Its String is meant for Info.
-type warpReport struct {
-	Verdict warpVerdict
-	Reason  string // why the check could not run (warpUnchecked)
+// Report is what Check found. Its String is meant for the clock's Info.
+type Report struct {
+	Verdict Verdict
+	Reason  string // why the check could not run (Unchecked)
 	// Busy: the check could not run only because other work kept the
 	// pinned threads from running at the same time; worth another try
 	// later, where the other reasons are not.
@@ -61,19 +66,19 @@ type warpReport struct {
 	Before int    // the largest warp: a value read on CPU After was
 	After  int    // Cycles lower than one read before it on CPU Before
 	Cycles uint64
-	Ns     float64 // Cycles at the rate given to checkWarp (0 if none given)
+	Ns     float64 // Cycles at the rate given to Check (0 if none given)
 	Took   time.Duration
 }
 
 // OK reports whether the check ran and found no warp.
-func (r warpReport) OK() bool { return r.Verdict == warpNone }
+func (r Report) OK() bool { return r.Verdict == None }
 
-func (r warpReport) String() string {
+func (r Report) String() string {
 	switch r.Verdict {
-	case warpNone:
+	case None:
 		return fmt.Sprintf("no warp across %d CPUs (%s, %d cross-CPU reads, %v)",
 			r.CPUs, plural(r.Pairs, "pair"), r.Reads, r.Took.Round(time.Microsecond))
-	case warpFound:
+	case Found:
 		where := fmt.Sprintf("a read on CPU %d was %d cycles", r.After, r.Cycles)
 		if r.Ns > 0 {
 			where += fmt.Sprintf(" (%s)", formatNs(r.Ns))
@@ -87,15 +92,6 @@ func (r warpReport) String() string {
 			where, r.Warps, r.Reads, r.CPUs, plural(r.Pairs, "pair"), r.Took.Round(time.Microsecond))
 	}
 	return "cross-CPU check not run: " + r.Reason
-}
-
-// untrusted returns nil unless the check found a warp, and then an error
-// wrapping ErrUntrusted that names the counter, the CPUs and the warp.
-func (r warpReport) untrusted(name string) error {
-	if r.Verdict != warpFound {
-		return nil
-	}
-	return fmt.Errorf("%w %q: %s", ErrUntrusted, name, r)
 }
 
 // plural writes n and noun, with an s unless n is 1.
@@ -120,8 +116,8 @@ func formatNs(ns float64) string {
 	return fmt.Sprintf("%.3g ns", ns)
 }
 
-// warpCheckBudget is the default budget for the whole check: on two CPUs
+// DefaultBudget is the default budget for the whole check: on two CPUs
 // it is the length of the one pair's run, which the kernel sets to 2 ms
 // between cores of one package and 20 ms otherwise; 10 ms plus thread
 // set-up stays under the 20 ms the default clock allows itself.
-const warpCheckBudget = 10 * time.Millisecond
+const DefaultBudget = 10 * time.Millisecond

@@ -1,20 +1,21 @@
 //go:build linux
 
-package schedclock
+package warp
 
 import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/schedclock/schedclock/internal/osthread"
+	"github.com/schedclock/schedclock/internal/testcounter"
 )
 
 // warpSanityLimit bounds how long any check in these tests may take: far
@@ -22,19 +23,11 @@ import (
 // count failed to end (timings themselves belong in benchmarks).
 const warpSanityLimit = time.Second
 
-// currentCPU asks the kernel which CPU the calling thread runs on.
-func currentCPU() int {
-	var cpu uint32
-	// getcpu(cpu, node, tcache): only the first argument is wanted.
-	unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0)
-	return int(cpu)
-}
-
 // needTwoCPUs skips the test unless the process may run on two CPUs at
 // once, and returns the allowed CPUs.
 func needTwoCPUs(t *testing.T) []int {
 	t.Helper()
-	cpus, err := allowedCPUs()
+	cpus, err := osthread.CPUs()
 	require.NoError(t, err)
 	if len(cpus) < 2 || runtime.GOMAXPROCS(0) < 2 {
 		t.Skipf("needs two CPUs and GOMAXPROCS >= 2; have CPUs %v, GOMAXPROCS %d", cpus, runtime.GOMAXPROCS(0))
@@ -45,9 +38,9 @@ func needTwoCPUs(t *testing.T) []int {
 // runWarpCheck runs check until it is not stopped by threads that could
 // not run at the same time (a machine busy with other work), up to five
 // times, and skips the test when it never ran.
-func runWarpCheck(t *testing.T, check func() warpReport) warpReport {
+func runWarpCheck(t *testing.T, check func() Report) Report {
 	t.Helper()
-	var r warpReport
+	var r Report
 	for try := 0; try < 5; try++ {
 		if r = check(); !r.Busy {
 			return r
@@ -60,28 +53,30 @@ func runWarpCheck(t *testing.T, check func() warpReport) warpReport {
 }
 
 // assertSaneReport checks what every report must satisfy, whatever it found.
-func assertSaneReport(t *testing.T, r warpReport, cpus []int) {
+func assertSaneReport(t *testing.T, r Report, cpus []int) {
 	t.Helper()
 	assert.Less(t, r.Took, warpSanityLimit, "the check must be bounded")
 	assert.NotEmpty(t, r.String())
 	switch r.Verdict {
-	case warpNone:
+	case None:
 		assert.Equal(t, len(cpus), r.CPUs)
 		assert.Equal(t, len(cpus)-1, r.Pairs, "one reference CPU for every CPU but the first")
-		assert.GreaterOrEqual(t, r.Reads, uint64(2*warpMinFresh*r.Pairs))
+		assert.GreaterOrEqual(t, r.Reads, uint64(2*minFresh*r.Pairs))
 		assert.Zero(t, r.Warps)
-		assert.NoError(t, r.untrusted("x"))
-	case warpFound:
+	case Found:
 		assert.NotZero(t, r.Warps)
 		assert.NotZero(t, r.Cycles)
 		assert.Contains(t, cpus, r.Before)
 		assert.Contains(t, cpus, r.After)
-		assert.ErrorIs(t, r.untrusted("x"), ErrUntrusted)
 	default:
 		assert.NotEmpty(t, r.Reason)
 	}
 }
 
+// TestWarpCheckRealCounters runs the check on the counters themselves:
+// Go's monotonic clock, which the kernel keeps in step across CPUs, must
+// show no warp; the hardware counter (read serialized) says what it
+// says on this machine.
 func TestWarpCheckRealCounters(t *testing.T) {
 	cpus := needTwoCPUs(t)
 	counters := []struct {
@@ -91,29 +86,35 @@ func TestWarpCheckRealCounters(t *testing.T) {
 		mustAgree bool
 	}{
 		{"portable", readMono, true},
-		{"tsc", tscReader(), false},
-		{"cntvct", cntvctReader(), false},
+		{"hardware", testcounter.ReadSerialized, false},
 	}
 	for _, counter := range counters {
 		t.Run(counter.name, func(t *testing.T) {
-			if counter.read == nil {
-				t.Skipf("no %s reader in this build", counter.name)
+			if counter.name == "hardware" && !testcounter.Supported {
+				t.Skip("no hardware counter reader in this build")
 			}
 			rate := uint64(1_000_000_000)
 			if counter.name != "portable" {
-				hz, _, err := measureRate(counter.read, 10*time.Millisecond)
-				require.NoError(t, err)
-				rate = uint64(hz)
+				rate = roughRate(counter.read)
 			}
-			r := runWarpCheck(t, func() warpReport { return checkWarp(counter.read, rate, warpCheckBudget) })
+			r := runWarpCheck(t, func() Report { return Check(counter.read, rate, DefaultBudget) })
 			t.Logf("%s at %d Hz on CPUs %v: %s (took %v)", counter.name, rate, cpus, r, r.Took)
 			assertSaneReport(t, r, cpus)
-			require.NotEqual(t, warpUnchecked, r.Verdict, "with two CPUs the check must run: %s", r.Reason)
+			require.NotEqual(t, Unchecked, r.Verdict, "with two CPUs the check must run: %s", r.Reason)
 			if counter.mustAgree {
-				assert.Equal(t, warpNone, r.Verdict, "%s", r)
+				assert.Equal(t, None, r.Verdict, "%s", r)
 			}
 		})
 	}
+}
+
+// roughRate measures read's rate against Go's monotonic clock over 10 ms:
+// enough to write a warp in ns.
+func roughRate(read func() uint64) uint64 {
+	c0, t0 := read(), time.Now()
+	time.Sleep(10 * time.Millisecond)
+	c1, elapsed := read(), time.Since(t0)
+	return uint64(float64(c1-c0) / elapsed.Seconds())
 }
 
 // TestWarpCheckCatchesAPerCPUOffset fakes a counter that runs 1 ms ahead
@@ -124,15 +125,15 @@ func TestWarpCheckCatchesAPerCPUOffset(t *testing.T) {
 	const offset = 1_000_000 // 1 ms at 1 GHz
 	ahead := cpus[1]
 	read := func() uint64 {
-		if currentCPU() == ahead {
+		if osthread.CurrentCPU() == ahead {
 			return readMono() + offset
 		}
 		return readMono()
 	}
-	r := runWarpCheck(t, func() warpReport { return checkWarp(read, 1_000_000_000, warpCheckBudget) })
+	r := runWarpCheck(t, func() Report { return Check(read, 1_000_000_000, DefaultBudget) })
 	t.Logf("%s", r)
 	assertSaneReport(t, r, cpus)
-	require.Equal(t, warpFound, r.Verdict, "%s", r)
+	require.Equal(t, Found, r.Verdict, "%s", r)
 	assert.Equal(t, ahead, r.Before, "the earlier, higher read was on the CPU that is ahead")
 	assert.Equal(t, cpus[0], r.After)
 	// The warp is the offset less the time the value took to travel.
@@ -153,14 +154,14 @@ func TestWarpCheckPairsEveryCPUOnce(t *testing.T) {
 	var threadCPU sync.Map // thread id -> fake CPU
 	var pinnedMu sync.Mutex
 	var pinned []int
-	env := warpEnv{
+	env := system{
 		cpus: func() ([]int, error) { return []int{0, 1, 2, 3, 4}, nil },
 		pin: func(cpu int) (func() error, error) {
 			pinnedMu.Lock()
 			realCPU := real[len(pinned)%2]
 			pinned = append(pinned, cpu)
 			pinnedMu.Unlock()
-			restore, err := pinThread(realCPU)
+			restore, err := osthread.Pin(realCPU)
 			threadCPU.Store(unix.Gettid(), cpu)
 			return func() error { threadCPU.Delete(unix.Gettid()); return restore() }, err
 		},
@@ -173,14 +174,14 @@ func TestWarpCheckPairsEveryCPUOnce(t *testing.T) {
 		}
 		return now
 	}
-	r := runWarpCheck(t, func() warpReport {
+	r := runWarpCheck(t, func() Report {
 		pinnedMu.Lock()
 		pinned = nil
 		pinnedMu.Unlock()
-		return checkWarpOn(env, read, 0, 8*time.Millisecond)
+		return checkOn(env, read, 0, 8*time.Millisecond)
 	})
 	t.Logf("%s", r)
-	require.Equal(t, warpFound, r.Verdict, "%s", r)
+	require.Equal(t, Found, r.Verdict, "%s", r)
 	assert.Equal(t, 5, r.CPUs)
 	assert.Equal(t, 4, r.Pairs)
 	assert.ElementsMatch(t, []int{0, 1, 0, 2, 1, 3, 0, 4}, pinned, "pairs (0,1), (0,2), (1,3), (0,4)")
@@ -191,18 +192,18 @@ func TestWarpCheckPairsEveryCPUOnce(t *testing.T) {
 }
 
 func TestWarpCheckOneAllowedCPU(t *testing.T) {
-	cpus, err := allowedCPUs()
+	cpus, err := osthread.CPUs()
 	require.NoError(t, err)
-	done := make(chan warpReport)
+	done := make(chan Report)
 	go func() {
 		runtime.LockOSThread()
-		restore, err := pinThread(cpus[0])
+		restore, err := osthread.Pin(cpus[0])
 		if err != nil {
-			done <- warpReport{Reason: "test: " + err.Error()}
+			done <- Report{Reason: "test: " + err.Error()}
 			return
 		}
-		r := checkWarp(readMono, 1_000_000_000, warpCheckBudget)
-		after, err := allowedCPUs()
+		r := Check(readMono, 1_000_000_000, DefaultBudget)
+		after, err := osthread.CPUs()
 		if err != nil || len(after) != 1 {
 			r.Reason += " (test: the caller's mask changed)"
 		}
@@ -213,18 +214,17 @@ func TestWarpCheckOneAllowedCPU(t *testing.T) {
 	}()
 	r := <-done
 	t.Logf("%s", r)
-	assert.Equal(t, warpUnchecked, r.Verdict)
+	assert.Equal(t, Unchecked, r.Verdict)
 	assert.False(t, r.Busy)
 	assert.Equal(t, "only CPU "+strconv.Itoa(cpus[0])+" is allowed", r.Reason)
 	assert.Equal(t, "cross-CPU check not run: only CPU "+strconv.Itoa(cpus[0])+" is allowed", r.String())
-	assert.NoError(t, r.untrusted("tsc"))
 }
 
 func TestWarpCheckCannotPin(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("needs GOMAXPROCS >= 2")
 	}
-	env := warpEnv{
+	env := system{
 		cpus: func() ([]int, error) { return []int{0, 1}, nil },
 		pin: func(cpu int) (func() error, error) {
 			restore := func() error { return nil }
@@ -234,29 +234,29 @@ func TestWarpCheckCannotPin(t *testing.T) {
 			return restore, nil
 		},
 	}
-	r := checkWarpOn(env, readMono, 1_000_000_000, warpCheckBudget)
-	assert.Equal(t, warpUnchecked, r.Verdict)
+	r := checkOn(env, readMono, 1_000_000_000, DefaultBudget)
+	assert.Equal(t, Unchecked, r.Verdict)
 	assert.Equal(t, "pinning a thread to CPU 1: operation not permitted", r.Reason)
 	assert.False(t, r.Busy, "another try would fail the same way")
 	assert.Less(t, r.Took, warpSanityLimit)
 
 	env.cpus = func() ([]int, error) { return nil, unix.ENOSYS }
-	r = checkWarpOn(env, readMono, 0, warpCheckBudget)
-	assert.Equal(t, warpUnchecked, r.Verdict)
+	r = checkOn(env, readMono, 0, DefaultBudget)
+	assert.Equal(t, Unchecked, r.Verdict)
 	assert.Contains(t, r.Reason, "reading the affinity mask")
 }
 
 func TestWarpCheckNeedsTwoProcs(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	env := warpEnv{
+	env := system{
 		cpus: func() ([]int, error) { return []int{0, 1}, nil },
 		pin: func(int) (func() error, error) {
 			t.Error("pinned with GOMAXPROCS=1")
 			return func() error { return nil }, nil
 		},
 	}
-	r := checkWarpOn(env, readMono, 0, warpCheckBudget)
-	assert.Equal(t, warpUnchecked, r.Verdict)
+	r := checkOn(env, readMono, 0, DefaultBudget)
+	assert.Equal(t, Unchecked, r.Verdict)
 	assert.Contains(t, r.Reason, "GOMAXPROCS=1")
 }
 
@@ -265,8 +265,8 @@ func TestWarpCheckNeedsTwoProcs(t *testing.T) {
 // than the process's.
 func TestWarpCheckLeavesNoPinnedThread(t *testing.T) {
 	cpus := needTwoCPUs(t)
-	r := runWarpCheck(t, func() warpReport { return checkWarp(readMono, 1_000_000_000, warpCheckBudget) })
-	require.Equal(t, warpNone, r.Verdict, "%s", r)
+	r := runWarpCheck(t, func() Report { return Check(readMono, 1_000_000_000, DefaultBudget) })
+	require.Equal(t, None, r.Verdict, "%s", r)
 
 	narrowed := func() (tids []int) {
 		entries, err := os.ReadDir("/proc/self/task")
@@ -285,41 +285,12 @@ func TestWarpCheckLeavesNoPinnedThread(t *testing.T) {
 		return tids
 	}
 	// A locked goroutine's thread exits just after the goroutine does,
-	// which is after checkWarp has been told the goroutine is done.
+	// which is after Check has been told the goroutine is done.
 	deadline := time.Now().Add(2 * time.Second)
 	for len(narrowed()) > 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	assert.Empty(t, narrowed(), "threads left pinned after the check")
-}
-
-// BenchmarkCheckWarp measures how long the whole check takes with the
-// default budget, on the TSC where this build has it, else on the
-// portable source: `go test -run '^$' -bench CheckWarp -benchtime 20x`.
-func BenchmarkCheckWarp(b *testing.B) {
-	cpus, err := allowedCPUs()
-	if err != nil || len(cpus) < 2 {
-		b.Skip("needs two CPUs")
-	}
-	read, name := readMono, "portable"
-	if tsc := tscReader(); tsc != nil {
-		read, name = tsc, "tsc"
-	}
-	unchecked := 0
-	var reads uint64
-	for i := 0; i < b.N; i++ {
-		r := checkWarp(read, 0, warpCheckBudget)
-		if r.Verdict == warpUnchecked {
-			unchecked++
-		}
-		if r.Verdict == warpFound {
-			b.Fatalf("%s: %s", name, r)
-		}
-		reads += r.Reads
-	}
-	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/check")
-	b.ReportMetric(float64(reads)/float64(b.N), "reads/check")
-	b.ReportMetric(float64(unchecked), "unchecked")
 }
 
 // TestWarpCheckBusy fakes a CPU so busy that the thread pinned to it
@@ -330,7 +301,7 @@ func TestWarpCheckBusy(t *testing.T) {
 		t.Skip("needs GOMAXPROCS >= 2")
 	}
 	const budget = 2 * time.Millisecond
-	env := warpEnv{
+	env := system{
 		cpus: func() ([]int, error) { return []int{0, 1}, nil },
 		pin: func(cpu int) (func() error, error) {
 			if cpu == 1 {
@@ -339,54 +310,8 @@ func TestWarpCheckBusy(t *testing.T) {
 			return func() error { return nil }, nil
 		},
 	}
-	r := checkWarpOn(env, readMono, 0, budget)
-	assert.Equal(t, warpUnchecked, r.Verdict)
+	r := checkOn(env, readMono, 0, budget)
+	assert.Equal(t, Unchecked, r.Verdict)
 	assert.True(t, r.Busy)
 	assert.Contains(t, r.Reason, "the threads on CPUs 0 and 1 hardly ran at the same time")
-}
-
-// TestDefaultClockFallsBackOnAWarp wires the check into the default
-// clock's start-up: a counter whose rate must be measured, 1 ms ahead on
-// one CPU, is never adopted; a counter that agrees across CPUs is.
-func TestDefaultClockFallsBackOnAWarp(t *testing.T) {
-	cpus := needTwoCPUs(t)
-	warped := realtime1GHz()
-	clean := warped.Read
-	warped.Read = func() uint64 {
-		if currentCPU() == cpus[1] {
-			return clean() + 1_000_000
-		}
-		return clean()
-	}
-	for _, tc := range []struct {
-		hw    Source
-		adopt bool
-	}{{warped, false}, {realtime1GHz(), true}} {
-		c := defaultLike(t, tc.hw)
-		c.mu.Lock()
-		c.trustPending = true
-		c.mu.Unlock()
-		time.Sleep(firstMeasurement + 30*time.Millisecond)
-		assert.Equal(t, "portable", c.Info().Source, "adopted before the checks passed")
-		c.checkTrust(tc.hw, erratumMatch{})
-		in := c.Info()
-		t.Logf("cross-CPU: %s", in.CrossCPU)
-		if tc.adopt {
-			// Adopted whether the check found no warp or could not run
-			// (a machine too busy for two threads to run at once).
-			require.Eventually(t, func() bool { return c.Info().Source == "hw" }, 2*time.Second, time.Millisecond)
-			assert.Regexp(t, "no warp|not run", c.Info().CrossCPU)
-			continue
-		}
-		if strings.Contains(in.CrossCPU, "not run") {
-			t.Logf("the check could not run here (%s): nothing to fall back from", in.CrossCPU)
-			continue
-		}
-		assert.Contains(t, in.Rejected, "behind")
-		time.Sleep(firstMeasurement + 30*time.Millisecond)
-		assert.Equal(t, "portable", c.Info().Source)
-		c.mu.Lock()
-		assert.Nil(t, c.track, "calibration of a warped counter must end")
-		c.mu.Unlock()
-	}
 }

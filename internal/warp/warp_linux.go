@@ -1,9 +1,8 @@
 //go:build linux
 
-package schedclock
+package warp
 
 import (
-	"errors"
 	"fmt"
 	"math/bits"
 	"runtime"
@@ -11,10 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/schedclock/schedclock/internal/osthread"
 )
 
-// checkWarp checks that read never goes backwards from one CPU of the
+// Check checks that read never goes backwards from one CPU of the
 // process's affinity mask to another (see warp.go for how), spending
 // about budget on it, and converts the largest warp to nanoseconds at
 // rate Hz (0: cycles only). It pins threads of its own, locked to their
@@ -24,102 +23,58 @@ import (
 //
 // The mask is the calling thread's (sched_getaffinity of thread 0), which
 // is the process's unless the caller restricted its own thread.
-func checkWarp(read func() uint64, rate uint64, budget time.Duration) warpReport {
-	return checkWarpOn(warpEnv{cpus: allowedCPUs, pin: pinThread}, read, rate, budget)
+func Check(read func() uint64, rate uint64, budget time.Duration) Report {
+	return checkOn(system{cpus: osthread.CPUs, pin: osthread.Pin}, read, rate, budget)
 }
 
-// allowedCPUs lists the CPUs in the calling thread's affinity mask, in
-// ascending order.
-func allowedCPUs() ([]int, error) {
-	set, size, err := threadMask()
-	if err != nil {
-		return nil, err
-	}
-	var cpus []int
-	for cpu := 0; cpu < size; cpu++ {
-		if set.IsSet(cpu) {
-			cpus = append(cpus, cpu)
-		}
-	}
-	return cpus, nil
-}
-
-// threadMask returns the calling thread's affinity mask and how many CPUs
-// it can name. It asks for 1024 CPUs first and doubles while the kernel
-// says EINVAL (its own mask is larger), as glibc's sched_getaffinity does.
-func threadMask() (set unix.CPUSetDynamic, size int, err error) {
-	for size = 1024; ; size *= 2 {
-		set = unix.NewCPUSet(size)
-		err = unix.SchedGetaffinityDynamic(0, set)
-		if err == nil || !errors.Is(err, unix.EINVAL) || size >= 1<<20 {
-			return set, size, err
-		}
-	}
-}
-
-// pinThread restricts the calling thread to cpu and returns how to give
-// it back the mask it had. The caller must have locked its goroutine to
-// the thread; the kernel moves the thread before sched_setaffinity
-// returns.
-func pinThread(cpu int) (restore func() error, err error) {
-	saved, _, err := threadMask()
-	if err != nil {
-		return nil, err
-	}
-	restore = func() error { return unix.SchedSetaffinityDynamic(0, saved) }
-	set := unix.NewCPUSet(cpu + 1)
-	set.Set(cpu)
-	return restore, unix.SchedSetaffinityDynamic(0, set)
-}
-
-// warpMinRound is the shortest run a round of pairs gets when a large
+// minRound is the shortest run a round of pairs gets when a large
 // machine divides the budget between many rounds (the kernel's 2 ms).
-const warpMinRound = 2 * time.Millisecond
+const minRound = 2 * time.Millisecond
 
-// warpMaxReads bounds each thread's reads in one pair, whatever the
+// maxReads bounds each thread's reads in one pair, whatever the
 // clock says: the deadline normally ends the loop first (each read waits
 // for a cache line from the other CPU, a few tens to hundreds of ns).
-const warpMaxReads = 1 << 18
+const maxReads = 1 << 18
 
-// warpDeadlineEvery is how many reads pass between deadline checks.
-const warpDeadlineEvery = 64
+// deadlineEvery is how many reads pass between deadline checks.
+const deadlineEvery = 64
 
-// warpMinFresh is how many fresh values from the other CPU each thread of
+// minFresh is how many fresh values from the other CPU each thread of
 // a pair must see for the pair to count as checked: fewer means the two
 // threads hardly ran at the same time (GOMAXPROCS=1, an overcommitted
 // host) and a clean result would prove nothing.
-const warpMinFresh = 64
+const minFresh = 64
 
-// warpStretch bounds how far a pair's run may stretch past its budget
+// stretch bounds how far a pair's run may stretch past its budget
 // while its two threads have not yet run at the same time long enough to
-// count (warpMinFresh): on a busy machine a thread pinned to a CPU waits
+// count (minFresh): on a busy machine a thread pinned to a CPU waits
 // for its share of it. With the wait for the other thread to be pinned
 // (at most the budget again), a batch of pairs takes at most
-// (1 + warpStretch) × its budget, and usually the budget.
-const warpStretch = 2
+// (1 + stretch) × its budget, and usually the budget.
+const stretch = 2
 
-// warpEnv is what the check needs from the operating system: the CPUs it
+// system is what the check needs from the operating system: the CPUs it
 // may use and a way to pin the calling thread to one of them. Tests
 // replace it to force failures and to fake CPUs.
-type warpEnv struct {
+type system struct {
 	cpus func() ([]int, error)
 	// pin restricts the calling thread, locked to its goroutine, to cpu,
 	// and returns how to give the thread its mask back.
 	pin func(cpu int) (restore func() error, err error)
 }
 
-// warpLine is one thread's published value, alone in its cache line (128
+// slot is one thread's published value, alone in its cache line (128
 // bytes: two 64-byte lines, for x86's adjacent-line prefetch and for
 // arm64 parts with 128-byte lines) so that the only traffic between the
 // two CPUs is the value itself.
-type warpLine struct {
+type slot struct {
 	_     [64]byte
 	value atomic.Uint64
 	_     [56]byte
 }
 
-// warpSide is one thread's result in a pair.
-type warpSide struct {
+// sideResult is one thread's result in a pair.
+type sideResult struct {
 	err    error  // pinning failed
 	fresh  uint64 // reads compared with a new value from the other CPU
 	warps  uint64
@@ -127,38 +82,38 @@ type warpSide struct {
 	cycles uint64 // largest warp seen
 }
 
-// checkWarpOn runs the check with env. rate (Hz, may be 0) converts the
+// checkOn runs the check with env. rate (Hz, may be 0) converts the
 // warp to nanoseconds. budget is what the rounds take together, each
-// round getting at least warpMinRound: on two CPUs, one pair for the
-// budget. A round may stretch to (1 + warpStretch) × its share where
+// round getting at least minRound: on two CPUs, one pair for the
+// budget. A round may stretch to (1 + stretch) × its share where
 // other work keeps the pinned threads from running together; each thread
-// spins for at most warpStretch × its share.
-func checkWarpOn(env warpEnv, read func() uint64, rate uint64, budget time.Duration) warpReport {
+// spins for at most stretch × its share.
+func checkOn(env system, read func() uint64, rate uint64, budget time.Duration) Report {
 	start := time.Now()
-	finish := func(r warpReport) warpReport {
+	finish := func(r Report) Report {
 		r.Took = time.Since(start)
 		return r
 	}
 	cpus, err := env.cpus()
 	if err != nil {
-		return finish(warpReport{Reason: fmt.Sprintf("reading the affinity mask: %v", err)})
+		return finish(Report{Reason: fmt.Sprintf("reading the affinity mask: %v", err)})
 	}
 	switch {
 	case len(cpus) == 0:
-		return finish(warpReport{Reason: "the affinity mask is empty"})
+		return finish(Report{Reason: "the affinity mask is empty"})
 	case len(cpus) == 1:
-		return finish(warpReport{CPUs: 1, Reason: fmt.Sprintf("only CPU %d is allowed", cpus[0])})
+		return finish(Report{CPUs: 1, Reason: fmt.Sprintf("only CPU %d is allowed", cpus[0])})
 	}
 	procs := runtime.GOMAXPROCS(0)
 	if procs < 2 {
-		return finish(warpReport{CPUs: len(cpus), Reason: fmt.Sprintf("GOMAXPROCS=%d: no two threads run at once", procs)})
+		return finish(Report{CPUs: len(cpus), Reason: fmt.Sprintf("GOMAXPROCS=%d: no two threads run at once", procs)})
 	}
 
 	rounds := bits.Len(uint(len(cpus) - 1)) // ceil(log2 n)
-	perRound := max(budget/time.Duration(rounds), warpMinRound)
+	perRound := max(budget/time.Duration(rounds), minRound)
 	concurrent := procs / 2 // pairs that can run at once, two threads each
 
-	report := warpReport{Verdict: warpNone, CPUs: len(cpus)}
+	report := Report{Verdict: None, CPUs: len(cpus)}
 	for r := 0; r < rounds; r++ {
 		var pairs [][2]int
 		for i := 0; i < 1<<r && i+1<<r < len(cpus); i++ {
@@ -167,13 +122,13 @@ func checkWarpOn(env warpEnv, read func() uint64, rate uint64, budget time.Durat
 		for len(pairs) > 0 {
 			batch := pairs[:min(len(pairs), concurrent)]
 			pairs = pairs[len(batch):]
-			if failed, busy := runWarpPairs(env, read, batch, perRound, &report); failed != "" {
-				return finish(warpReport{CPUs: len(cpus), Reason: failed, Busy: busy})
+			if failed, busy := runPairs(env, read, batch, perRound, &report); failed != "" {
+				return finish(Report{CPUs: len(cpus), Reason: failed, Busy: busy})
 			}
 		}
 	}
 	if report.Warps > 0 {
-		report.Verdict = warpFound
+		report.Verdict = Found
 		if rate > 0 {
 			report.Ns = float64(report.Cycles) / float64(rate) * 1e9
 		}
@@ -181,15 +136,15 @@ func checkWarpOn(env warpEnv, read func() uint64, rate uint64, budget time.Durat
 	return finish(report)
 }
 
-// runWarpPairs runs a batch of disjoint pairs at once for about d (at
-// most (1 + warpStretch) × d) and folds their results into report. When the
+// runPairs runs a batch of disjoint pairs at once for about d (at
+// most (1 + stretch) × d) and folds their results into report. When the
 // batch proves nothing it leaves report alone and says why, and whether
 // only a busy machine was to blame.
-func runWarpPairs(env warpEnv, read func() uint64, pairs [][2]int, d time.Duration, report *warpReport) (failed string, busy bool) {
-	sides := make([][2]warpSide, len(pairs))
+func runPairs(env system, read func() uint64, pairs [][2]int, d time.Duration, report *Report) (failed string, busy bool) {
+	sides := make([][2]sideResult, len(pairs))
 	var wg sync.WaitGroup
 	for p, pair := range pairs {
-		lines := new([2]warpLine)
+		lines := new([2]slot)
 		var ready, satisfied atomic.Int32
 		var abort atomic.Bool
 		for s := 0; s < 2; s++ {
@@ -207,7 +162,7 @@ func runWarpPairs(env warpEnv, read func() uint64, pairs [][2]int, d time.Durati
 					runtime.UnlockOSThread()
 					return
 				}
-				sides[p][s] = warpPairSide(read, pair, s, &lines[s], &lines[1-s], &ready, &satisfied, &abort, d)
+				sides[p][s] = pairSide(read, pair, s, &lines[s], &lines[1-s], &ready, &satisfied, &abort, d)
 				// The thread goes back to the runtime's pool only with
 				// the mask it had. Where that fails, the goroutine exits
 				// still locked, and the runtime ends the thread rather
@@ -232,9 +187,9 @@ func runWarpPairs(env warpEnv, read func() uint64, pairs [][2]int, d time.Durati
 			}
 		}
 		for s := 0; s < 2; s++ {
-			if fresh := sides[p][s].fresh; fresh < warpMinFresh {
+			if fresh := sides[p][s].fresh; fresh < minFresh {
 				return fmt.Sprintf("the threads on CPUs %d and %d hardly ran at the same time (%d fresh reads in %v)",
-					pair[0], pair[1], fresh, warpStretch*d), true
+					pair[0], pair[1], fresh, stretch*d), true
 			}
 		}
 	}
@@ -252,15 +207,15 @@ func runWarpPairs(env warpEnv, read func() uint64, pairs [][2]int, d time.Durati
 	return "", false
 }
 
-// warpPairSide is one thread of a pair, already pinned to pair[s]: once
+// pairSide is one thread of a pair, already pinned to pair[s]: once
 // the other thread is in place, it reads the counter, comparing each read
 // with the other thread's last one and with its own previous one, and
-// publishing each in mine. It stops after warpMaxReads reads, or after d
-// once both threads have seen warpMinFresh fresh values (satisfied counts
-// them), or after warpStretch × d whatever they saw.
-func warpPairSide(read func() uint64, pair [2]int, s int, mine, theirs *warpLine,
-	ready, satisfied *atomic.Int32, abort *atomic.Bool, d time.Duration) warpSide {
-	var side warpSide
+// publishing each in mine. It stops after maxReads reads, or after d
+// once both threads have seen minFresh fresh values (satisfied counts
+// them), or after stretch × d whatever they saw.
+func pairSide(read func() uint64, pair [2]int, s int, mine, theirs *slot,
+	ready, satisfied *atomic.Int32, abort *atomic.Bool, d time.Duration) sideResult {
+	var side sideResult
 	ready.Add(1)
 	// Both threads start the clock when both are in place: a thread
 	// that waited for its CPU (busy with other work) still gets d.
@@ -271,11 +226,11 @@ func warpPairSide(read func() uint64, pair [2]int, s int, mine, theirs *warpLine
 		runtime.Gosched()
 	}
 	start := time.Now()
-	soft, hard := start.Add(d), start.Add(warpStretch*d)
+	soft, hard := start.Add(d), start.Add(stretch*d)
 
 	var prev, lastSeen uint64
 	counted := false
-	for i := 0; i < warpMaxReads; i++ {
+	for i := 0; i < maxReads; i++ {
 		other := theirs.value.Load()
 		now := read()
 		if other != lastSeen {
@@ -296,8 +251,8 @@ func warpPairSide(read func() uint64, pair [2]int, s int, mine, theirs *warpLine
 		}
 		mine.value.Store(now)
 		prev = now
-		if i%warpDeadlineEvery == 0 {
-			if !counted && side.fresh >= warpMinFresh {
+		if i%deadlineEvery == 0 {
+			if !counted && side.fresh >= minFresh {
 				counted = true
 				satisfied.Add(1)
 			}
