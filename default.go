@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/schedclock/schedclock/internal/errata"
 	"github.com/schedclock/schedclock/internal/warp"
 )
 
@@ -39,12 +40,12 @@ var processStart = rawNow()
 
 func newDefaultClock() *Clock {
 	hw, origin, errPPM, err := probeHardware()
-	var erratum erratumMatch
+	var erratum errata.Match
 	if err == nil && hw.Name == "cntvct" {
 		// The kernel's erratum workarounds trap the counter; reading it
 		// needs the same workaround from user space. A few small file
 		// reads: cheap enough for initialisation.
-		erratum = detectCNTVCTErratum(os.DirFS("/"))
+		erratum = errata.Detect(os.DirFS("/"))
 		if read := cntvctErratumReader(erratum.Erratum); read != nil {
 			hw.Read = read
 		}
@@ -96,7 +97,7 @@ func newDefaultClock() *Clock {
 // against the portable source (a counter the kernel traps). A counter
 // that fails leaves the default clock on, or sends it back to, the
 // portable source, and Info says why.
-func (c *Clock) checkTrust(hw Source, erratum erratumMatch) {
+func (c *Clock) checkTrust(hw Source, erratum errata.Match) {
 	var counter cntvctTrust
 	if hw.Name == "cntvct" {
 		counter = decideCNTVCT(erratum, hw.Read, measureReadCost(hw.Read))

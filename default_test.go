@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedclock/schedclock/internal/errata"
 	"github.com/schedclock/schedclock/internal/osthread"
 	"github.com/schedclock/schedclock/internal/warp"
 )
@@ -363,7 +364,7 @@ func TestDefaultClockFallsBackOnAWarp(t *testing.T) {
 		c.mu.Unlock()
 		time.Sleep(firstMeasurement + 30*time.Millisecond)
 		assert.Equal(t, "portable", c.Info().Source, "adopted before the checks passed")
-		c.checkTrust(tc.hw, erratumMatch{})
+		c.checkTrust(tc.hw, errata.Match{})
 		in := c.Info()
 		t.Logf("cross-CPU: %s", in.CrossCPU)
 		if tc.adopt {

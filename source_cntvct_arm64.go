@@ -2,6 +2,8 @@
 
 package schedclock
 
+import "github.com/schedclock/schedclock/internal/errata"
+
 // cntvctSupported reports whether this build has the CNTVCT assembly.
 const cntvctSupported = true
 
@@ -20,3 +22,30 @@ func cntvctReader() func() uint64 { return readCNTVCT }
 func cntfrq() uint64 { return readCNTFRQ() }
 
 func cntvctUnsupportedReason() string { return "" }
+
+// cntvctErratumReader returns the read of CNTVCT_EL0 to use under e: the
+// kernel's workaround sequence (internal/errata) on the ordered
+// readCNTVCT, or readCNTVCT itself when e is errata.None. Each is a
+// function of its own rather than a closure, so that a Clock's read path
+// calls it directly and the workaround's loop is inlined into it.
+func cntvctErratumReader(e errata.Erratum) func() uint64 {
+	switch e {
+	case errata.FSLA008585:
+		return readCNTVCTFSLA008585
+	case errata.HiSilicon161010101:
+		return readCNTVCTHiSilicon161010101
+	case errata.ARM858921:
+		return readCNTVCTARM858921
+	case errata.Sun50iUnknown1:
+		return readCNTVCTSun50iUnknown1
+	}
+	return readCNTVCT
+}
+
+func readCNTVCTFSLA008585() uint64 { return errata.FSLA008585Read(readCNTVCT) }
+
+func readCNTVCTHiSilicon161010101() uint64 { return errata.HiSilicon161010101Read(readCNTVCT) }
+
+func readCNTVCTARM858921() uint64 { return errata.ARM858921Read(readCNTVCT) }
+
+func readCNTVCTSun50iUnknown1() uint64 { return errata.Sun50iUnknown1Read(readCNTVCT) }

@@ -1,4 +1,11 @@
-package schedclock
+// Package errata finds the arm64 counter errata the Linux kernel works
+// around (drivers/clocksource/arm_arch_timer.c) in a file system laid out
+// like the root one: the device tree's arch timer node, the ACPI GTDT's
+// OEM, the CPUs' MIDR_EL1. And it holds the kernel's workaround reads,
+// each on any raw read function, so that the clock applies them to its
+// ordered CNTVCT_EL0 read and the tests to fake counters that glitch the
+// way each erratum does.
+package errata
 
 import (
 	"bufio"
@@ -45,52 +52,52 @@ import (
 // system call. A kernel built without it leaves the counter readable and
 // wrong now and then, for its own clock as for ours.
 //
-// So this package, like the kernel, applies the workaround read wherever
+// So the clock, like the kernel, applies the workaround read wherever
 // the erratum is present: on a trapping kernel it filters values that are
 // already right (a waste, but a bounded one), on a kernel without the
 // workaround it is the only protection there is. Which of the two it is
 // shows in the cost: a trapped read costs hundreds of ns. The decision is
 // then the one any counter gets: measure the read as it will be used and
 // fall back to the portable source when that costs more than the
-// portable source's read (see decideCNTVCT).
+// portable source's read (the root package's decideCNTVCT).
 
-// cntvctErratum names a counter erratum the kernel works around.
-type cntvctErratum int
+// Erratum names a counter erratum the kernel works around.
+type Erratum int
 
 const (
-	erratumNone cntvctErratum = iota
-	erratumFSLA008585
-	erratumHiSilicon161010101
-	erratumARM858921
-	erratumSun50iUnknown1
+	None Erratum = iota
+	FSLA008585
+	HiSilicon161010101
+	ARM858921
+	Sun50iUnknown1
 )
 
-func (e cntvctErratum) String() string {
+func (e Erratum) String() string {
 	switch e {
-	case erratumNone:
+	case None:
 		return "none"
-	case erratumFSLA008585:
+	case FSLA008585:
 		return "Freescale erratum A-008585"
-	case erratumHiSilicon161010101:
+	case HiSilicon161010101:
 		return "HiSilicon erratum 161010101"
-	case erratumARM858921:
+	case ARM858921:
 		return "ARM erratum 858921"
-	case erratumSun50iUnknown1:
+	case Sun50iUnknown1:
 		return "Allwinner erratum UNKNOWN1"
 	}
-	return fmt.Sprintf("cntvctErratum(%d)", int(e))
+	return fmt.Sprintf("errata.Erratum(%d)", int(e))
 }
 
-// workaround says in words what the erratum's read does.
-func (e cntvctErratum) workaround() string {
+// Workaround says in words what the erratum's read does.
+func (e Erratum) Workaround() string {
 	switch e {
-	case erratumFSLA008585:
+	case FSLA008585:
 		return "reads twice until both agree (at most 200 times)"
-	case erratumHiSilicon161010101:
+	case HiSilicon161010101:
 		return "reads twice until the second is less than 32 past the first (at most 50 times)"
-	case erratumARM858921:
+	case ARM858921:
 		return "reads twice, keeps the first if bit 32 changed"
-	case erratumSun50iUnknown1:
+	case Sun50iUnknown1:
 		return "reads until bits 8:0 are neither all ones nor all zeros (at most 150 times)"
 	}
 	return "plain read"
@@ -101,11 +108,11 @@ func (e cntvctErratum) workaround() string {
 // match wins.
 var dtErrata = []struct {
 	property string
-	erratum  cntvctErratum
+	erratum  Erratum
 }{
-	{"fsl,erratum-a008585", erratumFSLA008585},
-	{"hisilicon,erratum-161010101", erratumHiSilicon161010101},
-	{"allwinner,erratum-unknown1", erratumSun50iUnknown1},
+	{"fsl,erratum-a008585", FSLA008585},
+	{"hisilicon,erratum-161010101", HiSilicon161010101},
+	{"allwinner,erratum-unknown1", Sun50iUnknown1},
 }
 
 // archTimerCompatibles are the compatible strings of the arch timer node
@@ -128,24 +135,24 @@ const (
 	gtdtHeaderSize = 36         // an ACPI table header
 )
 
-// erratumMatch says which erratum applies and what showed it.
-type erratumMatch struct {
-	Erratum cntvctErratum
+// Match says which erratum applies and what showed it.
+type Match struct {
+	Erratum Erratum
 	Where   string // "device tree /timer: fsl,erratum-a008585", "MIDR_EL1 0x410fd034 (cpu2)", ...
 	// Unknown lists what could not be read and might have named an
 	// erratum (an ACPI table readable by root only, say).
 	Unknown []string
 }
 
-// detectCNTVCTErratum looks for the counter errata the kernel knows in a
+// Detect looks for the counter errata the kernel knows in a
 // file system laid out like the root one (os.DirFS("/") on a live
 // system, a recorded layout in tests), in the kernel's order: the device
 // tree's arch timer node (global workarounds, enabled at timer probe),
 // else the ACPI GTDT's OEM (the same, on ACPI machines), else any CPU's
 // MIDR (858921 is a per-CPU capability, checked as each CPU comes up,
 // and it loses to a global workaround already enabled).
-func detectCNTVCTErratum(root fs.FS) erratumMatch {
-	var m erratumMatch
+func Detect(root fs.FS) Match {
+	var m Match
 	if node, dtPath, err := findArchTimerNode(root); err == nil {
 		for _, dt := range dtErrata {
 			if _, err := fs.Stat(root, path.Join(node, dt.property)); err == nil {
@@ -160,7 +167,7 @@ func detectCNTVCTErratum(root fs.FS) erratumMatch {
 
 	if table, err := fs.ReadFile(root, "sys/firmware/acpi/tables/GTDT"); err == nil {
 		if oem, ok := hisiGTDT(table); ok {
-			m.Erratum = erratumHiSilicon161010101
+			m.Erratum = HiSilicon161010101
 			m.Where = "ACPI GTDT OEM " + oem
 			return m
 		}
@@ -171,7 +178,7 @@ func detectCNTVCTErratum(root fs.FS) erratumMatch {
 	if where, err := findCortexA73(root); err != nil {
 		m.Unknown = append(m.Unknown, "MIDR: "+err.Error())
 	} else if where != "" {
-		m.Erratum = erratumARM858921
+		m.Erratum = ARM858921
 		m.Where = where
 	}
 	return m
@@ -323,18 +330,19 @@ func cpuNumber(p string) int {
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
 
 // The workaround reads, after the kernel's, on any raw read function: the
-// arm64 build applies them to readCNTVCT, tests to fake counters that
-// glitch the way each erratum does. Each raw read is ordered (ISB before,
-// a dependent load after), so the value returned, whichever read it came
-// from, is ordered after the caller's earlier loads and before its later
-// ones.
+// clock's arm64 build applies them to its readCNTVCT, through one named
+// function per erratum whose call inlines the loop, tests to fake
+// counters that glitch the way each erratum does. Each raw read the clock
+// gives is ordered (ISB before, a dependent load after), so the value
+// returned, whichever read it came from, is ordered after the caller's
+// earlier loads and before its later ones.
 
-// fslA008585Read is __fsl_a008585_read_reg: two reads that agree cannot
+// FSLA008585Read is __fsl_a008585_read_reg: two reads that agree cannot
 // both be wrong. The counter ticks far slower than two reads take (25 MHz
 // on the affected parts), so agreement comes at once unless one read was
 // wrong or the thread was interrupted between them. After 200 tries the
 // kernel returns the last read anyway (with a warning); so does this.
-func fslA008585Read(raw func() uint64) uint64 {
+func FSLA008585Read(raw func() uint64) uint64 {
 	for retries := 200; ; {
 		old, now := raw(), raw()
 		retries--
@@ -344,10 +352,10 @@ func fslA008585Read(raw func() uint64) uint64 {
 	}
 }
 
-// hisi161010101Read is __hisi_161010101_read_reg: a wrong read is off by
+// HiSilicon161010101Read is __hisi_161010101_read_reg: a wrong read is off by
 // 32 or more, so a second read less than 32 past the first shows both
 // right. Up to 50 tries, then the last read.
-func hisi161010101Read(raw func() uint64) uint64 {
+func HiSilicon161010101Read(raw func() uint64) uint64 {
 	for retries := 50; ; {
 		old, now := raw(), raw()
 		retries--
@@ -357,13 +365,13 @@ func hisi161010101Read(raw func() uint64) uint64 {
 	}
 }
 
-// arm858921Read is arm64_858921_read_cntvct_el0. A read during which the
+// ARM858921Read is arm64_858921_read_cntvct_el0. A read during which the
 // low word wraps may come back with the high word already carried and
 // the low word not yet wrapped, 2^32 ahead. Of two reads, a wrong first
 // one already has the new bit 32 and agrees with the second, which is
 // kept and right; when bit 32 differs, the first was taken before the
 // wrap and is right, whatever the second is.
-func arm858921Read(raw func() uint64) uint64 {
+func ARM858921Read(raw func() uint64) uint64 {
 	old, now := raw(), raw()
 	if (old^now)>>32&1 != 0 {
 		return old
@@ -375,11 +383,11 @@ func arm858921Read(raw func() uint64) uint64 {
 // zeros while a higher bit rolls over.
 const sun50iLowMask = 1<<9 - 1
 
-// sun50iUnknown1Read is __sun50i_a64_read_reg: it rejects a read whose
+// Sun50iUnknown1Read is __sun50i_a64_read_reg: it rejects a read whose
 // bits 8:0 are all ones or all zeros ((val+1) & mask <= 1), right ones
 // included, which costs one more read in 256. Up to 150 reads (three
 // 24 MHz periods of CPU cycles), then the last.
-func sun50iUnknown1Read(raw func() uint64) uint64 {
+func Sun50iUnknown1Read(raw func() uint64) uint64 {
 	for retries := 150; ; {
 		val := raw()
 		retries--

@@ -2,12 +2,48 @@ package schedclock
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/schedclock/schedclock/internal/errata"
 )
+
+// cntvctBits is the counter width the architecture guarantees: at least
+// 56 bits before Armv8.6, 64 from it. Masking a 64-bit counter to 56 bits
+// still gives a consistent 56-bit counter, so 56 is right everywhere.
+const cntvctBits = 56
+
+// cntfrqErrPPM is the error reported for the rate in CNTFRQ_EL0: firmware
+// programs the nominal oscillator frequency, and the oscillator sits some
+// tens of ppm from it. The rate is refined in the background anyway.
+const cntfrqErrPPM = 50
+
+// CNTVCT returns the arm64 virtual counter CNTVCT_EL0 as a Source, read
+// with ISB before it and an ordering load after it. Its Rate is the
+// frequency in CNTFRQ_EL0; it never blocks.
+//
+// Off arm64, in a purego or non-gc build, err wraps ErrUnsupported; where
+// CNTFRQ_EL0 reads 0 (firmware left it unprogrammed) err wraps
+// ErrUntrusted. The message says exactly why.
+func CNTVCT() (Source, error) {
+	src, _, _, err := probeCNTVCT()
+	return src, err
+}
+
+// probeCNTVCT is CNTVCT with the origin and error of its rate.
+func probeCNTVCT() (src Source, origin RateOrigin, errPPM float64, err error) {
+	if !cntvctSupported {
+		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "cntvct", cntvctUnsupportedReason())
+	}
+	// CNTFRQ_EL0 bits 63:32 are RES0.
+	rate := cntfrq() & 0xffff_ffff
+	if rate == 0 {
+		return Source{}, 0, 0, fmt.Errorf("%w %q: CNTFRQ_EL0 reads 0 (firmware did not program the counter frequency)", ErrUntrusted, "cntvct")
+	}
+	return Source{Name: "cntvct", Read: cntvctReader(), Bits: cntvctBits, Rate: rate}, RateCNTFRQ, cntfrqErrPPM, nil
+}
 
 // Whether CNTVCT_EL0 is worth reading is decided by what a read costs, as
 // it will be used (workaround included), against the portable source's
@@ -80,7 +116,7 @@ func median(xs []float64) float64 {
 // cntvctTrust is how the default clock should read CNTVCT_EL0 on this
 // machine, and why. Its String is meant for Info.
 type cntvctTrust struct {
-	Match erratumMatch
+	Match errata.Match
 	// Read is the read to use: readCNTVCT, or the erratum's workaround
 	// read on it. It is nil when Fallback is set.
 	Read     func() uint64
@@ -97,10 +133,10 @@ func (t cntvctTrust) String() string {
 	}
 	var b strings.Builder
 	b.WriteString("cntvct: ")
-	if t.Match.Erratum == erratumNone {
+	if t.Match.Erratum == errata.None {
 		b.WriteString("no erratum")
 	} else {
-		fmt.Fprintf(&b, "%s (%s), kernel's workaround read: %s", t.Match.Erratum, t.Match.Where, t.Match.Erratum.workaround())
+		fmt.Fprintf(&b, "%s (%s), kernel's workaround read: %s", t.Match.Erratum, t.Match.Where, t.Match.Erratum.Workaround())
 	}
 	fmt.Fprintf(&b, "; read %s, portable %s", formatNs(t.Cost.CounterNs), formatNs(t.Cost.PortableNs))
 	if t.Fallback {
@@ -126,7 +162,7 @@ func (t cntvctTrust) untrusted() error {
 }
 
 // decideCNTVCT keeps read unless it costs more than the portable source.
-func decideCNTVCT(match erratumMatch, read func() uint64, cost readCost) cntvctTrust {
+func decideCNTVCT(match errata.Match, read func() uint64, cost readCost) cntvctTrust {
 	t := cntvctTrust{Match: match, Read: read, Cost: cost}
 	if cost.counterSlower() {
 		t.Read, t.Fallback = nil, true
@@ -136,21 +172,20 @@ func decideCNTVCT(match erratumMatch, read func() uint64, cost readCost) cntvctT
 
 // checkCNTVCT decides how the default clock should read CNTVCT_EL0 here:
 // it looks for the errata the kernel works around (device tree, ACPI
-// GTDT, MIDR), takes the workaround read for the one it finds, and
-// measures that read against the portable source. It costs a few small
-// file reads and, on a healthy counter, some 20 µs of reads; at most
-// about 5 ms where reads are trapped.
+// GTDT, MIDR: internal/errata), takes the workaround read for the one it
+// finds, and measures that read against the portable source. It costs a
+// few small file reads and, on a healthy counter, some 20 µs of reads;
+// at most about 5 ms where reads are trapped.
 func checkCNTVCT() cntvctTrust {
 	if !cntvctSupported {
 		return cntvctTrust{Reason: cntvctUnsupportedReason()}
 	}
-	return checkCNTVCTOn(os.DirFS("/"), cntvctErratumReader, measureReadCost)
+	return checkCNTVCTOn(errata.Detect(os.DirFS("/")), cntvctErratumReader, measureReadCost)
 }
 
-// checkCNTVCTOn is checkCNTVCT on a given root file system, reader
-// binding and cost measurement.
-func checkCNTVCTOn(root fs.FS, reader func(cntvctErratum) func() uint64, measure func(func() uint64) readCost) cntvctTrust {
-	match := detectCNTVCTErratum(root)
+// checkCNTVCTOn is checkCNTVCT on a given erratum match, reader binding
+// and cost measurement.
+func checkCNTVCTOn(match errata.Match, reader func(errata.Erratum) func() uint64, measure func(func() uint64) readCost) cntvctTrust {
 	read := reader(match.Erratum)
 	return decideCNTVCT(match, read, measure(read))
 }

@@ -1,4 +1,4 @@
-package schedclock
+package errata
 
 import (
 	"io/fs"
@@ -16,28 +16,28 @@ func errataFixture(name string) fs.FS { return os.DirFS(filepath.Join("testdata"
 func TestDetectCNTVCTErratumFixtures(t *testing.T) {
 	tests := []struct {
 		fixture string
-		erratum cntvctErratum
+		erratum Erratum
 		where   string
 	}{
-		{"clean-rpi4", erratumNone, ""},
-		{"fsl-ls1043a", erratumFSLA008585, "device tree /timer: fsl,erratum-a008585"},
-		{"hisi-hip06-dt", erratumHiSilicon161010101, "device tree /timer: hisilicon,erratum-161010101"},
-		{"hisi-hip07-acpi", erratumHiSilicon161010101, "ACPI GTDT OEM HISI HIP07"},
+		{"clean-rpi4", None, ""},
+		{"fsl-ls1043a", FSLA008585, "device tree /timer: fsl,erratum-a008585"},
+		{"hisi-hip06-dt", HiSilicon161010101, "device tree /timer: hisilicon,erratum-161010101"},
+		{"hisi-hip07-acpi", HiSilicon161010101, "ACPI GTDT OEM HISI HIP07"},
 		// Only /sys/firmware/devicetree/base, no /proc/device-tree link.
-		{"allwinner-a64", erratumSun50iUnknown1, "device tree /timer: allwinner,erratum-unknown1"},
+		{"allwinner-a64", Sun50iUnknown1, "device tree /timer: allwinner,erratum-unknown1"},
 		// big.LITTLE: the first A73 names the erratum.
-		{"amlogic-s922x", erratumARM858921, "MIDR_EL1 0x410fd092 (cpu2)"},
+		{"amlogic-s922x", ARM858921, "MIDR_EL1 0x410fd092 (cpu2)"},
 		// A kernel without the MIDR files: /proc/cpuinfo tells.
-		{"kirin960-cpuinfo", erratumARM858921, "/proc/cpuinfo: CPU implementer 0x41, part 0xd09 (processor 4)"},
+		{"kirin960-cpuinfo", ARM858921, "/proc/cpuinfo: CPU implementer 0x41, part 0xd09 (processor 4)"},
 		// The memory-mapped timer carries the property, the arch timer
 		// (under /soc) does not.
-		{"timer-mem-decoy", erratumNone, ""},
+		{"timer-mem-decoy", None, ""},
 		// ACPI: a device tree with /chosen alone, another vendor's GTDT.
-		{"ampere-altra-acpi", erratumNone, ""},
+		{"ampere-altra-acpi", None, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {
-			m := detectCNTVCTErratum(errataFixture(tt.fixture))
+			m := Detect(errataFixture(tt.fixture))
 			assert.Equal(t, tt.erratum, m.Erratum, "%+v", m)
 			assert.Equal(t, tt.where, m.Where)
 			assert.Empty(t, m.Unknown, "every fixture is fully readable")
@@ -76,47 +76,47 @@ func TestDetectCNTVCTErratumEdges(t *testing.T) {
 	tests := []struct {
 		name    string
 		root    fs.FS
-		erratum cntvctErratum
+		erratum Erratum
 		unknown string
 	}{
-		{"nothing at all", fstest.MapFS{}, erratumNone, ""},
-		{"HISI HIP07 revision 1", fstest.MapFS{gtdtPath: {Data: gtdt("HISI  ", "HIP07   ", 1)}}, erratumNone, ""},
-		{"HISI HIP05 revision 0", fstest.MapFS{gtdtPath: {Data: gtdt("HISI  ", "HIP05   ", 0)}}, erratumHiSilicon161010101, ""},
-		{"HISI HIP08", fstest.MapFS{gtdtPath: {Data: gtdt("HISI  ", "HIP08   ", 0)}}, erratumNone, ""},
-		{"truncated GTDT", fstest.MapFS{gtdtPath: {Data: gtdt("HISI  ", "HIP07   ", 0)[:30]}}, erratumNone, ""},
-		{"another table", fstest.MapFS{gtdtPath: {Data: append([]byte("MADT"), gtdt("HISI  ", "HIP07   ", 0)[4:]...)}}, erratumNone, ""},
+		{"nothing at all", fstest.MapFS{}, None, ""},
+		{"HISI HIP07 revision 1", fstest.MapFS{gtdtPath: {Data: gtdt("HISI  ", "HIP07   ", 1)}}, None, ""},
+		{"HISI HIP05 revision 0", fstest.MapFS{gtdtPath: {Data: gtdt("HISI  ", "HIP05   ", 0)}}, HiSilicon161010101, ""},
+		{"HISI HIP08", fstest.MapFS{gtdtPath: {Data: gtdt("HISI  ", "HIP08   ", 0)}}, None, ""},
+		{"truncated GTDT", fstest.MapFS{gtdtPath: {Data: gtdt("HISI  ", "HIP07   ", 0)[:30]}}, None, ""},
+		{"another table", fstest.MapFS{gtdtPath: {Data: append([]byte("MADT"), gtdt("HISI  ", "HIP07   ", 0)[4:]...)}}, None, ""},
 		{"unreadable GTDT", deniedFS{fstest.MapFS{
 			gtdtPath: {Data: gtdt("HISI  ", "HIP07   ", 0)},
 			"sys/devices/system/cpu/cpu0/regs/identification/midr_el1": a72,
-		}, gtdtPath}, erratumNone, "ACPI GTDT: open sys/firmware/acpi/tables/GTDT: permission denied"},
+		}, gtdtPath}, None, "ACPI GTDT: open sys/firmware/acpi/tables/GTDT: permission denied"},
 		{"garbled MIDR", fstest.MapFS{
 			"sys/devices/system/cpu/cpu0/regs/identification/midr_el1": {Data: []byte("zz\n")},
-		}, erratumNone, "MIDR: sys/devices/system/cpu/cpu0/regs/identification/midr_el1: "},
+		}, None, "MIDR: sys/devices/system/cpu/cpu0/regs/identification/midr_el1: "},
 		{"A73 r1p0 is still A73", fstest.MapFS{
 			"sys/devices/system/cpu/cpu0/regs/identification/midr_el1":  a72,
 			"sys/devices/system/cpu/cpu10/regs/identification/midr_el1": {Data: []byte("0x00000000411fd090\n")},
 			"sys/devices/system/cpu/cpu9/regs/identification/midr_el1":  {Data: []byte("0x00000000411fd090\n")},
-		}, erratumARM858921, ""},
+		}, ARM858921, ""},
 		{"A75 is not", fstest.MapFS{
 			"sys/devices/system/cpu/cpu0/regs/identification/midr_el1": {Data: []byte("0x00000000413fd0a0\n")},
-		}, erratumNone, ""},
+		}, None, ""},
 		{"a device-tree erratum wins over the MIDR", fstest.MapFS{
 			"proc/device-tree/timer/compatible":                        {Data: []byte("arm,armv8-timer\x00")},
 			"proc/device-tree/timer/fsl,erratum-a008585":               {},
 			"sys/devices/system/cpu/cpu0/regs/identification/midr_el1": {Data: []byte("0x00000000410fd092\n")},
-		}, erratumFSLA008585, ""},
+		}, FSLA008585, ""},
 		{"the timer node's compatible list, second entry", fstest.MapFS{
 			"proc/device-tree/timer-x/compatible":                 {Data: []byte("vendor,timer\x00arm,armv7-timer\x00")},
 			"proc/device-tree/timer-x/allwinner,erratum-unknown1": {},
-		}, erratumSun50iUnknown1, ""},
+		}, Sun50iUnknown1, ""},
 		{"a compatible that only starts like one", fstest.MapFS{
 			"proc/device-tree/timer/compatible":          {Data: []byte("arm,armv8-timer-foo\x00")},
 			"proc/device-tree/timer/fsl,erratum-a008585": {},
-		}, erratumNone, ""},
+		}, None, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := detectCNTVCTErratum(tt.root)
+			m := Detect(tt.root)
 			assert.Equal(t, tt.erratum, m.Erratum, "%+v", m)
 			if tt.unknown == "" {
 				assert.Empty(t, m.Unknown)
@@ -125,7 +125,7 @@ func TestDetectCNTVCTErratumEdges(t *testing.T) {
 			}
 		})
 	}
-	m := detectCNTVCTErratum(fstest.MapFS{
+	m := Detect(fstest.MapFS{
 		"sys/devices/system/cpu/cpu10/regs/identification/midr_el1": {Data: []byte("0x00000000411fd090\n")},
 		"sys/devices/system/cpu/cpu9/regs/identification/midr_el1":  {Data: []byte("0x00000000411fd090\n")},
 	})
@@ -197,14 +197,14 @@ func TestFSLA008585Read(t *testing.T) {
 		}
 	}}
 	for i := 0; i < 20000; i++ {
-		c.call(t, fslA008585Read)
+		c.call(t, FSLA008585Read)
 	}
 	assert.Greater(t, c.glitched, 10000, "the fake must glitch often")
 
 	always := &glitchCounter{value: 5, step: 1, every: 1} // never two equal reads
-	assert.Equal(t, 400, always.call(t, fslA008585Read), "200 tries of two reads, then the last read")
+	assert.Equal(t, 400, always.call(t, FSLA008585Read), "200 tries of two reads, then the last read")
 	steady := &glitchCounter{value: 5, step: 1, every: 1 << 30}
-	assert.Equal(t, 2, steady.call(t, fslA008585Read))
+	assert.Equal(t, 2, steady.call(t, FSLA008585Read))
 }
 
 func TestHiSilicon161010101Read(t *testing.T) {
@@ -229,12 +229,12 @@ func TestHiSilicon161010101Read(t *testing.T) {
 	}}
 	for i := 0; i < 20000; i++ {
 		c.step = 1 + uint64(i%3)
-		c.call(t, hisi161010101Read)
+		c.call(t, HiSilicon161010101Read)
 	}
 	assert.Greater(t, c.glitched, 10000)
 
 	always := &glitchCounter{value: 5, step: 32, every: 1}
-	assert.Equal(t, 100, always.call(t, hisi161010101Read), "50 tries of two reads")
+	assert.Equal(t, 100, always.call(t, HiSilicon161010101Read), "50 tries of two reads")
 }
 
 // TestARM858921Read crosses 32-bit boundaries at every phase: a read
@@ -252,7 +252,7 @@ func TestARM858921Read(t *testing.T) {
 			for _, high := range []uint64{0, 1, 0xff} { // bit 32 rising, falling (carry into 33), and up high
 				c := &glitchCounter{value: (high<<32 | 0xffff_ffff) - 2*step + start, step: step, every: 1, glitch: carriedEarly}
 				for i := 0; i < 4; i++ {
-					c.call(t, arm858921Read)
+					c.call(t, ARM858921Read)
 				}
 			}
 		}
@@ -263,7 +263,7 @@ func TestARM858921Read(t *testing.T) {
 	assert.Equal(t, uint64(1)<<32|0xffff_ffff, c.read(), "the fake's crossing read is 2^32 ahead")
 
 	steady := &glitchCounter{value: 5, step: 1, every: 1}
-	assert.Equal(t, 2, steady.call(t, arm858921Read))
+	assert.Equal(t, 2, steady.call(t, ARM858921Read))
 }
 
 // TestSun50iUnknown1Read rolls bit 10 and above over with the low bits
@@ -287,24 +287,24 @@ func TestSun50iUnknown1Read(t *testing.T) {
 	}}
 	var prev uint64
 	for i := 0; i < 20000; i++ {
-		c.call(t, sun50iUnknown1Read)
-		got := sun50iUnknown1Read(c.read)
+		c.call(t, Sun50iUnknown1Read)
+		got := Sun50iUnknown1Read(c.read)
 		assert.GreaterOrEqual(t, got, prev, "never backwards")
 		prev = got
 	}
 	assert.Greater(t, c.glitched, 50)
 
 	stuck := &glitchCounter{value: 0x400, step: 1, every: 1 << 30} // low bits all zero, not moving
-	assert.Equal(t, 150, stuck.call(t, sun50iUnknown1Read), "150 reads, then the last")
+	assert.Equal(t, 150, stuck.call(t, Sun50iUnknown1Read), "150 reads, then the last")
 	fine := &glitchCounter{value: 0x405, step: 1, every: 1}
-	assert.Equal(t, 1, fine.call(t, sun50iUnknown1Read))
+	assert.Equal(t, 1, fine.call(t, Sun50iUnknown1Read))
 }
 
 // TestWorkaroundsPassCleanCountersThrough: on a counter without the
 // erratum each workaround returns the counter's own values, in order.
 func TestWorkaroundsPassCleanCountersThrough(t *testing.T) {
 	for name, workaround := range map[string]func(func() uint64) uint64{
-		"fsl": fslA008585Read, "hisi": hisi161010101Read, "858921": arm858921Read, "sun50i": sun50iUnknown1Read,
+		"fsl": FSLA008585Read, "hisi": HiSilicon161010101Read, "858921": ARM858921Read, "sun50i": Sun50iUnknown1Read,
 	} {
 		c := &glitchCounter{value: 0xffff_0000, step: 1, every: 4}
 		var prev uint64
