@@ -3,6 +3,7 @@ package schedclock
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -331,4 +332,355 @@ func TestCrossCPUOrdering(t *testing.T) {
 			assert.NotZero(t, res.inversions, "the handoff loop did not catch a counter read without a fence in %d handoffs", res.handoffs)
 		}
 	})
+}
+
+// The publication test runs the real readers (tscNow's fast and slow
+// cases, the Go reader on readTSC, the portable source, CNTVCT on arm64)
+// on one CPU while a writer on another publishes lines back to back, and
+// checks every reading against the line it came from.
+//
+// The writer, for line j, reads the counter (W_j; the test's own reads
+// of a hardware counter are LFENCE;RDTSC;LFENCE or its arm64
+// equivalent, independent of the readers under test), publishes a line
+// that the reading identifies exactly, and reads the counter again (A_j)
+// right after the seq increment that makes the line visible (after the
+// locked add, so after it is globally visible). A line's slope is an
+// exact number of nanoseconds per count (8 or 4, alternating, so that a
+// mix of two lines' fields shows), its epoch lies a random distance
+// before W_j (so that a mix of two epochs shows, and a counter read
+// before W_j is not clamped to the epoch but computed, and shows), and
+// its value at W_j is a multiple of 2^40 that names the line. The slow
+// kind of line lies past the 64-bit overflow horizon, so that tscNow
+// hands every reading to the slow path. From a reading v the test
+// recovers the line j and the counter value t the reader used, and
+// requires
+//
+//   - c1 <= t <= c2, for the counter read just before and just after the
+//     call (the reading is the definition at a counter value read during
+//     the call);
+//   - t >= W_j: the counter was read after the loads of the bank (a read
+//     before them would see the previous line's epoch or fall below this
+//     one's);
+//   - t <= A_{j+1}: the counter was read before the reader's seq re-check
+//     was satisfied (a re-check that passes after line j+1 became visible
+//     would have seen the change).
+//
+// Readings that decode to no line, or off the line's grid, are torn: a
+// bank was rewritten under a reader whose re-check passed anyway.
+
+// pubReadings is how many readings each reader path takes per kind of
+// line in TestReadersUnderBackToBackPublications (fewer under the race
+// detector, whose bookkeeping makes every step some ten times slower and
+// changes what can interleave).
+func pubReadings() uint64 {
+	if race.Enabled {
+		return 100_000
+	}
+	return 1_000_000
+}
+
+const (
+	// pubRingSize is how many lines the writer's record keeps: a reader
+	// stopped (by the scheduler, on a busy machine) for longer than the
+	// writer takes to publish that many cannot check its reading, which
+	// then counts as skipped. About half a second here.
+	pubRingSize  = 1 << 20
+	pubSlotShift = 40 // a line's value at W_j is its slot << pubSlotShift
+)
+
+// pubRecord is the writer's record of one line.
+type pubRecord struct {
+	line atomic.Uint64 // 1 + the line's number; 0 while the record is rewritten
+	w    atomic.Uint64 // counter read before the publication began
+	a    atomic.Uint64 // counter read right after the seq increment that published it; 0 before
+}
+
+// pubWriter publishes the lines and keeps their records.
+type pubWriter struct {
+	c        *Clock
+	read     func() uint64 // the counter the lines read
+	ref      func() uint64 // the reference read of the same counter
+	conv     [2]conversion // by line parity: 8 ns and 4 ns per count
+	slow     bool          // anchor every line past the 64-bit overflow horizon
+	slotBase int64         // slot numbers start here, above every line's epoch offset
+	ring     []pubRecord
+	begun    atomic.Uint64 // lines whose publication has begun
+	done     atomic.Uint64 // lines whose publication has returned
+	rng      *rand.Rand
+	stepRec  *pubRecord // the record the step hook completes; writer only
+	step     func(string)
+}
+
+func newPubWriter(t *testing.T, read, ref func() uint64, slow bool) *pubWriter {
+	w := &pubWriter{read: read, ref: ref, slow: slow, ring: make([]pubRecord, pubRingSize),
+		rng: rand.New(rand.NewPCG(1, 2))}
+	for i, rate := range []uint64{125_000_000, 250_000_000} {
+		conv, err := newConversion(Source{Name: "pub", Read: read, Bits: 64, Rate: rate})
+		require.NoError(t, err)
+		require.Equal(t, uint64(conv.mult), uint64(w.scale(uint64(i)))<<conv.shift, "%d Hz must convert exactly", rate)
+		w.conv[i] = conv
+	}
+	// Every line's epochNs is its slot value minus scale*back; keep it
+	// positive.
+	maxBack := uint64(1<<30) + max(w.conv[0].overflowFrom(), w.conv[1].overflowFrom())
+	require.Less(t, maxBack, uint64(1)<<58, "the conversion leaves no room for the encoding")
+	w.slotBase = int64(8*maxBack>>pubSlotShift) + 1
+	c, err := New(Source{Name: "pub", Read: read, Bits: 64, Rate: 125_000_000})
+	require.NoError(t, err)
+	require.NoError(t, c.Close()) // no refresh goroutine: only the writer publishes
+	w.c = c
+	w.step = func(s string) {
+		if s == "seq.odd" {
+			w.stepRec.a.Store(w.ref())
+		}
+	}
+	return w
+}
+
+// scale is line j's slope in nanoseconds per count.
+func (w *pubWriter) scale(j uint64) int64 { return 8 >> (j % 2) }
+
+// slotNs is line j's value at W_j.
+func (w *pubWriter) slotNs(j uint64) int64 {
+	return (int64(j%pubRingSize) + w.slotBase) << pubSlotShift
+}
+
+// publish publishes line j.
+func (w *pubWriter) publish(j uint64) {
+	w.begun.Store(j + 1)
+	rec := &w.ring[j%pubRingSize]
+	rec.line.Store(0)
+	rec.a.Store(0)
+	cyc := w.ref()
+	rec.w.Store(cyc)
+	rec.line.Store(j + 1)
+	conv := w.conv[j%2]
+	back := 1<<20 + w.rng.Uint64N(1<<30-1<<20)
+	if w.slow {
+		back += conv.overflowFrom()
+	}
+	ln := line{read: w.read, conv: conv, epochCyc: cyc - back, epochNs: w.slotNs(j) - w.scale(j)*int64(back)}
+	w.stepRec = rec
+	w.c.latch.publish(&ln, w.step)
+	w.done.Store(j + 1)
+}
+
+// recordW returns W_j, and ok false if the record of line j was rewritten
+// for a later line (the reader fell a whole ring behind).
+func (w *pubWriter) recordW(j uint64) (cycW uint64, ok bool) {
+	rec := &w.ring[j%pubRingSize]
+	if rec.line.Load() != j+1 {
+		return 0, false
+	}
+	cycW = rec.w.Load()
+	// The writer rewrites the record only once it has begun line
+	// j+pubRingSize, and marks that first.
+	return cycW, w.begun.Load() < j+pubRingSize
+}
+
+// recordA returns A_j when it is known; gone reports that the record may
+// have been rewritten for a later line (the reader fell a whole ring
+// behind), and both false that A_j is not known yet.
+func (w *pubWriter) recordA(j uint64) (cycA uint64, known, gone bool) {
+	rec := &w.ring[j%pubRingSize]
+	if w.begun.Load() >= j+pubRingSize {
+		return 0, false, true
+	}
+	if rec.line.Load() != j+1 {
+		return 0, false, false // line j has not begun
+	}
+	cycA = rec.a.Load()
+	if w.begun.Load() >= j+pubRingSize {
+		return 0, false, true
+	}
+	return cycA, cycA != 0, false
+}
+
+// pubCheck is what one reader saw.
+type pubCheck struct {
+	readings, skipped, deferred uint64
+	skipWindow, skipW, skipA    uint64
+	torn, outside, early, late  uint64
+	minAfterW, minBeforeNextA   uint64 // the smallest t-W_j and A_{j+1}-t seen
+	examples                    []string
+	pending                     []pubPending // A_{j+1} not known yet when checked
+}
+
+type pubPending struct{ j, t uint64 }
+
+func (pc *pubCheck) violation(count *uint64, format string, args ...any) {
+	*count++
+	if len(pc.examples) < 5 {
+		pc.examples = append(pc.examples, fmt.Sprintf(format, args...))
+	}
+}
+
+func (pc *pubCheck) violations() uint64 { return pc.torn + pc.outside + pc.early + pc.late }
+
+// check decodes reading v, taken between reference reads c1 and c2 by a
+// reader that saw done0 lines done before c1 and begun1 lines begun after
+// c2, and checks it.
+func (w *pubWriter) check(pc *pubCheck, v int64, c1, c2, done0, begun1 uint64) {
+	pc.readings++
+	first := done0 - 1 // the reader saw at least the last line done before it started
+	if begun1-first > pubRingSize {
+		pc.skipWindow++
+		pc.skipped++ // the writer ran a whole ring ahead: the slot is ambiguous
+		return
+	}
+	slot := (v+1<<(pubSlotShift-1))>>pubSlotShift - w.slotBase
+	if slot < 0 || slot >= pubRingSize {
+		pc.violation(&pc.torn, "reading %d decodes to no line", v)
+		return
+	}
+	j := first + (uint64(slot)-first%pubRingSize)%pubRingSize
+	if j >= begun1 {
+		pc.violation(&pc.torn, "reading %d decodes to slot %d, no line in [%d, %d)", v, slot, first, begun1)
+		return
+	}
+	cycW, ok := w.recordW(j)
+	if !ok {
+		pc.skipW++
+		pc.skipped++
+		return
+	}
+	d := v - w.slotNs(j)
+	if d%w.scale(j) != 0 {
+		pc.violation(&pc.torn, "reading %d is off line %d's grid of %d ns", v, j, w.scale(j))
+		return
+	}
+	t := cycW + uint64(d/w.scale(j))
+	if int64(t-c1) < 0 || int64(c2-t) < 0 {
+		pc.violation(&pc.outside, "line %d read at counter %d, outside the bracket [%d, %d]", j, t, c1, c2)
+	}
+	if int64(t-cycW) < 0 {
+		pc.violation(&pc.early, "line %d read at counter %d, %d before the writer's read W=%d that preceded its publication", j, t, cycW-t, cycW)
+	} else {
+		pc.minAfterW = min(pc.minAfterW, t-cycW)
+	}
+	w.checkNext(pc, j, t)
+}
+
+// checkNext checks t <= A_{j+1}, or defers the check until A_{j+1} is
+// known.
+func (w *pubWriter) checkNext(pc *pubCheck, j, t uint64) {
+	cycA, known, gone := w.recordA(j + 1)
+	switch {
+	case gone:
+		pc.skipA++
+		pc.skipped++
+	case !known:
+		pc.deferred++
+		pc.pending = append(pc.pending, pubPending{j, t})
+	case int64(cycA-t) < 0:
+		pc.violation(&pc.late, "line %d read at counter %d, %d after line %d was visible (A=%d)", j, t, t-cycA, j+1, cycA)
+	default:
+		pc.minBeforeNextA = min(pc.minBeforeNextA, cycA-t)
+	}
+}
+
+// drain checks the deferred readings whose A_{j+1} has become known.
+func (w *pubWriter) drain(pc *pubCheck) {
+	if len(pc.pending) == 0 || w.done.Load() < pc.pending[0].j+2 {
+		return
+	}
+	pending := pc.pending
+	pc.pending = pc.pending[len(pc.pending):]
+	pc.deferred -= uint64(len(pending))
+	for _, p := range pending {
+		w.checkNext(pc, p.j, p.t)
+	}
+}
+
+// runPublications runs readers of w's clock, each taking n readings with
+// read, on cpus[1] while the writer publishes back to back on cpus[0].
+func runPublications(t *testing.T, w *pubWriter, read func(*Clock) int64, cpus [2]int, n uint64) pubCheck {
+	atLeastTwoPs(t)
+	w.publish(0)
+	require.NotZero(t, w.ring[0].a.Load(), `the writer's step hook never saw "seq.odd": update pubWriter.step`)
+	var (
+		readersDone atomic.Bool
+		wg          sync.WaitGroup
+		lines       uint64
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer lockToCPU(t, cpus[0])()
+		w.c.mu.Lock()
+		defer w.c.mu.Unlock()
+		j := uint64(1)
+		for ; !readersDone.Load(); j++ {
+			w.publish(j)
+		}
+		w.publish(j) // so that the last line read has its A
+		lines = j + 1
+	}()
+	pc := pubCheck{minAfterW: ^uint64(0), minBeforeNextA: ^uint64(0)}
+	reader := make(chan struct{})
+	go func() {
+		defer close(reader)
+		defer lockToCPU(t, cpus[1])()
+		for pc.readings < n {
+			done0 := w.done.Load()
+			c1 := w.ref()
+			v := read(w.c)
+			c2 := w.ref()
+			begun1 := w.begun.Load()
+			w.check(&pc, v, c1, c2, done0, begun1)
+			w.drain(&pc)
+		}
+	}()
+	<-reader
+	readersDone.Store(true)
+	wg.Wait()
+	w.drain(&pc)
+	t.Logf("%s: %d readings over %d lines: %d torn, %d outside their bracket, %d before W_j, %d after A_j+1 (%d skipped, the reader a ring behind: %d decoding, %d at W_j, %d at A_j+1); smallest t-W_j %d, smallest A_j+1-t %d counts",
+		t.Name(), pc.readings, lines, pc.torn, pc.outside, pc.early, pc.late, pc.skipped, pc.skipWindow, pc.skipW, pc.skipA, pc.minAfterW, pc.minBeforeNextA)
+	return pc
+}
+
+// pubCounter is a counter whose readers the publication test runs.
+type pubCounter struct {
+	name      string
+	read, ref func() uint64
+	readers   map[string]func(*Clock) int64
+}
+
+func pubCounters() []pubCounter {
+	now := map[string]func(*Clock) int64{"Now": (*Clock).Now}
+	counters := []pubCounter{{name: "portable", read: readMono, ref: readMono, readers: now}}
+	switch {
+	case tscSupported:
+		counters = append(counters, pubCounter{name: "tsc", read: tscReader(), ref: testcounter.ReadSerialized,
+			readers: map[string]func(*Clock) int64{"Now": (*Clock).Now, "now": (*Clock).now}})
+	case cntvctSupported:
+		counters = append(counters, pubCounter{name: "cntvct", read: cntvctReader(), ref: testcounter.ReadSerialized, readers: now})
+	}
+	return counters
+}
+
+// TestReadersUnderBackToBackPublications: every reading of every reader
+// path, taken while lines are published back to back on another CPU, is
+// the line it names at a counter value read after that line was published,
+// before the next one was, and during the call.
+func TestReadersUnderBackToBackPublications(t *testing.T) {
+	cpus, _ := testCPUs(t)
+	for _, ctr := range pubCounters() {
+		for name, read := range ctr.readers {
+			for _, slow := range []bool{false, true} {
+				kind := "fast"
+				if slow {
+					kind = "slow"
+				}
+				t.Run(ctr.name+"/"+name+"/"+kind, func(t *testing.T) {
+					w := newPubWriter(t, ctr.read, ctr.ref, slow)
+					pc := runPublications(t, w, read, cpus, pubReadings())
+					assert.Zero(t, pc.violations(), "violations, for example: %q", pc.examples)
+					assert.Zero(t, pc.deferred, "readings left unchecked")
+					assert.Less(t, pc.skipped, pc.readings/100, "too many readings skipped to mean anything")
+				})
+			}
+		}
+	}
 }

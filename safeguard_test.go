@@ -11,7 +11,7 @@ import (
 // written to fail when its safeguard is removed (tools/mutants applies the
 // removals): the fast path's window edge, the freezer's clamp, the mask
 // of the epoch, the Go reader's re-check. The ordering safeguards are in
-// ordering_test.go and publish_hw_test.go.
+// ordering_test.go.
 
 // publishLine makes ln the clock's line, as a writer would.
 func publishLine(c *Clock, ln line) {
