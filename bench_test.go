@@ -1,11 +1,13 @@
 package schedclock_test
 
 import (
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/internal/kernel"
 )
 
 var (
@@ -226,4 +228,25 @@ func BenchmarkWriter(b *testing.B) {
 			c.Resume()
 		}
 	})
+}
+
+// CLOCK_MONOTONIC_RAW through golang.org/x/sys/unix: on Linux
+// unix.ClockGettime is a system call, not the vDSO (Go exposes no vDSO
+// call for other clocks than the runtime's), so this is what reading the
+// raw clock costs a Go program.
+func BenchmarkClockGettimeRaw(b *testing.B) {
+	if !kernel.HasMonotonicRaw {
+		b.Skip("no CLOCK_MONOTONIC_RAW on ", runtime.GOOS)
+	}
+	raw := func() int64 {
+		ns, _ := kernel.MonotonicRaw()
+		return ns
+	}
+	bench(b, func(b *testing.B) {
+		var s int64
+		for b.Loop() {
+			s += raw()
+		}
+		sink += s
+	}, raw)
 }

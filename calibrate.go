@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/schedclock/schedclock/internal/kernel"
 )
 
 // Calibration and the watch. A Clock with a reference (WithReference; the
@@ -424,4 +426,23 @@ func measureRate(read func() uint64, d time.Duration) (hz float64, errPPM float6
 	start := samplePoint(read, rawNow)
 	time.Sleep(d)
 	return rateBetween(start, samplePoint(read, rawNow))
+}
+
+// rawClockName names the reference clock that rates are measured against.
+// Where there is no CLOCK_MONOTONIC_RAW, Go's monotonic clock stands in.
+var rawClockName = func() string {
+	if kernel.HasMonotonicRaw {
+		return "CLOCK_MONOTONIC_RAW"
+	}
+	return "Go monotonic clock"
+}()
+
+// rawNow reads CLOCK_MONOTONIC_RAW: the kernel's unsteered clock, the
+// reference for every rate this package measures (Go's monotonic clock
+// where there is none).
+func rawNow() int64 {
+	if ns, err := kernel.MonotonicRaw(); err == nil {
+		return ns
+	}
+	return int64(readMono())
 }

@@ -1,8 +1,10 @@
-// Package kernel reads what the Linux kernel says about its clocksource
-// in sysfs: which one it uses now, and, when that is not the counter a
-// clock wants, whether its watchdog demoted that counter or someone
-// switched away from it by hand. Where there is no sysfs (not Linux, a
-// container without it), the kernel says nothing, and Verdict says so.
+// Package kernel reads what the kernel tells user space about its
+// timekeeping: on Linux, the clocksource it uses now (sysfs) and, when
+// that is not the counter a clock wants, whether its watchdog demoted
+// that counter or someone switched away from it by hand; and, on Linux
+// and macOS, CLOCK_MONOTONIC_RAW, the unsteered clock that rates are
+// measured against. Where the kernel has no such file or clock, it says
+// so.
 package kernel
 
 import (

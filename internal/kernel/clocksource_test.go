@@ -1,11 +1,13 @@
 package kernel
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -91,4 +93,24 @@ func TestReadClocksource(t *testing.T) {
 	want := strings.TrimSpace(string(content))
 	require.NotEmpty(t, want)
 	assert.Equal(t, want, Clocksource())
+}
+
+// TestMonotonicRaw reads the raw clock around a 10 ms sleep, inside two
+// readings of Go's monotonic clock: it moves forwards by at least the
+// sleep and at most what Go's clock saw around it (NTP slews that one by
+// at most 500 ppm).
+func TestMonotonicRaw(t *testing.T) {
+	start := time.Now()
+	a, err := MonotonicRaw()
+	if !HasMonotonicRaw {
+		assert.ErrorIs(t, err, errors.ErrUnsupported)
+		return
+	}
+	require.NoError(t, err)
+	time.Sleep(10 * time.Millisecond)
+	b, err := MonotonicRaw()
+	around := time.Since(start)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, time.Duration(b-a), 10*time.Millisecond*999/1000)
+	assert.LessOrEqual(t, time.Duration(b-a), around*1001/1000+time.Microsecond)
 }
