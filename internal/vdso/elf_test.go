@@ -106,6 +106,12 @@ func TestLookupRefusals(t *testing.T) {
 		{"symbol renamed", replaceAll(t, image, "__vdso_clock_gettime\x00", "__vdso_clock_gettimX\x00"), ErrSymbolNotFound},
 		{"version renamed", replaceAll(t, image, "LINUX_2.6\x00", "LINUX_9.9\x00"), ErrVersionNotFound},
 		{"no hash table", setDynTag(t, setDynTag(t, image, dtHash, 0x7fffffff), dtGNUHash, 0x7fffffff), ErrMalformed},
+		{"code not executable", func() []byte {
+			b := bytes.Clone(image)
+			phoff := le.Uint64(b[32:])
+			binary.LittleEndian.PutUint32(b[phoff+4:], 4) // the PT_LOAD's p_flags: PF_R only
+			return b
+		}(), ErrMalformed},
 		{"no dynamic table", func() []byte {
 			b := bytes.Clone(image)
 			phoff := le.Uint64(b[32:])
