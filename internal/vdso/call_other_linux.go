@@ -1,8 +1,11 @@
-//go:build linux && !(gc && !purego && amd64)
+//go:build linux && !(gc && !purego && (amd64 || (arm64 && go1.26 && !go1.27)))
 
 package vdso
 
-import "runtime"
+import (
+	"runtime"
+	"strings"
+)
 
 // callerBuilt says that this build cannot call the vDSO: Now makes the
 // system call.
@@ -18,6 +21,12 @@ func noCallerReason() string {
 		return "no vDSO caller in a " + runtime.Compiler + " build"
 	case runtime.GOARCH == "amd64":
 		return "purego build"
+	case runtime.GOARCH == "arm64" && strings.HasPrefix(runtime.Version(), "go1.26"):
+		return "purego build"
+	case runtime.GOARCH == "arm64":
+		// call_linux_arm64.s stores g where the signal handler looks for
+		// it through the runtime's struct offsets, verified for go1.26.
+		return "no vDSO caller for " + runtime.Version() + ": the arm64 caller is verified against go1.26's runtime layout only"
 	}
 	return "no vDSO caller for " + runtime.GOOS + "/" + runtime.GOARCH
 }

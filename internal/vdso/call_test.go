@@ -1,4 +1,4 @@
-//go:build linux && gc && !purego && amd64
+//go:build linux && gc && !purego && (amd64 || (arm64 && go1.26 && !go1.27))
 
 package vdso
 
