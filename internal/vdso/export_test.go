@@ -7,3 +7,7 @@ func SyscallClock(c *Clock) *Clock {
 	d.entry, d.path = 0, "system call (forced by the test)"
 	return &d
 }
+
+// RuntimeSeesVDSOPage says whether the runtime's inVDSOPage covers this
+// process's vDSO (see runtimeSeesVDSOPage).
+func RuntimeSeesVDSOPage() bool { return runtimeSeesVDSOPage() }

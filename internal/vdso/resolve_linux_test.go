@@ -17,6 +17,22 @@ import (
 
 func resolvedBeforeMain() bool { return live.path != "" }
 
+// runtimeSeesVDSOPage says whether the runtime's inVDSOPage covers this
+// process's vDSO. The runtime takes the page as starting at the load
+// address plus the first PT_LOAD's p_offset - p_vaddr
+// (runtime/vdso_linux.go, vdsoInitFromSysinfoEhdr): right for a kernel's
+// image, linked at 0, wrong for qemu 10's, whose program headers carry
+// the address it was relocated to. There sigprof charges vDSO samples to
+// _ExternalCode, and sigFetchG never reads the g slot.
+func runtimeSeesVDSOPage() bool {
+	_, image, err := liveImage()
+	if err != nil {
+		return false
+	}
+	img, err := parseELF(image)
+	return err == nil && img.loadVaddr == img.loadOffset
+}
+
 var allClocks = []ID{Realtime, Monotonic, MonotonicRaw, MonotonicCoarse, Boottime}
 
 // bracket checks, n times in a row, that read() lies between two
