@@ -41,7 +41,7 @@ func defaultEntry() (uintptr, string) {
 // the system call is used. check vets the caller itself (the arm64 g
 // slot) before the vDSO is trusted with it.
 func entryIn(base uintptr, image []byte, arch string, check func() error) (uintptr, string) {
-	var sym Symbol
+	var sym symbol
 	var machine uint16
 	switch arch {
 	case "amd64":
@@ -51,19 +51,19 @@ func entryIn(base uintptr, image []byte, arch string, check func() error) (uintp
 	default:
 		return 0, "system call (no vDSO caller for linux/" + arch + ")"
 	}
-	if m, err := Machine(image); err != nil {
+	if m, err := imageMachine(image); err != nil {
 		return 0, "system call (vDSO unusable: " + err.Error() + ")"
 	} else if m != machine {
 		return 0, fmt.Sprintf("system call (vDSO is for e_machine %d, not %s)", m, arch)
 	}
-	off, err := Lookup(image, sym)
+	off, err := lookupSymbol(image, sym)
 	if err != nil {
 		return 0, "system call (vDSO unusable: " + err.Error() + ")"
 	}
 	if err := check(); err != nil {
 		return 0, "system call (vDSO found, caller unverified: " + err.Error() + ")"
 	}
-	return base + uintptr(off), "vDSO " + sym.Name + " (" + sym.Version + ")"
+	return base + uintptr(off), "vDSO " + sym.name + " (" + sym.version + ")"
 }
 
 // openClock returns the Clock for id, reading it once through the path

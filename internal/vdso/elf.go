@@ -19,7 +19,7 @@ import (
 // bounded: by a strictly increasing offset, by a table's declared length
 // or by the image's size.
 
-// ELF constants (the System V gABI, "Dynamic Section" and "Symbol
+// ELF constants (the System V gABI, "Dynamic Section" and "symbol
 // Versioning" of the LSB).
 const (
 	elfClass64  = 2
@@ -62,27 +62,26 @@ const (
 // Errors from the lookup. Each one is wrapped with the detail that
 // failed; Path quotes the message.
 var (
-	ErrNotELF          = errors.New("vdso: not a 64-bit little-endian ELF image")
-	ErrMalformed       = errors.New("vdso: malformed ELF image")
-	ErrSymbolNotFound  = errors.New("vdso: symbol not found")
-	ErrVersionNotFound = errors.New("vdso: symbol version not defined")
+	errNotELF          = errors.New("vdso: not a 64-bit little-endian ELF image")
+	errMalformed       = errors.New("vdso: malformed ELF image")
+	errSymbolNotFound  = errors.New("vdso: symbol not found")
+	errVersionNotFound = errors.New("vdso: symbol version not defined")
 )
 
-// Symbol names a function in a vDSO image: the name and the version the
+// symbol names a function in a vDSO image: the name and the version the
 // symbol must carry, as the runtime's vdsoSymbolKeys and vdsoLinuxVersion
 // do.
-type Symbol struct {
-	Name    string
-	Version string
+type symbol struct {
+	name, version string
 }
 
-func (s Symbol) String() string { return s.Name + "@" + s.Version }
+func (s symbol) String() string { return s.name + "@" + s.version }
 
 // The clock_gettime of each architecture's vDSO, as the runtime names it
 // (runtime/vdso_linux_amd64.go, vdso_linux_arm64.go).
 var (
-	symbolAMD64 = Symbol{Name: "__vdso_clock_gettime", Version: "LINUX_2.6"}
-	symbolARM64 = Symbol{Name: "__kernel_clock_gettime", Version: "LINUX_2.6.39"}
+	symbolAMD64 = symbol{name: "__vdso_clock_gettime", version: "LINUX_2.6"}
+	symbolARM64 = symbol{name: "__kernel_clock_gettime", version: "LINUX_2.6.39"}
 )
 
 // elfImage is a vDSO laid out as the kernel maps it: the whole shared
@@ -116,11 +115,11 @@ type elfImage struct {
 	hasDynamic, hasStrsz bool
 }
 
-// Lookup finds sym in a vDSO image (the bytes from its ELF header on) and
+// lookupSymbol finds sym in a vDSO image (the bytes from its ELF header on) and
 // returns the symbol's offset from the start of the image: the address to
 // call is the image's base address plus that offset. The offset always
 // lies inside an executable PT_LOAD segment of the image.
-func Lookup(image []byte, sym Symbol) (uint64, error) {
+func lookupSymbol(image []byte, sym symbol) (uint64, error) {
 	img, err := parseELF(image)
 	if err != nil {
 		return 0, err
@@ -128,8 +127,8 @@ func Lookup(image []byte, sym Symbol) (uint64, error) {
 	return img.lookup(sym)
 }
 
-// Machine returns the image's e_machine (62 for x86-64, 183 for AArch64).
-func Machine(image []byte) (uint16, error) {
+// imageMachine returns the image's e_machine (62 for x86-64, 183 for AArch64).
+func imageMachine(image []byte) (uint16, error) {
 	img, err := parseELF(image)
 	if err != nil {
 		return 0, err
@@ -152,17 +151,17 @@ func u32(d []byte, off uint64) uint32 { return le.Uint32(d[off:]) }
 func u64(d []byte, off uint64) uint64 { return le.Uint64(d[off:]) }
 
 func malformed(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", errMalformed, fmt.Sprintf(format, args...))
 }
 
 // parseELF reads the headers and the dynamic table of image and checks
 // that every table they name lies inside it.
 func parseELF(image []byte) (*elfImage, error) {
 	if len(image) < elfHdrSize || string(image[:4]) != "\x7fELF" {
-		return nil, ErrNotELF
+		return nil, errNotELF
 	}
 	if image[4] != elfClass64 || image[5] != elfDataLSB {
-		return nil, ErrNotELF
+		return nil, errNotELF
 	}
 	img := &elfImage{data: image, machine: u16(image, 18)}
 	phoff := u64(image, 32)
@@ -402,19 +401,19 @@ func gnuHash(name string) uint32 {
 	return h
 }
 
-// lookup walks the hash chain of sym.Name and checks each candidate as
+// lookup walks the hash chain of sym.name and checks each candidate as
 // the runtime's vdsoParseSymbols does.
-func (img *elfImage) lookup(sym Symbol) (uint64, error) {
-	ver, err := img.version(sym.Version)
+func (img *elfImage) lookup(sym symbol) (uint64, error) {
+	ver, err := img.version(sym.version)
 	if err != nil {
 		return 0, err
 	}
 	if img.nbucket == 0 {
-		return 0, fmt.Errorf("%w: %s (empty hash table)", ErrSymbolNotFound, sym)
+		return 0, fmt.Errorf("%w: %s (empty hash table)", errSymbolNotFound, sym)
 	}
 	found := func(i uint64) (uint64, bool, error) { return img.match(i, sym, ver) }
 	if img.gnu {
-		h := gnuHash(sym.Name)
+		h := gnuHash(sym.name)
 		i := uint64(u32(img.data, img.buckets+4*(uint64(h)%img.nbucket)))
 		if i < img.gnuSymOffset {
 			return 0, img.notFound(sym, ver)
@@ -432,7 +431,7 @@ func (img *elfImage) lookup(sym Symbol) (uint64, error) {
 		}
 		return 0, img.notFound(sym, ver)
 	}
-	h := elfHash(sym.Name)
+	h := elfHash(sym.name)
 	i := uint64(u32(img.data, img.buckets+4*(uint64(h)%img.nbucket)))
 	// A chain visits each symbol at most once unless it loops: nchain
 	// steps are enough for a well-formed table and stop a looping one.
@@ -448,17 +447,17 @@ func (img *elfImage) lookup(sym Symbol) (uint64, error) {
 	return 0, img.notFound(sym, ver)
 }
 
-func (img *elfImage) notFound(sym Symbol, ver int32) error {
+func (img *elfImage) notFound(sym symbol, ver int32) error {
 	if ver < 0 {
-		return fmt.Errorf("%w: %s", ErrVersionNotFound, sym)
+		return fmt.Errorf("%w: %s", errVersionNotFound, sym)
 	}
-	return fmt.Errorf("%w: %s", ErrSymbolNotFound, sym)
+	return fmt.Errorf("%w: %s", errSymbolNotFound, sym)
 }
 
 // match checks symbol i against sym: a defined global or weak function
 // (or untyped symbol) of that name and version, whose address lies in an
 // executable segment.
-func (img *elfImage) match(i uint64, sym Symbol, ver int32) (uint64, bool, error) {
+func (img *elfImage) match(i uint64, sym symbol, ver int32) (uint64, bool, error) {
 	if i >= img.symCount {
 		return 0, false, malformed("symbol index %d beyond the symbol table", i)
 	}
@@ -469,7 +468,7 @@ func (img *elfImage) match(i uint64, sym Symbol, ver int32) (uint64, bool, error
 	if typ != sttFunc && typ != sttNotype || bind != stbGlobal && bind != stbWeak || shndx == shnUndef {
 		return 0, false, nil
 	}
-	if n, ok := img.str(uint64(name)); !ok || n != sym.Name {
+	if n, ok := img.str(uint64(name)); !ok || n != sym.name {
 		return 0, false, nil
 	}
 	if img.hasVersym && ver != 0 {

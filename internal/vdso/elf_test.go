@@ -19,7 +19,7 @@ import (
 // bias arithmetic must handle).
 type testImage struct {
 	file    string
-	sym     Symbol
+	sym     symbol
 	machine uint16
 	offset  uint64 // the symbol's offset, as readelf --dyn-syms shows it less the load address
 }
@@ -40,10 +40,10 @@ func TestLookupTestdata(t *testing.T) {
 	for _, ti := range testImages {
 		t.Run(ti.file, func(t *testing.T) {
 			image := readImage(t, ti.file)
-			m, err := Machine(image)
+			m, err := imageMachine(image)
 			require.NoError(t, err)
 			assert.Equal(t, ti.machine, m)
-			off, err := Lookup(image, ti.sym)
+			off, err := lookupSymbol(image, ti.sym)
 			require.NoError(t, err)
 			assert.Equal(t, ti.offset, off)
 			// The other architecture's name is not there.
@@ -51,8 +51,8 @@ func TestLookupTestdata(t *testing.T) {
 			if ti.sym == symbolARM64 {
 				other = symbolAMD64
 			}
-			_, err = Lookup(image, other)
-			assert.ErrorIs(t, err, ErrVersionNotFound)
+			_, err = lookupSymbol(image, other)
+			assert.ErrorIs(t, err, errVersionNotFound)
 		})
 	}
 }
@@ -99,29 +99,29 @@ func TestLookupRefusals(t *testing.T) {
 		image []byte
 		err   error
 	}{
-		{"empty", nil, ErrNotELF},
-		{"header only", image[:elfHdrSize], ErrMalformed},
-		{"32-bit class", func() []byte { b := bytes.Clone(image); b[4] = 1; return b }(), ErrNotELF},
-		{"big-endian", func() []byte { b := bytes.Clone(image); b[5] = 2; return b }(), ErrNotELF},
-		{"symbol renamed", replaceAll(t, image, "__vdso_clock_gettime\x00", "__vdso_clock_gettimX\x00"), ErrSymbolNotFound},
-		{"version renamed", replaceAll(t, image, "LINUX_2.6\x00", "LINUX_9.9\x00"), ErrVersionNotFound},
-		{"no hash table", setDynTag(t, setDynTag(t, image, dtHash, 0x7fffffff), dtGNUHash, 0x7fffffff), ErrMalformed},
+		{"empty", nil, errNotELF},
+		{"header only", image[:elfHdrSize], errMalformed},
+		{"32-bit class", func() []byte { b := bytes.Clone(image); b[4] = 1; return b }(), errNotELF},
+		{"big-endian", func() []byte { b := bytes.Clone(image); b[5] = 2; return b }(), errNotELF},
+		{"symbol renamed", replaceAll(t, image, "__vdso_clock_gettime\x00", "__vdso_clock_gettimX\x00"), errSymbolNotFound},
+		{"version renamed", replaceAll(t, image, "LINUX_2.6\x00", "LINUX_9.9\x00"), errVersionNotFound},
+		{"no hash table", setDynTag(t, setDynTag(t, image, dtHash, 0x7fffffff), dtGNUHash, 0x7fffffff), errMalformed},
 		{"code not executable", func() []byte {
 			b := bytes.Clone(image)
 			phoff := le.Uint64(b[32:])
 			binary.LittleEndian.PutUint32(b[phoff+4:], 4) // the PT_LOAD's p_flags: PF_R only
 			return b
-		}(), ErrMalformed},
+		}(), errMalformed},
 		{"no dynamic table", func() []byte {
 			b := bytes.Clone(image)
 			phoff := le.Uint64(b[32:])
 			binary.LittleEndian.PutUint32(b[phoff+elfPhdrSize:], 0x7fffffff) // PT_DYNAMIC is the second program header
 			return b
-		}(), ErrMalformed},
+		}(), errMalformed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Lookup(tc.image, sym)
+			_, err := lookupSymbol(tc.image, sym)
 			assert.ErrorIs(t, err, tc.err)
 		})
 	}
@@ -133,7 +133,7 @@ func TestLookupEachHashTable(t *testing.T) {
 	for _, ti := range testImages {
 		image := readImage(t, ti.file)
 		for _, hide := range []uint64{dtHash, dtGNUHash} {
-			off, err := Lookup(setDynTag(t, image, hide, 0x7fffffff), ti.sym)
+			off, err := lookupSymbol(setDynTag(t, image, hide, 0x7fffffff), ti.sym)
 			require.NoError(t, err, "%s without tag %#x", ti.file, hide)
 			assert.Equal(t, ti.offset, off, "%s without tag %#x", ti.file, hide)
 		}
@@ -144,7 +144,7 @@ func TestLookupEachHashTable(t *testing.T) {
 // in the runtime.
 func TestLookupWithoutVersions(t *testing.T) {
 	for _, ti := range testImages {
-		off, err := Lookup(setDynTag(t, readImage(t, ti.file), dtVerdef, 0x7fffffff), Symbol{Name: ti.sym.Name, Version: "NONE"})
+		off, err := lookupSymbol(setDynTag(t, readImage(t, ti.file), dtVerdef, 0x7fffffff), symbol{name: ti.sym.name, version: "NONE"})
 		require.NoError(t, err, ti.file)
 		assert.Equal(t, ti.offset, off, ti.file)
 	}
@@ -162,7 +162,7 @@ func TestLookupLoopingChain(t *testing.T) {
 	for i := range img.nbucket {
 		binary.LittleEndian.PutUint32(b[img.buckets+4*i:], 3) // a symbol that is not the one sought
 	}
-	_, err = Lookup(b, symbolAMD64)
+	_, err = lookupSymbol(b, symbolAMD64)
 	assert.Error(t, err)
 }
 
@@ -172,7 +172,7 @@ func TestLookupIsTotal(t *testing.T) {
 	for _, ti := range testImages {
 		image := readImage(t, ti.file)
 		for n := range len(image) {
-			if off, err := Lookup(image[:n], ti.sym); err == nil {
+			if off, err := lookupSymbol(image[:n], ti.sym); err == nil {
 				require.Less(t, off, uint64(n))
 			}
 		}
@@ -181,7 +181,7 @@ func TestLookupIsTotal(t *testing.T) {
 			orig := b[i]
 			for _, v := range []byte{0, 0xff, orig ^ 0x80, orig + 1, orig - 1} {
 				b[i] = v
-				if off, err := Lookup(b, ti.sym); err == nil {
+				if off, err := lookupSymbol(b, ti.sym); err == nil {
 					require.Less(t, off, uint64(len(b)))
 				}
 			}
@@ -193,7 +193,7 @@ func TestLookupIsTotal(t *testing.T) {
 			for range 1 + rng.IntN(16) {
 				c[rng.IntN(len(c))] = byte(rng.Uint32())
 			}
-			if off, err := Lookup(c, ti.sym); err == nil {
+			if off, err := lookupSymbol(c, ti.sym); err == nil {
 				require.Less(t, off, uint64(len(c)))
 			}
 		}
@@ -207,11 +207,11 @@ func FuzzLookup(f *testing.F) {
 		f.Add(readImage(f, ti.file))
 	}
 	f.Fuzz(func(t *testing.T, image []byte) {
-		if _, err := Machine(image); err != nil {
+		if _, err := imageMachine(image); err != nil {
 			return
 		}
-		for _, sym := range []Symbol{symbolAMD64, symbolARM64} {
-			if off, err := Lookup(image, sym); err == nil && off >= uint64(len(image)) {
+		for _, sym := range []symbol{symbolAMD64, symbolARM64} {
+			if off, err := lookupSymbol(image, sym); err == nil && off >= uint64(len(image)) {
 				t.Fatalf("%s at %#x, outside the %d-byte image", sym, off, len(image))
 			}
 		}

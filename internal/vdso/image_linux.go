@@ -105,7 +105,7 @@ func liveImage() (uintptr, []byte, error) {
 		return 0, nil, err
 	}
 	if end, ok := mappingEnd(base); ok && n > uint64(end-base) {
-		return 0, nil, fmt.Errorf("%w: the headers claim %d bytes, /proc/self/maps maps %d", ErrMalformed, n, end-base)
+		return 0, nil, fmt.Errorf("%w: the headers claim %d bytes, /proc/self/maps maps %d", errMalformed, n, end-base)
 	}
 	return base, bytes.Clone(memory(base, uintptr(n))), nil
 }
@@ -121,7 +121,7 @@ func memory(addr, n uintptr) []byte {
 // they are known to lie in the first page.
 func imageLength(hdr []byte, phdrs func(off, size uint64) []byte) (uint64, error) {
 	if string(hdr[:4]) != "\x7fELF" || hdr[4] != elfClass64 || hdr[5] != elfDataLSB {
-		return 0, ErrNotELF
+		return 0, errNotELF
 	}
 	phoff, phentsize, phnum := le.Uint64(hdr[32:]), uint64(le.Uint16(hdr[54:])), uint64(le.Uint16(hdr[56:]))
 	if phentsize < elfPhdrSize || phoff > minPage || phnum*phentsize > minPage-phoff {

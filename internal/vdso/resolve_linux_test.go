@@ -232,10 +232,10 @@ func TestImageLength(t *testing.T) {
 		_, err := imageLength(b[:elfHdrSize], func(off, size uint64) []byte { return b[off : off+size] })
 		return err
 	}
-	assert.ErrorIs(t, cut(func(b []byte) { b[0] = 0 }), ErrNotELF)
-	assert.ErrorIs(t, cut(func(b []byte) { binary.LittleEndian.PutUint64(b[32:], 4000) }), ErrMalformed, "program headers past the first page")
-	assert.ErrorIs(t, cut(func(b []byte) { binary.LittleEndian.PutUint16(b[56:], 0xffff) }), ErrMalformed, "too many program headers")
-	assert.ErrorIs(t, cut(func(b []byte) { binary.LittleEndian.PutUint64(b[64+32:], 1<<40) }), ErrMalformed, "a PT_LOAD of 1 TiB")
+	assert.ErrorIs(t, cut(func(b []byte) { b[0] = 0 }), errNotELF)
+	assert.ErrorIs(t, cut(func(b []byte) { binary.LittleEndian.PutUint64(b[32:], 4000) }), errMalformed, "program headers past the first page")
+	assert.ErrorIs(t, cut(func(b []byte) { binary.LittleEndian.PutUint16(b[56:], 0xffff) }), errMalformed, "too many program headers")
+	assert.ErrorIs(t, cut(func(b []byte) { binary.LittleEndian.PutUint64(b[64+32:], 1<<40) }), errMalformed, "a PT_LOAD of 1 TiB")
 }
 
 // The live image: inside the mapping /proc/self/maps shows, and its
@@ -249,7 +249,7 @@ func TestLiveImage(t *testing.T) {
 	end, ok := mappingEnd(base)
 	require.True(t, ok, "/proc/self/maps")
 	assert.LessOrEqual(t, uint64(len(image)), uint64(end-base))
-	m, err := Machine(image)
+	m, err := imageMachine(image)
 	require.NoError(t, err)
 	t.Logf("vDSO at %#x: %d bytes, e_machine %d, mapping ends at %#x", base, len(image), m, end)
 	if runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64" {
