@@ -68,7 +68,7 @@ func replaceAll(t *testing.T, image []byte, old, new string) []byte {
 
 // setDynTag rewrites the first dynamic entry tagged from as to: an
 // ignored tag hides a table from the lookup.
-func setDynTag(t *testing.T, image []byte, from, to uint64) []byte {
+func setDynTag(t testing.TB, image []byte, from, to uint64) []byte {
 	t.Helper()
 	img, err := parseELF(image)
 	require.NoError(t, err)
@@ -166,36 +166,50 @@ func TestLookupLoopingChain(t *testing.T) {
 	assert.Error(t, err)
 }
 
+// variants returns a real image and the same image with its GNU hash
+// table hidden: the lookup prefers the GNU table, so only the second
+// reaches the SysV one.
+func variants(t testing.TB, ti testImage) [][]byte {
+	image := readImage(t, ti.file)
+	return [][]byte{image, setDynTag(t, image, dtGNUHash, 0x7fffffff)}
+}
+
 // Every prefix of a real image, and every byte of it set to a few values,
-// parses without a panic; a symbol found lies inside the image.
+// parses without a panic; a symbol found lies inside the image. Each
+// image twice, to reach both hash tables.
 func TestLookupIsTotal(t *testing.T) {
 	for _, ti := range testImages {
-		image := readImage(t, ti.file)
-		for n := range len(image) {
-			if off, err := lookupSymbol(image[:n], ti.sym); err == nil {
-				require.Less(t, off, uint64(n))
+		for _, image := range variants(t, ti) {
+			lookupIsTotal(t, ti, image)
+		}
+	}
+}
+
+func lookupIsTotal(t *testing.T, ti testImage, image []byte) {
+	for n := range len(image) {
+		if off, err := lookupSymbol(image[:n], ti.sym); err == nil {
+			require.Less(t, off, uint64(n))
+		}
+	}
+	b := bytes.Clone(image)
+	for i := range b {
+		orig := b[i]
+		for _, v := range []byte{0, 0xff, orig ^ 0x80, orig + 1, orig - 1} {
+			b[i] = v
+			if off, err := lookupSymbol(b, ti.sym); err == nil {
+				require.Less(t, off, uint64(len(b)))
 			}
 		}
-		b := bytes.Clone(image)
-		for i := range b {
-			orig := b[i]
-			for _, v := range []byte{0, 0xff, orig ^ 0x80, orig + 1, orig - 1} {
-				b[i] = v
-				if off, err := lookupSymbol(b, ti.sym); err == nil {
-					require.Less(t, off, uint64(len(b)))
-				}
-			}
-			b[i] = orig
+		b[i] = orig
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		c := bytes.Clone(image)
+		for range 1 + rng.IntN(16) {
+			c[rng.IntN(len(c))] = byte(rng.Uint32())
 		}
-		rng := rand.New(rand.NewPCG(1, 2))
-		for range 2000 {
-			c := bytes.Clone(image)
-			for range 1 + rng.IntN(16) {
-				c[rng.IntN(len(c))] = byte(rng.Uint32())
-			}
-			if off, err := lookupSymbol(c, ti.sym); err == nil {
-				require.Less(t, off, uint64(len(c)))
-			}
+		if off, err := lookupSymbol(c, ti.sym); err == nil {
+			require.Less(t, off, uint64(len(c)))
 		}
 	}
 }
@@ -204,7 +218,9 @@ func TestLookupIsTotal(t *testing.T) {
 // report a symbol outside the image. go test -fuzz FuzzLookup.
 func FuzzLookup(f *testing.F) {
 	for _, ti := range testImages {
-		f.Add(readImage(f, ti.file))
+		for _, image := range variants(f, ti) {
+			f.Add(image)
+		}
 	}
 	f.Fuzz(func(t *testing.T, image []byte) {
 		if _, err := imageMachine(image); err != nil {
