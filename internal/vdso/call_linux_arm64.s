@@ -67,7 +67,7 @@ TEXT ·callClockGettime(SB), 0, $5120-28
 	C_STACK_TOP(R1)        // second C argument: the timespec, at the C stack's top
 	STORE_G_SLOT
 	MOVD R1, RSP           // move onto the reserved frame: the C function's stack grows down inside it
-	BL   (R2)
+	BL   (R2)              // clobbers LR: the epilogue reloads ours from the frame's bottom
 	CLEAR_G_SLOT
 	MOVD 0(RSP), R3        // tv_sec
 	MOVD 8(RSP), R4        // tv_nsec
