@@ -56,6 +56,9 @@ type mutation struct {
 	// the hardware at hand; it is still applied and run, and a survival
 	// is reported as expected rather than failing the run.
 	Unobservable string
+	// Pkg is the package whose tests run, relative to the repository
+	// root; "" is the root package.
+	Pkg string
 }
 
 const (
@@ -168,6 +171,80 @@ var mutations = []mutation{
 		Arch:  "arm64", Run: orderingTests,
 		Unobservable: qemuInOrder,
 	},
+	{
+		Name: "vdso call: no 16-byte alignment of the C stack", File: "internal/vdso/call_linux_amd64.s", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tLEAQ (VDSO_FRAME-16)(SP), reg; \\\n\tANDQ $~15, reg\n", New: "\tLEAQ (VDSO_FRAME-16)(SP), reg\n", Count: 1}},
+		Run:   "^TestABIProbe$", Fast: true,
+	},
+	{
+		Name: "vdso call: C stack not moved onto the reserved frame", File: "internal/vdso/call_linux_amd64.s", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tMOVQ SI, SP            // move onto the reserved frame: the C function's pushes land inside it\n", Count: 1}},
+		Run:   "^TestABIProbe$", Fast: true,
+	},
+	{
+		Name: "vdso call: frame smaller than the C stack", File: "internal/vdso/call_linux_amd64.s", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "TEXT ·callClockGettime(SB), 0, $5120-28", New: "TEXT ·callClockGettime(SB), 0, $64-28", Count: 1}},
+		Run:   "^TestABIProbe$", Fast: true,
+	},
+	{
+		Name: "vdso call: Go SP kept in a caller-saved register", File: "internal/vdso/call_linux_amd64.s", Pkg: "internal/vdso",
+		Edits: []edit{
+			{Old: "\tMOVQ SP, R12           // the Go SP", New: "\tMOVQ SP, R11           // the Go SP", Count: 1},
+			{Old: "\tMOVQ R12, SP           // back on the Go SP", New: "\tMOVQ R11, SP           // back on the Go SP", Count: 1},
+		},
+		Run: "^TestABIProbe$",
+	},
+	{
+		Name: "vdso call: frame without NO_LOCAL_POINTERS", File: "internal/vdso/call_linux_amd64.s", Pkg: "internal/vdso",
+		Edits:        []edit{{Old: "TEXT ·callClockGettime(SB), 0, $5120-28\n\tNO_LOCAL_POINTERS\n", New: "TEXT ·callClockGettime(SB), 0, $5120-28\n", Count: 1}},
+		Run:          "^(TestProfileUnderLoad|TestSignalStorm)$",
+		Unobservable: "no stack walk that needs the frame's pointer map reaches it: the goroutine cannot stop inside an assembly function past its prologue (isAsyncSafePoint refuses FuncFlagAsm), and at the prologue's morestack call the frame has no locals yet",
+	},
+	{
+		Name: "vdso call (arm64): no g store in the g slot", File: "internal/vdso/call_linux_arm64.s", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tMOVD g, (R22); \\\n", Count: 1}},
+		Arch:  "arm64", Run: "^TestABIProbe$",
+	},
+	{
+		Name: "vdso call (arm64): g slot not cleared", File: "internal/vdso/call_linux_arm64.s", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tCBZ  R22, 2(PC); \\\n\tMOVD ZR, (R22)\n", New: "\tCBZ  R22, 2(PC); \\\n\tMOVD R22, R22\n", Count: 1}},
+		Arch:  "arm64", Run: "^TestABIProbe$",
+	},
+	{
+		Name: "vdso call (arm64): no 16-byte alignment of the C stack", File: "internal/vdso/call_linux_arm64.s", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tADD $(VDSO_FRAME+8-16), RSP, reg; \\\n\tBIC $15, reg\n", New: "\tADD $(VDSO_FRAME+8-16), RSP, reg\n", Count: 1}},
+		Arch:  "arm64", Run: "^TestABIProbe$",
+	},
+	{
+		Name: "vdso call (arm64): C stack not moved onto the reserved frame", File: "internal/vdso/call_linux_arm64.s", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tMOVD R1, RSP           // move onto the reserved frame: the C function's stack grows down inside it\n", Count: 1}},
+		Arch:  "arm64", Run: "^TestABIProbe$",
+	},
+	{
+		Name: "vdso g slot check (arm64): stack bounds not compared", File: "internal/vdso/call_linux_arm64.go", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tcase lo != ss.sp || hi-lo != ss.size:", New: "\tcase false:", Count: 1}},
+		Arch:  "arm64", Run: "^TestCompareSignalStack$",
+	},
+	{
+		Name: "vdso lookup: symbol index unbounded", File: "internal/vdso/elf.go", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tif i >= img.symCount {\n", New: "\tif false {\n", Count: 1}},
+		Run:   "^TestLookupIsTotal$", Fast: true,
+	},
+	{
+		Name: "vdso lookup: SysV hash tables unbounded", File: "internal/vdso/elf.go", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tif !span(img.data, img.buckets, 4*(nbucket+nchain)) {", New: "\tif false {", Count: 1}},
+		Run:   "^TestLookupIsTotal$", Fast: true,
+	},
+	{
+		Name: "vdso lookup: a symbol outside executable code accepted", File: "internal/vdso/elf.go", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\treturn 0, false, malformed(\"%s at %#x outside every executable segment\", sym, value)", New: "\treturn off, true, nil", Count: 1}},
+		Run:   "^TestLookupRefusals$", Fast: true,
+	},
+	{
+		Name: "vdso image: program headers not bounded to the first page", File: "internal/vdso/image_linux.go", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "phoff > minPage || phnum*phentsize > minPage-phoff", New: "false", Count: 1}},
+		Run:   "^TestImageLength$", Fast: true,
+	},
 }
 
 type outcome struct {
@@ -223,7 +300,7 @@ func run(fast bool, only string, verbose bool, timeout time.Duration) error {
 	// The unmutated tests must pass, or a failure proves nothing.
 	baseline := map[string]bool{}
 	for _, m := range sel {
-		key := m.Arch + " " + m.Run
+		key := m.Arch + " " + m.Pkg + " " + m.Run
 		if baseline[key] {
 			continue
 		}
@@ -409,7 +486,11 @@ func goTest(dir string, m mutation, timeout time.Duration) (string, error) {
 		args = append(args, "-exec", "qemu-aarch64")
 		env = append(env, "GOARCH="+m.Arch)
 	}
-	args = append(args, ".")
+	pkg := "."
+	if m.Pkg != "" {
+		pkg = "./" + m.Pkg
+	}
+	args = append(args, pkg)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
 	cmd.Env = env

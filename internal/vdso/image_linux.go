@@ -1,0 +1,183 @@
+package vdso
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+const atSysinfoEhdr = 33 // AT_SYSINFO_EHDR: the address of the vDSO's ELF header
+
+// errNoVDSO: the auxiliary vector has no AT_SYSINFO_EHDR (qemu-user
+// before version 8, a kernel booted with vdso=0, ...).
+var errNoVDSO = errors.New("no vDSO: AT_SYSINFO_EHDR absent")
+
+// sysinfoEhdr returns the vDSO's address from the auxiliary vector:
+// unix.Auxv (the runtime's copy, made at startup) or, where the runtime
+// has none to give (some build modes and sandboxes), /proc/self/auxv.
+func sysinfoEhdr() (uintptr, error) {
+	auxv, err := unix.Auxv()
+	if err != nil {
+		raw, rerr := os.ReadFile("/proc/self/auxv")
+		if rerr != nil {
+			return 0, fmt.Errorf("auxiliary vector unreadable: %v; %v", err, rerr)
+		}
+		auxv = parseAuxv(raw)
+	}
+	return findSysinfoEhdr(auxv)
+}
+
+// parseAuxv reads /proc/self/auxv: pairs of native words, up to AT_NULL.
+func parseAuxv(raw []byte) [][2]uintptr {
+	const word = int(unsafe.Sizeof(uintptr(0)))
+	var out [][2]uintptr
+	for len(raw) >= 2*word {
+		var tag, val uintptr
+		if word == 8 {
+			tag, val = uintptr(binary.NativeEndian.Uint64(raw)), uintptr(binary.NativeEndian.Uint64(raw[8:]))
+		} else {
+			tag, val = uintptr(binary.NativeEndian.Uint32(raw)), uintptr(binary.NativeEndian.Uint32(raw[4:]))
+		}
+		if tag == 0 { // AT_NULL
+			break
+		}
+		out = append(out, [2]uintptr{tag, val})
+		raw = raw[2*word:]
+	}
+	return out
+}
+
+func findSysinfoEhdr(auxv [][2]uintptr) (uintptr, error) {
+	for _, kv := range auxv {
+		if kv[0] == atSysinfoEhdr && kv[1] != 0 {
+			return kv[1], nil
+		}
+	}
+	return 0, errNoVDSO
+}
+
+// How much of the memory at AT_SYSINFO_EHDR may be read. The kernel maps
+// the whole vDSO shared object there, file offset 0 at the ELF header, so
+// the image's own headers say how long it is. Of the three ways to know
+// how much is mapped, this package takes the headers, checked twice:
+//
+//   - /proc/self/maps' [vdso] range is authoritative but needs /proc,
+//     which a chroot or a sandbox may lack; where it is readable the
+//     length from the headers must fit in the mapping that holds the
+//     header, or the vDSO is not used.
+//   - mincore(2) over the range would prove each page mapped without
+//     /proc, but it is one more system call for a seccomp policy to kill
+//     the process over, at first use, far from the cause.
+//   - The headers: the ELF header is at the start of a mapping (the
+//     auxiliary vector says so), and the runtime already read it, the
+//     program headers, the dynamic table and the symbol tables through
+//     the same address at startup (runtime/vdso_linux.go, vdsoauxv), so
+//     reading the program headers cannot fault if they lie in the first
+//     page (4096 bytes: no Linux page is smaller). The image is then the
+//     extent of its PT_LOAD segments: every table the lookup reads lies
+//     inside them (the lookup checks it) and the kernel maps them whole.
+//
+// The length is capped at maxImage in any case: a vDSO is a few pages.
+const (
+	minPage  = 4096
+	maxImage = 1 << 20
+)
+
+// liveImage returns the vDSO's address and a copy of its image: parsing a
+// copy keeps every later read of it in Go memory.
+func liveImage() (uintptr, []byte, error) {
+	base, err := sysinfoEhdr()
+	if err != nil {
+		return 0, nil, err
+	}
+	n, err := imageLength(memory(base, elfHdrSize), func(off, size uint64) []byte {
+		return memory(base+uintptr(off), uintptr(size))
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	if end, ok := mappingEnd(base); ok && n > uint64(end-base) {
+		return 0, nil, fmt.Errorf("%w: the headers claim %d bytes, /proc/self/maps maps %d", errMalformed, n, end-base)
+	}
+	return base, bytes.Clone(memory(base, uintptr(n))), nil
+}
+
+// memory views n bytes of this process's memory at addr, memory that Go
+// does not manage (the vDSO's read-only pages).
+func memory(addr, n uintptr) []byte {
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), addr)), n)
+}
+
+// imageLength derives the image's length from its ELF header (hdr, 64
+// bytes) and program headers, read through phdrs(off, size) only once
+// they are known to lie in the first page.
+func imageLength(hdr []byte, phdrs func(off, size uint64) []byte) (uint64, error) {
+	if string(hdr[:4]) != "\x7fELF" || hdr[4] != elfClass64 || hdr[5] != elfDataLSB {
+		return 0, errNotELF
+	}
+	phoff, phentsize, phnum := le.Uint64(hdr[32:]), uint64(le.Uint16(hdr[54:])), uint64(le.Uint16(hdr[56:]))
+	if phentsize < elfPhdrSize || phoff > minPage || phnum*phentsize > minPage-phoff {
+		return 0, malformed("program headers [%#x, +%d×%d) not in the first page", phoff, phnum, phentsize)
+	}
+	table := phdrs(phoff, phnum*phentsize)
+	var n uint64
+	for i := uint64(0); i < phnum; i++ {
+		ph := table[i*phentsize:]
+		if le.Uint32(ph) != ptLoad {
+			continue
+		}
+		off, filesz := le.Uint64(ph[8:]), le.Uint64(ph[32:])
+		if off > maxImage || filesz > maxImage-off {
+			return 0, malformed("PT_LOAD [%#x, +%#x) beyond %d bytes", off, filesz, maxImage)
+		}
+		n = max(n, off+filesz)
+	}
+	if n < elfHdrSize {
+		return 0, malformed("no PT_LOAD covers the ELF header")
+	}
+	return n, nil
+}
+
+// mappingEnd returns the end of the mapping in /proc/self/maps that holds
+// addr, and false when /proc/self/maps cannot be read.
+func mappingEnd(addr uintptr) (uintptr, bool) {
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lo, hi, ok := parseMapsRange(sc.Text())
+		if ok && lo <= addr && addr < hi {
+			return hi, true
+		}
+	}
+	// Readable, yet no mapping holds the header: length 0 refuses the
+	// image, whose header we would not have been able to read anyway.
+	return addr, sc.Err() == nil
+}
+
+// parseMapsRange reads the "lo-hi" that starts a /proc/self/maps line.
+func parseMapsRange(line string) (lo, hi uintptr, ok bool) {
+	rng, _, _ := strings.Cut(line, " ")
+	l, h, found := strings.Cut(rng, "-")
+	if !found {
+		return 0, 0, false
+	}
+	const bits = int(unsafe.Sizeof(uintptr(0))) * 8
+	lo64, err1 := strconv.ParseUint(l, 16, bits)
+	hi64, err2 := strconv.ParseUint(h, 16, bits)
+	if err1 != nil || err2 != nil || lo64 >= hi64 {
+		return 0, 0, false
+	}
+	return uintptr(lo64), uintptr(hi64), true
+}
