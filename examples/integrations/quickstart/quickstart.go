@@ -9,50 +9,40 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/schedclock/schedclock"
 )
 
-var latency = prometheus.NewHistogram(prometheus.HistogramOpts{
-	Name: "request_duration_seconds",
-	Help: "Time to serve a request.",
-})
+var latency = promauto.NewHistogram(prometheus.HistogramOpts{Name: "request_duration_seconds", Help: "Time to serve a request."})
 
-// Timed times each request. Now is nanoseconds since the package
-// started, wait-free; Since is a time.Duration, never negative; the
-// histogram takes float64 seconds.
 func Timed(handle http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		start := schedclock.Now()
+		start := schedclock.Now() // ns since the package started; wait-free
 		handle(w, r)
-		latency.Observe(schedclock.Since(start).Seconds())
+		latency.Observe(schedclock.Since(start).Seconds()) // Since: a time.Duration, never negative
 	}
 }
 
-// Expired checks a deadline taken as schedclock.Now() + d or
-// schedclock.Coarse() + d. Coarse is one atomic load of a value kept
-// current every 1 ms: for deadlines, caches and rate limits.
+// Coarse: one atomic load of a value kept current every 1 ms (deadlines, caches).
 func Expired(deadline int64) bool { return schedclock.Coarse() >= deadline }
 
-// Stamp is wall time read from the counter, with no monotonic reading:
-// a timestamp to record, not to measure with (subtract Now readings).
+// WallNow: wall time read from the counter, without a monotonic reading.
 func Stamp() time.Time { return schedclock.WallNow() }
 
-// DeviceClock is a Clock on a counter of your own, its rate refined and
-// the counter watched against a reference you trust (a PTP clock, say).
-func DeviceClock(read func() uint64, hz uint64, reference func() int64) (*schedclock.Clock, error) {
-	return schedclock.New(schedclock.Source{Name: "device", Read: read, Bits: 64, Rate: hz},
-		schedclock.WithReference(reference))
+// Your own counter, its rate refined and the counter watched against a clock you trust.
+func DeviceClock(read func() uint64, hz uint64, ref func() int64) (*schedclock.Clock, error) {
+	return schedclock.New(schedclock.Source{Name: "device", Read: read, Bits: 64, Rate: hz}, schedclock.WithReference(ref))
 }
 
-// ManualClock is for tests: a Clock on a counter that moves only when told,
-// so m.Advance(time.Second) moves c by exactly one second, no sleeping.
+// In tests: a counter that moves only when told; m.Advance(time.Second) moves c by 1s.
 func ManualClock() (c *schedclock.Clock, m *schedclock.Manual, err error) {
-	m = schedclock.NewManual(1e9, 64) // 1 GHz, 64 bits
+	m = schedclock.NewManual(1e9, 64)
 	c, err = schedclock.New(m.Source())
 	return c, m, err
 }
 
 // README Quick start: end
 
-// Latency is the histogram Timed observes, for tests and registration.
+// Latency is the histogram Timed observes (registered with the default
+// registry by promauto), for tests.
 func Latency() prometheus.Histogram { return latency }

@@ -39,7 +39,8 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 }
 
-// between returns the lines strictly between the lines begin and end.
+// between returns the lines strictly between the lines begin and end,
+// less the blank lines gofmt keeps before end.
 func between(src []byte, begin, end string) ([]string, error) {
 	var lines []string
 	inside := false
@@ -49,6 +50,9 @@ func between(src []byte, begin, end string) ([]string, error) {
 		case line == begin && !inside:
 			inside = true
 		case line == end && inside:
+			for len(lines) > 0 && lines[len(lines)-1] == "\n" {
+				lines = lines[:len(lines)-1]
+			}
 			return lines, nil
 		case inside:
 			lines = append(lines, line+"\n")
