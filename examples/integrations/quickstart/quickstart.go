@@ -23,18 +23,16 @@ func Timed(handle http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// Coarse: one atomic load of a value kept current every 1 ms (deadlines, caches).
-func Expired(deadline int64) bool { return schedclock.Coarse() >= deadline }
+func Expired(deadline int64) bool { return schedclock.Coarse() >= deadline } // one atomic load, 1 ms resolution
 
-// WallNow: wall time read from the counter, without a monotonic reading.
-func Stamp() time.Time { return schedclock.WallNow() }
+func Stamp() time.Time { return schedclock.WallNow() } // wall time from the counter, no monotonic reading
 
 // Your own counter, its rate refined and the counter watched against a clock you trust.
 func DeviceClock(read func() uint64, hz uint64, ref func() int64) (*schedclock.Clock, error) {
 	return schedclock.New(schedclock.Source{Name: "device", Read: read, Bits: 64, Rate: hz}, schedclock.WithReference(ref))
 }
 
-// In tests: a counter that moves only when told; m.Advance(time.Second) moves c by 1s.
+// In tests: a counter that moves only when told (m.Advance), no sleeping.
 func ManualClock() (c *schedclock.Clock, m *schedclock.Manual, err error) {
 	m = schedclock.NewManual(1e9, 64)
 	c, err = schedclock.New(m.Source())
