@@ -5,7 +5,7 @@ STATICCHECK_VERSION ?= v0.8.2
 BENCHSTAT_VERSION   ?= v0.0.0-20260908200009-22c9c6c9d4da
 CROSS     := linux/amd64 linux/arm64 linux/386 linux/arm linux/riscv64 darwin/amd64 darwin/arm64 windows/amd64 freebsd/amd64
 
-.PHONY: test lint race unit ordering purego test-arm64 cross bench tail fuzz mutants mutants-fast peers peers-test stress
+.PHONY: test lint race unit ordering purego test-arm64 cross bench tail fuzz mutants mutants-fast peers peers-test stress integrations
 
 test: lint race ordering purego test-arm64 cross mutants-fast
 
@@ -85,6 +85,13 @@ peers:
 
 peers-test:
 	cd internal/peers && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+# The logger, Prometheus and rate-limiter examples and the README's Quick
+# start, built against the real libraries: a module of its own,
+# examples/integrations, so that this module's go.mod keeps only x/sys and
+# testify. Its go.sum is committed: a fresh clone needs no -mod=mod.
+integrations:
+	cd examples/integrations && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # Every safeguard of the read path removed in turn, in a copy of the tree:
 # the tests must fail for each (tools/mutants prints the table).

@@ -1,0 +1,46 @@
+package integrations_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/schedclock/schedclock/examples/integrations"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// A zap logger that stamps entries with schedclock.WallNow.
+func ExampleZapClock() {
+	cfg := zap.NewProductionEncoderConfig()
+	// Here only, so that the output is the same on every run: print, in
+	// place of the time, whether it is WallNow's (no monotonic reading).
+	cfg.EncodeTime = func(t time.Time, enc zapcore.PrimitiveArrayEncoder) {
+		enc.AppendString(fmt.Sprint("wallnow=", t == t.Round(0)))
+	}
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(cfg), zapcore.AddSync(os.Stdout), zap.InfoLevel)
+	logger := zap.New(core, zap.WithClock(integrations.ZapClock{}))
+	logger.Info("request served", zap.String("path", "/"))
+	// Output: {"level":"info","ts":"wallnow=true","msg":"request served","path":"/"}
+}
+
+func TestZapStampsWithWallNow(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	logger := zap.New(core, zap.WithClock(integrations.ZapClock{}))
+	var stamps []stamp
+	for i := range 20_000 {
+		before := time.Now()
+		logger.Info("line", zap.Int("i", i))
+		after := time.Now()
+		stamps = append(stamps, stamp{before: before, after: after})
+		if i%1000 == 0 {
+			time.Sleep(time.Millisecond) // let the wall map be re-aimed between lines
+		}
+	}
+	for i, e := range logs.All() {
+		stamps[i].at = e.Time
+	}
+	checkStamps(t, stamps)
+}
