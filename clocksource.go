@@ -102,6 +102,12 @@ func conversionFor(name string, rate float64, width int) (conversion, error) {
 		return conversion{}, fmt.Errorf("%w %q: no mult/shift for %.0f Hz", ErrInvalidSource, name, rate)
 	}
 	conv := conversion{mult: mult, shift: shift, mask: maskOf(width)}
+	if e := conv.errorPPM(rate); math.Abs(e) > maxConversionPPM || math.IsNaN(e) {
+		// A rate so high that a nanosecond is a handful of cycles: mult is
+		// too small to carry the rate's digits.
+		return conversion{}, fmt.Errorf("%w %q: %.0f Hz converts to nanoseconds %.3g ppm off (at most %v ppm): too fast a counter",
+			ErrInvalidSource, name, rate, e, maxConversionPPM)
+	}
 	if conv.mask != ^uint64(0) && conv.latenessTolerated() < maxRefreshLateness {
 		return conversion{}, fmt.Errorf("%w %q: a %d-bit counter at %.0f Hz wraps every %v; folded every %v, it tolerates a refresh %v late, "+
 			"but the Go scheduler can run the refresh goroutine up to %v late: a counter must take at least %v to wrap",
@@ -110,6 +116,11 @@ func conversionFor(name string, rate float64, width int) (conversion, error) {
 	}
 	return conv, nil
 }
+
+// maxConversionPPM bounds the error of Mult*2^-Shift against the rate: a
+// counter whose rate cannot be converted within it is refused. Every
+// real counter rate (32 kHz to 10 GHz) converts within 0.01 ppm.
+const maxConversionPPM = 1.0
 
 // maxRefreshLateness is how late the refresh goroutine may run without a
 // wrap being lost, for every counter that wraps: New and Register refuse
