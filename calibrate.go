@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/schedclock/schedclock/internal/kernel"
+	"github.com/schedclock/schedclock/internal/vdso"
 )
 
 // Calibration and the watch. A Clock with a reference (WithReference; the
@@ -109,13 +111,34 @@ type tracker struct {
 	good     clockSample // the last comparison the watch accepted
 	haveGood bool
 	watchDue time.Time
+	// watchEvery is the watch's period: watchPeriod, doubled after every
+	// watchConfirm agreements in a row up to maxWatchPeriod, and back to
+	// watchPeriod at every restart and re-anchoring.
+	watchEvery time.Duration
+	agreed     int
+	// probe is a re-anchoring under way: the rate is measured over
+	// rateProbe between two ticks, so that no writer sleeps holding the
+	// lock.
+	probe    *reanchorProbe
+	probeDue time.Time
+	// bracket is the narrowest (clock, reference, clock) bracket seen.
+	bracket int64
+}
+
+// reanchorProbe is what the watch found when it disagreed, and the first
+// point of the rate measurement that follows.
+type reanchorProbe struct {
+	g            clockSample
+	gap, elapsed int64
+	p1           ratePoint
 }
 
 // clockSample pairs a clock reading with a reference reading: the clock
 // value is the midpoint of two readings that bracket one reference read,
-// halfWidth half their distance.
+// halfWidth half their distance; mono is the runtime's monotonic clock
+// just after, the witness the reference is checked against.
 type clockSample struct {
-	clock, ref, halfWidth int64
+	clock, ref, halfWidth, mono int64
 }
 
 // sampleClock takes the narrowest of watchSamples (Now, reference, Now)
@@ -130,7 +153,44 @@ func (c *Clock) sampleClock(ref func() int64) clockSample {
 			best = clockSample{clock: before + w, ref: r, halfWidth: w}
 		}
 	}
+	best.mono = runtimeNano()
 	return best
+}
+
+// Checking the reference. The runtime's monotonic clock (CLOCK_MONOTONIC,
+// steered by NTP by at most 500 ppm) is the witness: a reference whose
+// progress between two samples differs from the witness's by more than
+// refWitnessPPM plus refWitnessFloor is misbehaving (stuck, stepped back,
+// jumped, or running at another pace), and the clock does not follow it:
+// no re-anchoring, no refinement over that span.
+const (
+	refWitnessPPM   = 1000
+	refWitnessFloor = time.Millisecond
+)
+
+// referenceOff says how a reference that moved refElapsed while the
+// witness moved monoElapsed misbehaved, or "" if it agrees.
+func referenceOff(refElapsed, monoElapsed int64) string {
+	if abs(refElapsed-monoElapsed) <= monoElapsed/1e6*refWitnessPPM+int64(refWitnessFloor) {
+		return ""
+	}
+	in := time.Duration(monoElapsed)
+	switch {
+	case refElapsed == 0:
+		return fmt.Sprintf("stuck: it did not move in %v", in)
+	case refElapsed < 0:
+		return fmt.Sprintf("stepped back %v in %v", time.Duration(-refElapsed), in)
+	case refElapsed > monoElapsed:
+		return fmt.Sprintf("jumped: it moved %v in %v", time.Duration(refElapsed), in)
+	}
+	return fmt.Sprintf("ran slow: it moved %v in %v", time.Duration(refElapsed), in)
+}
+
+// distrustLocked records that the reference misbehaved and starts the
+// tracking afresh from the next tick.
+func (c *Clock) distrustLocked(tr *tracker, why string) {
+	c.reference = fmt.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", why, time.Now().Format(time.RFC3339Nano))
+	tr.restart = true
 }
 
 // startLocked takes a new baseline: calibration starts over from now,
@@ -146,6 +206,8 @@ func (tr *tracker) startLocked(now time.Time) {
 	}
 	tr.haveGood = false
 	tr.watchDue = now
+	tr.watchEvery, tr.agreed = watchPeriod, 0
+	tr.probe = nil
 	tr.restart = false
 }
 
@@ -154,12 +216,18 @@ func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 	if tr.restart {
 		tr.startLocked(now)
 	}
+	if tr.probe != nil {
+		if !now.Before(tr.probeDue) {
+			c.finishReanchorLocked(tr, now)
+		}
+		return
+	}
 	if !now.Before(tr.refineDue) {
 		c.refineLocked(tr, now)
 	}
-	if c.track == tr && tr.adopted && !now.Before(tr.watchDue) {
+	if c.track == tr && tr.adopted && !tr.restart && tr.probe == nil && !now.Before(tr.watchDue) {
+		tr.watchDue = now.Add(tr.watchEvery)
 		c.watchLocked(tr, now)
-		tr.watchDue = now.Add(watchPeriod)
 	}
 }
 
@@ -167,6 +235,9 @@ func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 func (tr *tracker) nextDue() time.Time {
 	if tr.restart {
 		return time.Time{}
+	}
+	if tr.probe != nil {
+		return tr.probeDue
 	}
 	if tr.adopted && tr.watchDue.Before(tr.refineDue) {
 		return tr.watchDue
@@ -194,6 +265,10 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 		if tr.step == len(calibrationSchedule) {
 			tr.history = []ratePoint{tr.baseline}
 		}
+	}
+	if why := referenceOff(p.ns-base.ns, p.mono-base.mono); why != "" {
+		c.distrustLocked(tr, why)
+		return
 	}
 	hz, errPPM, err := rateBetween(base, p)
 	if err != nil || hz < 1 {
@@ -231,6 +306,9 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 			return
 		}
 		c.rejected = ""
+		if c.pending == "the rate's measurement" {
+			c.pending = ""
+		}
 		tr.src = src
 		tr.watchDue = now
 		return
@@ -254,12 +332,22 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 // re-anchors the clock when they do not.
 func (c *Clock) watchLocked(tr *tracker, now time.Time) {
 	s := c.sampleClock(tr.ref)
+	if w := 2 * s.halfWidth; tr.bracket == 0 || w < tr.bracket {
+		tr.bracket = w
+	}
 	if tr.haveGood {
 		g := tr.good
+		if why := referenceOff(s.ref-g.ref, s.mono-g.mono); why != "" {
+			c.distrustLocked(tr, why)
+			return
+		}
 		gap, elapsed := (s.clock-g.clock)-(s.ref-g.ref), s.ref-g.ref
 		if abs(gap) > c.watchTolerance(elapsed, s, g) {
-			c.reanchorLocked(tr, now, g, gap, elapsed)
+			c.beginReanchorLocked(tr, now, g, gap, elapsed)
 			return
+		}
+		if tr.agreed++; tr.agreed >= watchConfirm && tr.watchEvery < maxWatchPeriod {
+			tr.watchEvery, tr.agreed = min(2*tr.watchEvery, maxWatchPeriod), 0
 		}
 	}
 	tr.good, tr.haveGood = s, true
@@ -278,12 +366,26 @@ func (c *Clock) watchTolerance(elapsed int64, a, b clockSample) int64 {
 // reanchorLocked puts the clock back on its timeline after the watch saw
 // the counter misbehave: the last good comparison g plus what the
 // reference counted since, at the counter's rate measured afresh.
-func (c *Clock) reanchorLocked(tr *tracker, now time.Time, g clockSample, gap, elapsed int64) {
+//
+// It takes two ticks: beginReanchorLocked takes the rate measurement's
+// first point, finishReanchorLocked, rateProbe later, the second and the
+// rest, so that the writer lock is never held through a sleep.
+func (c *Clock) beginReanchorLocked(tr *tracker, now time.Time, g clockSample, gap, elapsed int64) {
+	tr.probe = &reanchorProbe{g: g, gap: gap, elapsed: elapsed, p1: samplePoint(c.src.Read, tr.ref)}
+	tr.probeDue = now.Add(rateProbe)
+}
+
+func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
+	pr := tr.probe
+	tr.probe = nil
+	g, gap, elapsed, p1 := pr.g, pr.gap, pr.elapsed, pr.p1
 	src, conv, rate := c.src, c.conv, c.rate
 	from := rate.hz
-	p1 := samplePoint(src.Read, tr.ref)
-	time.Sleep(rateProbe)
 	p2 := samplePoint(src.Read, tr.ref)
+	if why := referenceOff(p2.ns-p1.ns, p2.mono-p1.mono); why != "" {
+		c.distrustLocked(tr, why)
+		return
+	}
 	hz, errPPM, err := rateBetween(p1, p2)
 	rerated := false
 	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM {
@@ -311,6 +413,13 @@ func (c *Clock) reanchorLocked(tr *tracker, now time.Time, g clockSample, gap, e
 	tr.good, tr.haveGood = c.sampleClock(tr.ref), true
 	tr.watchDue = now.Add(watchPeriod)
 }
+
+const (
+	// watchConfirm is how many agreements in a row double the watch's
+	// period, up to maxWatchPeriod.
+	watchConfirm   = 5
+	maxWatchPeriod = 2 * time.Second
+)
 
 // timelineAnchor anchors the clock on its timeline: at a counter value
 // paired with a reference reading after the pin, the last good
@@ -346,6 +455,7 @@ type ratePoint struct {
 	cyc       uint64
 	ns        int64
 	halfWidth uint64
+	mono      int64 // the runtime's monotonic clock just after (the witness)
 }
 
 // bracketSamples is how many bracketed reads samplePoint takes; the
@@ -376,6 +486,7 @@ func samplePoint(read func() uint64, ref func() int64) ratePoint {
 	if best.halfWidth != ^uint64(0) {
 		best.halfWidth = max(best.halfWidth, 1, counterStep(read))
 	}
+	best.mono = runtimeNano()
 	return best
 }
 
@@ -440,9 +551,25 @@ var rawClockName = func() string {
 // rawNow reads CLOCK_MONOTONIC_RAW: the kernel's unsteered clock, the
 // reference for every rate this package measures (Go's monotonic clock
 // where there is none).
+//
+// It reads through the vDSO where internal/vdso can call it (about 20 ns
+// rather than a system call's microsecond), looked up at first use.
 func rawNow() int64 {
+	if rc := rawClock(); rc != nil {
+		return rc.Now()
+	}
 	if ns, err := kernel.MonotonicRaw(); err == nil {
 		return ns
 	}
 	return int64(readMono())
 }
+
+// rawClock is CLOCK_MONOTONIC_RAW through internal/vdso (its vDSO path or
+// its system call), nil where there is none.
+var rawClock = sync.OnceValue(func() *vdso.Clock {
+	c, err := vdso.Open(vdso.MonotonicRaw)
+	if err != nil {
+		return nil
+	}
+	return c
+})

@@ -37,9 +37,18 @@ import (
 // over.
 var defaultClock = newDefaultClock()
 
-// processStart is the raw clock when the package was initialised.
-var processStart = rawNow()
-
+// newDefaultClock builds the default clock at package initialisation:
+// a few CPUIDs (or one MRS) and one small file read (the kernel's
+// clocksource), and one goroutine, parked until the clock's first use.
+// Nothing else runs, and nothing wakes, in a process that never reads it.
+//
+// The hardware counter is trusted only on evidence: where the kernel runs
+// on it (its clocksource is tsc), the clock starts on it at once; where
+// the kernel's verdict is unknown (no sysfs), the clock starts on the
+// portable source and adopts the counter only once the cross-CPU check
+// has run and found no warp (retried later while it cannot run: one
+// allowed CPU, GOMAXPROCS=1, a busy machine). Info shows each piece of
+// evidence: Kernel, CrossCPU, Rejected, Pending.
 func newDefaultClock() *Clock {
 	hw, origin, errPPM, err := probeHardware()
 	var erratum errata.Match
@@ -52,22 +61,37 @@ func newDefaultClock() *Clock {
 			hw.Read = read
 		}
 	}
+	kernelWord, kernelTrusts := "", true
+	switch {
+	case err == nil && hw.Name == "tsc":
+		v := kernel.TSCVerdict()
+		kernelWord, kernelTrusts = v.String(), v.Known() && v.Current == "tsc"
+	case err == nil && hw.Name == "cntvct":
+		kernelWord = "not consulted: the arm64 generic timer is one system-wide counter, and the kernel keeps no watchdog on it"
+	}
 	var c *Clock
-	if err == nil && hw.Rate != 0 {
+	if err == nil && hw.Rate != 0 && kernelTrusts {
 		tr := &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true}
 		c, err = newClock(hw, rating{hz: float64(hw.Rate), origin: origin, errPPM: errPPM}, tr)
 	}
+	pending := ""
 	if c == nil {
 		var tr *tracker
 		rejected := ""
 		switch {
 		case err != nil:
 			rejected = err.Error()
-		case hw.Rate != 0:
-			rejected = fmt.Sprintf("%s: unusable rate %d Hz", hw.Name, hw.Rate)
-		default:
-			rejected = fmt.Sprintf("%s: rate being measured against %s", hw.Name, rawClockName)
+		case hw.Rate == 0 || !kernelTrusts:
 			tr = &tracker{ref: rawNow, src: hw, endsOnRegister: true}
+			if !kernelTrusts {
+				rejected = fmt.Sprintf("%s: not trusted yet: %s, and the cross-CPU check has not passed", hw.Name, kernelWord)
+				pending = "the cross-CPU check"
+			} else {
+				rejected = fmt.Sprintf("%s: rate being measured against %s", hw.Name, rawClockName)
+				pending = "the rate's measurement"
+			}
+		default:
+			rejected = fmt.Sprintf("%s: unusable rate %d Hz", hw.Name, hw.Rate)
 		}
 		var perr error
 		c, perr = newClock(Portable(), rating{hz: 1e9, origin: RateDeclared}, tr)
@@ -75,42 +99,95 @@ func newDefaultClock() *Clock {
 			panic("schedclock: the portable source is invalid: " + perr.Error())
 		}
 		c.rejected = rejected
-		if tr == nil {
-			c.crossCPU = "not run: no hardware counter to check"
-			c.start()
-			return c
+	}
+	c.isDefault = true
+	c.kernel = kernelWord
+	c.firstUse = make(chan struct{})
+	checks := c.track != nil
+	if checks {
+		// The hardware counter is in use or about to be: the kernel's
+		// verdict is followed for life, and the checks that need time run
+		// in the background; until they pass, calibration does not adopt it.
+		c.verdict = hardwareVerdict(hw.Name)
+		c.crossCPU = "not run yet: it runs at the clock's first use"
+		// With the kernel's word for the TSC the measured rate is adopted
+		// at once; without it, only after the cross-CPU check passed.
+		c.trustPending = !kernelTrusts || hw.Name == "cntvct"
+		c.pending = pending
+	} else {
+		c.crossCPU = "not run: no hardware counter to check"
+	}
+	// The first line reads through wake, which starts the background
+	// work at the first Now (and is then replaced by the counter's own
+	// read function: the read path is as before from then on).
+	first := c.cur
+	read := first.read
+	first.read = func() uint64 {
+		c.wakeFirstUse()
+		return read()
+	}
+	c.publishLocked(first)
+	c.mu.Lock()
+	c.unlock()
+	go c.parked(hw, erratum, checks, kernelTrusts && hw.Name == "tsc")
+	return c
+}
+
+// parked is the default clock's one goroutine: it waits for the first
+// use, puts the counter's own read function back in the line, starts the
+// checks of the hardware counter and runs the background loop. Being
+// started at initialisation, it belongs to no testing/synctest bubble, nor
+// does anything it starts.
+func (c *Clock) parked(hw Source, erratum errata.Match, checks, vouched bool) {
+	<-c.firstUse
+	c.mu.Lock()
+	if !c.suspended && funcPtr(c.cur.read) != funcPtr(c.src.Read) && c.cur.read != nil && funcPtr(c.cur.read) != funcPtr(readSuspended) {
+		if ln := c.cur; c.cur.conv == c.conv {
+			ln.read = c.src.Read
+			c.publishLocked(ln)
 		}
 	}
-	// The hardware counter is in use or about to be: the kernel's verdict
-	// is followed for life, and the checks that need time run in the
-	// background; until they pass, calibration does not adopt it.
-	c.verdict = hardwareVerdict(hw.Name)
-	c.crossCPU = "running"
-	c.trustPending = true
-	c.start()
-	go c.checkTrust(hw, erratum)
-	return c
+	c.unlock()
+	if checks {
+		go c.checkTrust(hw, erratum, vouched)
+	}
+	c.background()
 }
 
 // checkTrust runs the checks a hardware counter must pass before the
 // default clock trusts it, in the background: the cross-CPU warp check
-// (the kernel's check_tsc_warp; retried once a few seconds later when
-// the machine was too busy for it to run) and, for CNTVCT, the read cost
-// against the portable source (a counter the kernel traps). A counter
-// that fails leaves the default clock on, or sends it back to, the
-// portable source, and Info says why.
-func (c *Clock) checkTrust(hw Source, erratum errata.Match) {
+// (the kernel's check_tsc_warp), retried after warpRetryAfter, doubling,
+// warpRetries times while it cannot run (one CPU allowed, GOMAXPROCS=1, a
+// machine too busy), and, for CNTVCT, the read cost against the portable
+// source (a counter the kernel traps). A counter that fails leaves the
+// default clock on, or sends it back to, the portable source, and Info
+// says why; a counter the kernel does not vouch for is adopted only
+// after a check that ran and found no warp.
+func (c *Clock) checkTrust(hw Source, erratum errata.Match, vouched bool) {
 	var counter cntvctTrust
 	if hw.Name == "cntvct" {
 		counter = decideCNTVCT(erratum, hw.Read, measureReadCost(hw.Read))
 	}
+	c.mu.Lock()
+	c.crossCPU = "running"
+	c.unlock()
 	rep := warp.Check(hw.Read, hw.Rate, warp.DefaultBudget)
-	if rep.Busy && c.sleepUnlessClosed(warpRetryAfter) {
+	for i, wait := 0, warpRetryAfter; rep.Verdict == warp.Unchecked && i < warpRetries; i, wait = i+1, 2*wait {
+		c.mu.Lock()
+		c.crossCPU = rep.String()
+		if !vouched {
+			c.pending = fmt.Sprintf("the cross-CPU check, again in %v (try %d of %d)", wait, i+2, warpRetries+1)
+		}
+		c.unlock()
+		if !c.sleepUnlessClosed(wait) {
+			return
+		}
 		rep = warp.Check(hw.Read, hw.Rate, warp.DefaultBudget)
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	c.trustPending = false
+	c.pending = ""
 	c.crossCPU = rep.String()
 	if hw.Name == "cntvct" {
 		c.counterCheck = counter.String()
@@ -122,6 +199,9 @@ func (c *Clock) checkTrust(hw Source, erratum errata.Match) {
 	if err == nil {
 		err = counter.untrusted()
 	}
+	if err == nil && !vouched && rep.Verdict != warp.None && hw.Name == "tsc" {
+		err = fmt.Errorf("%w %q: no evidence: %s, and %s", ErrUntrusted, hw.Name, c.kernel, rep)
+	}
 	if err != nil {
 		c.fallBackLocked(err.Error())
 	}
@@ -129,8 +209,12 @@ func (c *Clock) checkTrust(hw Source, erratum errata.Match) {
 }
 
 // warpRetryAfter is how long the default clock waits before it runs the
-// cross-CPU check again when the machine was too busy for it.
-const warpRetryAfter = 3 * time.Second
+// cross-CPU check again when it could not run; the wait doubles at each
+// of warpRetries tries (3, 6, 12, 24, 48 s).
+const (
+	warpRetryAfter = 3 * time.Second
+	warpRetries    = 5
+)
 
 // sleepUnlessClosed sleeps for d or until the clock is closed, and
 // reports whether it is still open.
@@ -170,8 +254,10 @@ func Now() int64 { return defaultClock.Now() }
 // Now returned: Default().Since(start), never negative.
 func Since(start int64) time.Duration { return defaultClock.Since(start) }
 
-// Default returns the package's default clock. Closing it stops its
-// refresh and calibration; it keeps answering Now.
+// Default returns the package's default clock, the one Now, Since,
+// Coarse and WallNow read. It is shared by every package of the process:
+// its Close is refused (ErrDefaultClock); Register, Suspend and Resume
+// are for the program's main package alone (see Suspend).
 func Default() *Clock { return defaultClock }
 
 // probeHardware returns this machine's hardware counter without blocking:

@@ -28,7 +28,7 @@ func (f *FakeCounter) Source(name string, bits int, rate uint64) Source {
 // SetStep installs a hook that the writer calls between its steps.
 func SetStep(c *Clock, step func(string)) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if step == nil {
 		step = noStep
 	}

@@ -210,7 +210,7 @@ func FuzzLine(f *testing.F) {
 		}
 		c.mu.Lock()
 		c.publishLocked(ln)
-		c.mu.Unlock()
+		c.unlock()
 		counter.Set(cyc)
 		if got := c.Now(); got != want {
 			t.Fatalf("Now at %d = %d, want %d (%+v)", cyc, got, want, ln)
@@ -228,7 +228,7 @@ func FuzzLine(f *testing.F) {
 		ln.epochCyc = (hw.Read() - epochCyc) & conv.mask
 		c.mu.Lock()
 		c.publishLocked(ln)
-		c.mu.Unlock()
+		c.unlock()
 		c1 := hw.Read()
 		got := c.Now()
 		c2 := hw.Read()

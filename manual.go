@@ -1,58 +1,145 @@
 package schedclock
 
 import (
+	"math"
 	"math/bits"
 	"sync/atomic"
 	"time"
 )
 
 // Manual is a counter that moves only when told to: the way to test code
-// that takes a *Clock. Make a Clock on its Source, hand the Clock to the
-// code under test, and Advance the counter:
+// that takes a *Clock. NewManualClock makes one and a Clock on it in one
+// call; hand the Clock to the code under test and Advance the counter:
 //
-//	m := schedclock.NewManual(1_000_000_000, 64)
-//	c, err := schedclock.New(m.Source())
-//	...
-//	m.Advance(1500 * time.Millisecond) // c.Now() is now 1.5e9 ns later
+//	c, m := schedclock.NewManualClock(t) // closed when the test ends
+//	start := c.Now()
+//	m.Advance(1500 * time.Millisecond)
+//	// c.Since(start) == 1500 * time.Millisecond, exactly
 //
-// A Clock on a Manual counter runs like any other (its goroutine folds
-// the counter), but time passes for it only through Advance and Set, so
-// tests are exact and need not sleep. A Manual is safe for concurrent
-// use. It is also what to use inside a testing/synctest bubble: Now
-// follows the machine's counter, not the bubble's fake time (see the
-// package documentation).
+// A Clock on a Manual counter is exact and deterministic in all it
+// answers: Now and Since move only by Advance and Set; Coarse equals Now
+// (the value at the last Advance or Set, at once); Time maps a reading
+// through the wall origin (SetWallOrigin; 2000-01-01 00:00:00 UTC unless
+// set), never through the real wall clock, so Time(Now()) moves exactly by
+// what Advance moved. A Manual is safe for concurrent use.
+//
+// Timers, Sleep and deadlines are not this package's business: for code
+// that sleeps or waits, run the test in a testing/synctest bubble, whose
+// fake time moves when every goroutine is blocked, and advance the
+// Manual with it (see the package example "Synctest").
 type Manual struct {
-	value atomic.Uint64
-	carry atomic.Uint64 // Advance's remainder, in 1/1e9 counts
-	rate  uint64
-	bits  int
+	value  atomic.Uint64
+	carry  atomic.Uint64 // Advance's remainder, in 1/1e9 counts
+	origin atomic.Int64  // the wall origin, Unix ns
+	rate   uint64
+	bits   int
 }
+
+// manualWallOrigin is where a Manual's wall time starts unless
+// SetWallOrigin says otherwise: a fixed instant, so that tests are
+// deterministic (the same as a testing/synctest bubble's start).
+var manualWallOrigin = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // NewManual returns a counter at 0 that counts at rate Hz when advanced,
 // bits wide. New and Register check rate and bits as for any Source (a
 // rate of 0 or a width outside 1..64 is refused with ErrInvalidSource).
 func NewManual(rate uint64, bits int) *Manual {
-	return &Manual{rate: rate, bits: bits}
+	m := &Manual{rate: rate, bits: bits}
+	m.origin.Store(manualWallOrigin.UnixNano())
+	return m
 }
+
+// Cleanuper is what NewManualClock needs of a test: testing.TB has it
+// (Cleanup registers a function to call when the test ends).
+type Cleanuper interface{ Cleanup(func()) }
+
+// NewManualClock returns a Clock on a new 1 GHz, 64-bit Manual counter,
+// reading 0, and the counter. Given a testing.TB (any Cleanuper), it
+// registers the Clock's Close with it; given nil, closing is the
+// caller's. It is the one-call constructor for tests, inside a
+// testing/synctest bubble too (the Clock's goroutine joins the bubble
+// and its Close, at the test's cleanup, lets the bubble end).
+func NewManualClock(tb Cleanuper) (*Clock, *Manual) {
+	m := NewManual(1_000_000_000, 64)
+	c, err := New(m.Source())
+	if err != nil {
+		panic("schedclock: a 1 GHz 64-bit Manual is refused: " + err.Error()) // cannot happen
+	}
+	if tb != nil {
+		tb.Cleanup(func() { _ = c.Close() })
+	}
+	return c, m
+}
+
+// SetWallOrigin sets the wall time that a Clock on this counter maps the
+// reading 0 to: Time(ns) is t plus ns nanoseconds (saturated at the
+// largest time.Unix can hold).
+func (m *Manual) SetWallOrigin(t time.Time) { m.origin.Store(t.UnixNano()) }
+
+// wallAt is the wall time, in Unix ns, of the clock reading ns.
+func (m *Manual) wallAt(ns int64) int64 { return addSat(m.origin.Load(), ns) }
 
 // Advance moves the counter on by d: d times its rate, in counts, the
 // fractions of a count carried to the next Advance. A negative d does
-// nothing (use Set to move the counter back).
+// nothing (use Set to move the counter back). It never moves the counter
+// back: a 64-bit counter saturates 1/8 of its range below the top (where
+// a Clock would take it for a counter that stepped back), and a narrower
+// one moves by at most half its range in one Advance (it wraps, and a
+// Clock on it must be folded, by its goroutine or Update, at least once
+// per half range to keep every count).
 func (m *Manual) Advance(d time.Duration) {
 	if d <= 0 {
 		return
 	}
+	limit := m.maxStep()
 	for {
 		carry := m.carry.Load()
 		hi, lo := bits.Mul64(uint64(d), m.rate)
 		lo, c := bits.Add64(lo, carry, 0)
 		hi += c
-		if hi >= uint64(time.Second) {
-			hi = uint64(time.Second) - 1 // centuries at any rate: saturate
+		counts, rem := limit, uint64(0)
+		if hi < uint64(time.Second) {
+			if counts, rem = bits.Div64(hi, lo, uint64(time.Second)); counts > limit {
+				counts, rem = limit, 0
+			}
 		}
-		counts, rem := bits.Div64(hi, lo, uint64(time.Second))
 		if m.carry.CompareAndSwap(carry, rem) {
-			m.value.Add(counts)
+			m.add(counts)
+			return
+		}
+	}
+}
+
+// wide reports whether the counter is 64 bits wide (a width outside 1..63
+// reads unmasked).
+func (m *Manual) wide() bool { return m.bits < 1 || m.bits >= 64 }
+
+// maxStep is the most one Advance moves the counter by.
+func (m *Manual) maxStep() uint64 {
+	if m.wide() {
+		return math.MaxUint64
+	}
+	return maskOf(m.bits) >> 1
+}
+
+// add moves the counter on by counts, saturating a 64-bit one below its
+// negative zone (see negativeFrom).
+func (m *Manual) add(counts uint64) {
+	if !m.wide() {
+		m.value.Add(counts)
+		return
+	}
+	top := negativeFrom(^uint64(0)) - 1
+	for {
+		v := m.value.Load()
+		if v >= top {
+			return // Set put it there: Advance does not move it back
+		}
+		next := v + counts
+		if next < v || next > top {
+			next = top
+		}
+		if m.value.CompareAndSwap(v, next) {
 			return
 		}
 	}
@@ -65,13 +152,26 @@ func (m *Manual) Set(v uint64) { m.value.Store(v) }
 // Read returns the counter, masked to its width.
 func (m *Manual) Read() uint64 {
 	v := m.value.Load()
-	if m.bits >= 1 && m.bits < 64 {
-		v &= 1<<uint(m.bits) - 1
+	if !m.wide() {
+		v &= maskOf(m.bits)
 	}
 	return v
 }
 
-// Source returns the counter as a Source named "manual".
+// Source returns the counter as a Source named "manual". A Clock on it
+// knows it for a Manual (see Manual on Coarse and Time).
 func (m *Manual) Source() Source {
-	return Source{Name: "manual", Read: m.Read, Bits: m.bits, Rate: m.rate}
+	return Source{Name: "manual", Read: m.Read, Bits: m.bits, Rate: m.rate, manual: m}
+}
+
+// addSat is a+b saturated to the int64 range.
+func addSat(a, b int64) int64 {
+	s := a + b
+	switch {
+	case a > 0 && b > 0 && s < 0:
+		return math.MaxInt64
+	case a < 0 && b < 0 && s >= 0:
+		return math.MinInt64
+	}
+	return s
 }

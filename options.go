@@ -16,6 +16,7 @@ type Option struct {
 type options struct {
 	reference   func() int64
 	coarseEvery time.Duration
+	seen        map[string]bool // the Options given, by name
 }
 
 // WithReference gives the Clock a trusted nanosecond clock to follow: the
@@ -24,14 +25,23 @@ type options struct {
 // the counter steps back, jumps or changes rate (see [Info] Reanchors).
 // The default clock's reference is CLOCK_MONOTONIC_RAW.
 //
-// now must be safe for concurrent use, must never go backwards, and must
-// not call the Clock's methods other than Now (it is called while the
-// Clock's writer lock is held). It is called from the Clock's background
-// goroutine only, some tens of times a second.
+// now must be safe for concurrent use, should never go backwards, and
+// must not call the Clock's methods other than Now and Info (it is called
+// while the Clock's writer lock is held). It is called from the Clock's
+// background goroutine only, ten times a second at most. A reference that
+// misbehaves is checked against the runtime's monotonic clock: one that
+// stops, steps back, jumps or runs more than 1000 ppm away from it is not
+// followed (no re-anchoring, no refinement) until it agrees again, and
+// Info.Reference says what it did; one that panics is counted in
+// Info.Faults. One that blocks delays the clock's background work (and
+// Close) but never Now, Coarse or Info.
 func WithReference(now func() int64) Option {
 	return Option{func(o *options) error {
 		if now == nil {
 			return errors.New("WithReference: the reference clock is nil")
+		}
+		if err := o.once("WithReference"); err != nil {
+			return err
 		}
 		o.reference = now
 		return nil
@@ -45,9 +55,25 @@ func WithCoarseResolution(d time.Duration) Option {
 		if d < minCoarseResolution || d > maxCoarseResolution {
 			return fmt.Errorf("WithCoarseResolution(%v): want %v to %v", d, minCoarseResolution, maxCoarseResolution)
 		}
+		if err := o.once("WithCoarseResolution"); err != nil {
+			return err
+		}
 		o.coarseEvery = d
 		return nil
 	}}
+}
+
+// once refuses an Option given twice: which one should win is not for
+// this package to guess.
+func (o *options) once(name string) error {
+	if o.seen[name] {
+		return fmt.Errorf("%s given twice", name)
+	}
+	if o.seen == nil {
+		o.seen = map[string]bool{}
+	}
+	o.seen[name] = true
+	return nil
 }
 
 // apply collects opts, turning the first bad one into an error wrapping

@@ -608,7 +608,7 @@ func runPublications(t *testing.T, w *pubWriter, read func(*Clock) int64, cpus [
 		defer wg.Done()
 		defer lockToCPU(t, cpus[0])()
 		w.c.mu.Lock()
-		defer w.c.mu.Unlock()
+		defer w.c.unlock()
 		j := uint64(1)
 		for ; !readersDone.Load(); j++ {
 			w.publish(j)

@@ -46,7 +46,7 @@ func TestReadersWriteNothing(t *testing.T) {
 					ln := c.cur
 					ln.epochCyc -= ln.conv.overflowFrom() * 3
 					c.publishLocked(ln)
-					c.mu.Unlock()
+					c.unlock()
 				}
 				ro := readOnlyCopy(t, c)
 				for reader, read := range readers {

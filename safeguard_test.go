@@ -16,7 +16,7 @@ import (
 // publishLine makes ln the clock's line, as a writer would.
 func publishLine(c *Clock, ln line) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	c.publishLocked(ln)
 }
 
@@ -140,7 +140,7 @@ func TestUpdateMasksTheEpoch(t *testing.T) {
 	c.Update()
 	c.mu.Lock()
 	cur := c.cur
-	c.mu.Unlock()
+	c.unlock()
 	bank := c.latch.snapshot()
 	assert.Equal(t, uint64(1234), cur.epochCyc, "the line's epoch")
 	assert.Equal(t, uint64(1234), bank[1], "the published bank's epoch")

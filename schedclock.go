@@ -45,6 +45,33 @@ type clockState struct {
 	suspended bool
 	closed    bool
 	rejected  string // why the default clock is not on a hardware counter
+	// declared is the current Source's Rate as it was given (the "rate
+	// wins" rule compares it; refinement changes src.Rate).
+	declared uint64
+	// isDefault marks the process-wide clock, which Close refuses.
+	isDefault bool
+	// manual is the Manual counter the clock runs on, if it does: Coarse
+	// and Time then answer exactly from the counter (see manual.go).
+	manual atomic.Pointer[Manual]
+
+	// faults counts the panics of user code (a Read, a reference) that a
+	// writer path recovered from; lastFault says which, and when.
+	faults      int
+	lastFault   string
+	faultStreak int // consecutive faulting ticks of the background goroutine
+	// reference says how the reference last misbehaved ("" if never).
+	reference string
+	// lostWraps counts the wraps of a narrow counter that a fold found
+	// lost (see foldLocked); lastFoldMono is the runtime's clock then.
+	lostWraps    int
+	lastFoldMono int64
+	// kernel is the kernel's verdict on the hardware counter as read, on
+	// the default clock; pending says what its trust still waits for.
+	kernel  string
+	pending string
+	// info is the snapshot Info returns, taken as each writer unlocks, so
+	// that Info never waits for a writer (or user code it calls).
+	info atomic.Pointer[Info]
 
 	// track calibrates and watches the counter against a reference; nil
 	// for a clock without one (see calibrate.go).
@@ -62,11 +89,19 @@ type clockState struct {
 	crossCPU     string
 	counterCheck string
 
-	// coarseEvery is Coarse's resolution; once Coarse has been called,
-	// coarseStop stops the goroutine that keeps it current, which closes
-	// coarseDone as it exits.
-	coarseEvery            time.Duration
-	coarseStop, coarseDone chan struct{}
+	// coarseEvery is Coarse's resolution; coarseRunning says the ticking
+	// goroutine runs (or is being started), coarseWanted asks the
+	// background goroutine to start it, coarseWG waits for it at Close.
+	coarseEvery   time.Duration
+	coarseRunning atomic.Bool
+	coarseWanted  atomic.Bool
+	coarseWG      sync.WaitGroup
+
+	// firstUse, on the default clock, is closed by its first use, which
+	// starts its background work (see newDefaultClock); used says it was.
+	firstUse chan struct{}
+	used     atomic.Bool
+	usedAt   atomic.Int64 // runtimeNano at the first use
 
 	wallState
 
@@ -109,6 +144,8 @@ func New(src Source, opts ...Option) (*Clock, error) {
 	if o.coarseEvery != 0 {
 		c.coarseEvery = o.coarseEvery
 	}
+	c.mu.Lock()
+	c.unlock()
 	c.start()
 	return c, nil
 }
@@ -125,15 +162,17 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 		return nil, err
 	}
 	c := &Clock{clockState: &clockState{
-		src: src, conv: conv, rate: rate, track: tr,
+		src: src, conv: conv, rate: rate, track: tr, declared: src.Rate,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		step: noStep, coarseEvery: defaultCoarseResolution,
 	}}
 	if tr != nil {
 		tr.restart = true
 	}
+	c.manual.Store(src.manual)
 	c.publishLocked(line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask})
 	c.foldDue = time.Now().Add(conv.refreshPeriod())
+	c.lastFoldMono = runtimeNano()
 	return c, nil
 }
 
@@ -152,7 +191,7 @@ func otherNow(c *Clock) int64 {
 		if atomic.LoadPointer(&b.read) != portableReadPtr {
 			return c.now()
 		}
-		cyc := uint64(time.Since(monoBase))
+		cyc := uint64(runtimeNano() - monoBase)
 		orderAfter(cyc)
 		scale := b.scale.Load()
 		var ns int64
@@ -219,25 +258,82 @@ func (c *Clock) now() int64 {
 // does not move time by even a nanosecond: the sub-nanosecond remainder
 // is carried into the new epoch.
 //
-// Update does nothing while the clock is suspended or after Close.
-func (c *Clock) Update() {
+// Update does nothing while the clock is suspended, and returns
+// ErrClosed after Close. A Read that panics leaves the clock as it was:
+// the error wraps ErrFault and carries the panic's value.
+func (c *Clock) Update() (err error) {
 	if c.clockState == nil {
-		return // a zero Clock
+		return fmt.Errorf("%w: Update on a zero Clock", ErrClosed)
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stoppedLocked() || c.suspended {
-		return
+	defer c.unlock()
+	if c.stoppedLocked() {
+		return fmt.Errorf("%w: Update", ErrClosed)
 	}
+	if c.suspended {
+		return nil
+	}
+	defer c.recoverInto("Update", &err)
 	c.updateLocked()
+	return nil
 }
 
+// updateLocked folds the counter into the epoch. On a counter that wraps
+// it also looks for wraps lost to a fold that came too late: when the
+// runtime's monotonic clock says that more than the counter's wrap period
+// passed since the last fold, the masked delta cannot tell how many
+// wraps it hides, and the fold adds back the whole wraps that the elapsed
+// time says were lost (at most one wrap's worth of error remains from the
+// runtime's clock and the counter's rate disagreeing, which a wrap of at
+// least 667 ms makes impossible to mistake). Lost wraps are counted in
+// Info.
 func (c *Clock) updateLocked() {
 	cyc := c.cur.read()
+	mono := runtimeNano()
 	next := c.cur
 	next.epochNs, next.frac = c.cur.at(cyc)
+	if c.cur.read != nil && c.cur.conv.wraps() && !c.suspended {
+		if lost := lostWraps(c.cur, cyc, mono-c.lastFoldMono); lost > 0 {
+			wrap := c.cur.conv.nanos(c.cur.conv.mask) + c.cur.conv.nanos(1)
+			add := lost * wrap
+			if add/wrap != lost || int64(add) < 0 || next.epochNs > math.MaxInt64-int64(add) {
+				next.epochNs = math.MaxInt64
+			} else {
+				next.epochNs += int64(add)
+			}
+			c.lostWraps += int(lost)
+		}
+	}
 	next.epochCyc = cyc & c.cur.conv.mask
 	c.publishLocked(next)
+	c.lastFoldMono = mono
+}
+
+// lostWraps is how many whole wraps of ln's counter the fold at cyc must
+// add, elapsed runtime nanoseconds after the last fold: the number of
+// wraps that elapsed holds beyond the counter's delta, rounded to the
+// nearest. It is 0 while elapsed is within the counter's wrap period,
+// and when what elapsed holds beyond the delta is not within 1/8 of a
+// wrap of whole wraps (a counter that does not follow its declared rate).
+func lostWraps(ln line, cyc uint64, elapsed int64) uint64 {
+	wrap := ln.conv.nanos(ln.conv.mask) + ln.conv.nanos(1)
+	if elapsed <= 0 || uint64(elapsed) < wrap {
+		return 0
+	}
+	delta := clampDelta((cyc-ln.epochCyc)&ln.conv.mask, ln.conv.mask)
+	seen := ln.conv.nanos(delta)
+	if seen >= uint64(elapsed) {
+		return 0
+	}
+	gap := uint64(elapsed) - seen
+	lost := (gap + wrap/2) / wrap
+	// A counter that follows its declared rate leaves a residue of
+	// microseconds; one that does not (stopped, driven by hand) is not
+	// second-guessed.
+	if residue := int64(gap - lost*wrap); residue > int64(wrap/8) || residue < -int64(wrap/8) {
+		return 0
+	}
+	return lost
 }
 
 func (c *Clock) publishLocked(ln line) {
@@ -270,12 +366,12 @@ func (c *Clock) Register(src Source) error {
 		return fmt.Errorf("%w: cannot register %q on a zero Clock", ErrClosed, src.Name)
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.stoppedLocked() {
 		return fmt.Errorf("%w: cannot register %q", ErrClosed, src.Name)
 	}
-	if src.Rate < c.src.Rate {
-		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.src.Name, c.src.Rate)
+	if src.Rate < c.declared {
+		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.src.Name, c.declared)
 	}
 	tr := c.track
 	if tr != nil && tr.endsOnRegister {
@@ -288,6 +384,8 @@ func (c *Clock) Register(src Source) error {
 		c.track = tr
 		return err
 	}
+	c.declared = src.Rate
+	c.manual.Store(src.manual)
 	if c.track != nil {
 		// A clock made by New with a reference: calibration and the
 		// watch move to src.
@@ -298,14 +396,24 @@ func (c *Clock) Register(src Source) error {
 }
 
 // Close stops the background goroutines and waits for them to exit. Now
-// keeps answering (Coarse stands at its last value): on a counter of 64 bits it stays exact for centuries (deltas
-// too large for 64-bit arithmetic take a 128-bit path), while a narrower
-// counter is no longer folded and will wrap. After Close, Register returns
-// ErrClosed and Update, Suspend and Resume do nothing, so a clock closed
-// while suspended stays frozen. A second Close returns ErrClosed.
+// keeps answering (Coarse stands at its last value). A closed clock is no
+// longer folded: on a 64-bit counter it stays exact for 7/8 of the
+// counter's range, 2^64*7/8 counts (511 years at 1 GHz, 51 years at
+// 10 GHz), after which readers take the counter for one that stepped
+// back and read the last fold's value; a narrower counter stays exact
+// for 7/8 of one wrap. After Close, Register, Update, Suspend and Resume
+// return ErrClosed and change nothing, so a clock closed while suspended
+// stays frozen. A second Close returns ErrClosed. The default clock
+// cannot be closed: its Close returns ErrDefaultClock.
+//
+// A Clock made inside a testing/synctest bubble must be closed there, so
+// that its goroutines leave the bubble before it ends.
 func (c *Clock) Close() error {
 	if c.clockState == nil {
 		return ErrClosed
+	}
+	if c.isDefault {
+		return fmt.Errorf("%w: it is shared by every package of the process", ErrDefaultClock)
 	}
 	c.mu.Lock()
 	if c.stoppedLocked() {
@@ -315,15 +423,26 @@ func (c *Clock) Close() error {
 	c.closed = true
 	c.track, c.verdict = nil, nil
 	close(c.stop)
-	coarseStopped := c.stopCoarseLocked()
-	c.mu.Unlock()
+	c.unlock()
 	<-c.stopped
-	<-coarseStopped
+	c.coarseWG.Wait()
+	// No ticker clears Coarse's value any more: hold it at a reading
+	// taken now if the last tick cleared it, so that it stands still.
+	atomic.CompareAndSwapInt64(&c.coarse.value, 0, min(c.Now(), math.MaxInt64-1)+1)
 	return nil
 }
 
 // stoppedLocked reports whether the clock takes no more changes.
 func (c *Clock) stoppedLocked() bool { return c.closed }
+
+// wakeFirstUse starts the default clock's background work at its first
+// use; a no-op on other clocks, and once it has run.
+func (c *Clock) wakeFirstUse() {
+	if c.firstUse != nil && !c.used.Load() && c.used.CompareAndSwap(false, true) {
+		c.usedAt.Store(runtimeNano())
+		close(c.firstUse)
+	}
+}
 
 // kick makes the background goroutine look at its schedule again.
 func (c *Clock) kick() {
@@ -353,16 +472,21 @@ func (c *Clock) background() {
 }
 
 // tick does what is due and returns when something is next due. A Read or
-// reference that panics leaves the clock as it was; the work is tried
-// again a watch period later.
+// reference that panics leaves the clock as it was (each step publishes
+// only once it has read all it needs); the fault is counted in Info, and
+// the work is tried again a watch period later, backing off while the
+// faults go on, but never later than the refresh period.
 func (c *Clock) tick(now time.Time) (next time.Time) {
+	c.mu.Lock()
+	defer c.unlock()
 	defer func() {
-		if recover() != nil {
-			next = now.Add(watchPeriod)
+		if r := recover(); r != nil {
+			c.recordFaultLocked("background", r)
+			c.faultStreak++
+			retry := min(watchPeriod<<min(c.faultStreak-1, 6), c.conv.refreshPeriod(), verdictPeriod)
+			next = now.Add(retry)
 		}
 	}()
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.stoppedLocked() {
 		return now.Add(time.Hour)
 	}
@@ -381,13 +505,14 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 		}
 		c.foldDue = now.Add(c.conv.refreshPeriod())
 	}
+	c.faultStreak = 0
+	c.startCoarseLocked()
 	next = c.foldDue
 	if !c.wallDue.IsZero() {
 		if !now.Before(c.wallDue) {
-			c.refreshWallLocked()
-			c.wallDue = now.Add(wallPeriod)
+			c.tickWallLocked(now)
 		}
-		if c.wallDue.Before(next) {
+		if !c.wallDue.IsZero() && c.wallDue.Before(next) {
 			next = c.wallDue
 		}
 	}
@@ -398,6 +523,31 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 		next = tr.nextDue()
 	}
 	return next
+}
+
+// recordFaultLocked counts a panic of user code that the writer path
+// where recovered from.
+func (c *Clock) recordFaultLocked(where string, r any) {
+	c.faults++
+	c.lastFault = fmt.Sprintf("%s: panic: %v (at %s)", where, r, time.Now().Format(time.RFC3339Nano))
+}
+
+// recoverInto is deferred by a writer method that holds the lock: a panic
+// of user code becomes an error wrapping ErrFault in *err, counted in
+// Info. The method must publish nothing it has not finished computing,
+// so that the clock is as it was.
+func (c *Clock) recoverInto(method string, err *error) {
+	if r := recover(); r != nil {
+		c.recordFaultLocked(method, r)
+		*err = fmt.Errorf("%w: %q: Read panicked during %s: %v", ErrFault, c.src.Name, method, r)
+	}
+}
+
+// unlock takes the snapshot Info returns and releases the writer lock.
+func (c *Clock) unlock() {
+	in := c.infoLocked()
+	c.info.Store(&in)
+	c.mu.Unlock()
 }
 
 // Info describes a Clock's configuration.
@@ -433,15 +583,63 @@ type Info struct {
 	// clock found and works around, and what a counter read costs against
 	// the portable source (a counter the kernel traps is slower).
 	CounterCheck string
+	// Kernel is the kernel's verdict on the hardware counter as the
+	// default clock read it: the kernel's clocksource, or why it is
+	// unknown (no sysfs, an empty file). Empty for clocks made by New.
+	// With CrossCPU and Rejected, it is the evidence the default clock
+	// decides on: the hardware counter is used only when the kernel runs
+	// on it, or when the cross-CPU check ran and found no warp.
+	Kernel string
+	// Pending says what the default clock's trust in the hardware counter
+	// still waits for (a cross-CPU check to retry, a rate to measure);
+	// empty when nothing is pending.
+	Pending string
+	// Reference says how the clock's reference last misbehaved (stuck,
+	// stepped back, jumped, or ran at an impossible rate against the
+	// runtime's monotonic clock), and when; such a reference is not
+	// followed until it agrees again. Empty while it never did.
+	Reference string
+	// Faults counts the panics of user code (a Source's Read, a
+	// reference) that a writer path or the background goroutine
+	// recovered from; LastFault says the last one: where, what, when.
+	Faults    int
+	LastFault string
+	// ReferenceBracket is the narrowest (Now, reference, Now) bracket the
+	// watch has taken: the width within which each comparison pairs the
+	// clock with its reference (the default clock reads
+	// CLOCK_MONOTONIC_RAW through the vDSO, where the system call
+	// widened it to microseconds). Zero on a clock without a reference.
+	ReferenceBracket time.Duration
+	// LostWraps counts the wraps of a narrow counter that the refresh
+	// found lost and added back (see Source on when that can happen).
+	LostWraps int
 }
 
-// Info returns the clock's current configuration.
+// Info returns the clock's current configuration: a snapshot taken as the
+// last writer finished, so Info never waits for a writer, nor for the user
+// code (a Read, a reference) a writer may be blocked in.
 func (c *Clock) Info() Info {
 	if c.clockState == nil {
 		return Info{Closed: true}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.wakeFirstUse()
+	if c.mu.TryLock() {
+		// Fresh when no writer holds the lock; otherwise the snapshot the
+		// last writer left, so that a writer stuck in user code (a
+		// reference that blocks) never blocks Info.
+		c.unlock()
+	}
+	if in := c.info.Load(); in != nil {
+		return *in
+	}
+	return Info{}
+}
+
+func (c *Clock) infoLocked() Info {
+	var bracket time.Duration
+	if c.track != nil {
+		bracket = time.Duration(c.track.bracket)
+	}
 	var period time.Duration
 	if c.conv.mult != 0 { // zero for a zero Clock
 		period = c.conv.refreshPeriod()
@@ -460,6 +658,13 @@ func (c *Clock) Info() Info {
 		LastReanchor:       c.lastReanchor,
 		CrossCPU:           c.crossCPU,
 		CounterCheck:       c.counterCheck,
+		Kernel:             c.kernel,
+		Pending:            c.pending,
+		Reference:          c.reference,
+		Faults:             c.faults,
+		LastFault:          c.lastFault,
+		LostWraps:          c.lostWraps,
+		ReferenceBracket:   bracket,
 		Bits:               c.src.Bits,
 		Mult:               c.conv.mult,
 		Shift:              c.conv.shift,

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
-	"time"
+	_ "unsafe" // for go:linkname
 )
 
 // Source describes a free-running counter that a Clock turns into
@@ -25,6 +25,9 @@ type Source struct {
 	Read func() uint64
 	Bits int
 	Rate uint64 // Hz
+
+	// manual is the Manual behind a Source from Manual.Source.
+	manual *Manual
 }
 
 // Sentinel errors. Errors returned by this package wrap one of these, so
@@ -45,8 +48,15 @@ var (
 	// clock on this machine (see the wrapped message for why).
 	ErrUntrusted = errors.New("schedclock: counter not trusted")
 	// ErrInvalidOption: an Option given to New is unusable (a nil
-	// reference clock, ...).
+	// reference clock, a duplicate Option, ...).
 	ErrInvalidOption = errors.New("schedclock: invalid option")
+	// ErrFault: user code the clock called (a Source's Read) panicked
+	// during the call that returns it; the clock was left exactly as it
+	// was before the call, and Info counts the fault.
+	ErrFault = errors.New("schedclock: source faulted")
+	// ErrDefaultClock: the call would stop the process-wide default
+	// clock, which every package of the process shares (Close).
+	ErrDefaultClock = errors.New("schedclock: the default clock cannot be closed")
 )
 
 // RateOrigin says where a Source's Rate came from.
@@ -91,14 +101,25 @@ func (s Source) validate() error {
 	return nil
 }
 
+// runtimeNano is the runtime's monotonic clock, the one time.Now and
+// time.Since read (CLOCK_MONOTONIC through the vDSO on Linux), but read
+// directly: inside a testing/synctest bubble time.Since returns the
+// bubble's fake time, while the runtime's own clock goes on with the
+// machine's. The runtime keeps this linkname working for the packages
+// that use it ("Many external packages also linkname nanotime",
+// runtime/time_nofake.go).
+//
+//go:linkname runtimeNano runtime.nanotime
+func runtimeNano() int64
+
 // monoBase anchors the portable source; it is set once, at package
 // initialisation, and only read afterwards.
-var monoBase = time.Now()
+var monoBase = runtimeNano()
 
 // readMono reads Go's monotonic clock, ordered before the caller's later
 // loads (see orderAfter). Clock.Now reads it inline (portableNow).
 func readMono() uint64 {
-	v := uint64(time.Since(monoBase))
+	v := uint64(runtimeNano() - monoBase)
 	orderAfter(v)
 	return v
 }

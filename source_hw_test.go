@@ -470,7 +470,7 @@ func BenchmarkRefine(b *testing.B) {
 	}
 	defer c.Close()
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	tr := c.track
 	tr.startLocked(time.Now())
 	tr.step = len(calibrationSchedule) // the sliding phase: always adopts

@@ -226,7 +226,7 @@ func (lg *stressLog) line(k uint64) *stressLine {
 // freezer now reads the pinned counter value for good.
 func (lg *stressLog) attach(c *Clock) (detach func()) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	prev := c.step
 	lg.record(c.cur)
 	dice := uint64(0x9e3779b97f4a7c15) // only the writer, holding c.mu, rolls it
@@ -260,7 +260,7 @@ func (lg *stressLog) attach(c *Clock) (detach func()) {
 	}
 	return func() {
 		c.mu.Lock()
-		defer c.mu.Unlock()
+		defer c.unlock()
 		c.step = prev
 	}
 }
@@ -793,12 +793,12 @@ func stressCases(t *testing.T) []stressCase {
 func stressWrites(c *Clock, register func()) []func() {
 	writes := []func(){}
 	for range 12 {
-		writes = append(writes, c.Update)
+		writes = append(writes, func() { _ = c.Update() })
 	}
 	if register != nil {
 		writes = append(writes, register)
 	}
-	return append(writes, c.Suspend, c.Update, c.Resume)
+	return append(writes, func() { _ = c.Suspend() }, func() { _ = c.Update() }, func() { _ = c.Resume() })
 }
 
 // stressCPU returns the first CPU this process may run on.
@@ -959,7 +959,7 @@ func TestStressCheckerCatchesBrokenClocks(t *testing.T) {
 		var stale line
 		func(c *Clock) {
 			c.mu.Lock()
-			defer c.mu.Unlock()
+			defer c.unlock()
 			inner := c.step
 			c.step = func(step string) {
 				if step == "suspend.frozen" {

@@ -1,49 +1,80 @@
 package schedclock
 
+import (
+	"fmt"
+	"time"
+)
+
 // Suspend freezes the clock: until Resume, Now returns the time the clock
 // had reached when Suspend took effect, and the counter is not read at all
 // (it may stop, reset or misbehave while the system sleeps). Readers go
 // through a stand-in read function, so the read path has no
-// suspended-branch. Suspend is idempotent, and does nothing after Close.
+// suspended-branch. Suspend is idempotent; after Close it returns
+// ErrClosed.
 //
 // The freeze point is fixed the way a switch's is (see switch.go): by the
 // first counter read after the freeze is published, so no reader that ran
-// before Suspend took effect can have seen a later time.
-func (c *Clock) Suspend() {
+// before Suspend took effect can have seen a later time. A Read that
+// panics there leaves the clock running as before (the old line is
+// published again: readers read its counter later than any pin, so no
+// later than what they saw) and returns an error wrapping ErrFault.
+//
+// On the default clock, Suspend, Resume and Register are for the main
+// package of a program that owns the process's notion of time (a system
+// that really sleeps, a test binary); a library must not call them.
+func (c *Clock) Suspend() (err error) {
 	if c.clockState == nil {
-		return // a zero Clock
+		return fmt.Errorf("%w: Suspend on a zero Clock", ErrClosed)
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stoppedLocked() || c.suspended {
-		return
+	defer c.unlock()
+	if c.stoppedLocked() {
+		return fmt.Errorf("%w: Suspend", ErrClosed)
 	}
+	if c.suspended {
+		return nil
+	}
+	before := c.cur
+	defer func() {
+		if r := recover(); r != nil {
+			c.publishLocked(before)
+			c.recordFaultLocked("Suspend", r)
+			err = fmt.Errorf("%w: %q: Read panicked during Suspend: %v", ErrFault, c.src.Name, r)
+		}
+	}()
 	frozen := c.cur
 	_, frozen.epochNs, frozen.frac = c.freeze("suspend")
 	c.publishLocked(frozenLine(frozen, c.conv))
 	c.suspended = true
 	c.step("suspend.published")
+	return nil
 }
 
 // Resume restarts a suspended clock: time continues from the value Now
 // returned while suspended, and the suspended interval is not counted.
-// Resume is idempotent, and does nothing after Close.
-func (c *Clock) Resume() {
+// Resume is idempotent; after Close it returns ErrClosed. A Read that
+// panics leaves the clock suspended, as it was, and returns an error
+// wrapping ErrFault: call Resume again.
+func (c *Clock) Resume() (err error) {
 	if c.clockState == nil {
-		return // a zero Clock
+		return fmt.Errorf("%w: Resume on a zero Clock", ErrClosed)
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stoppedLocked() || !c.suspended {
-		return
+	defer c.unlock()
+	if c.stoppedLocked() {
+		return fmt.Errorf("%w: Resume", ErrClosed)
 	}
-	// Anchoring at a counter value read before the publication means
-	// every reader of the new line reads at least V.
+	if !c.suspended {
+		return nil
+	}
+	defer c.recoverInto("Resume", &err)
 	// Anchoring at a counter value read before the publication means
 	// every reader of the new line reads at least V.
 	cyc := c.src.Read()
 	c.publishLocked(line{read: c.src.Read, conv: c.conv, epochCyc: cyc & c.conv.mask, epochNs: c.cur.epochNs, frac: c.cur.frac})
 	c.suspended = false
+	c.lastFoldMono = runtimeNano() // the suspended interval is not the counter's
+	c.foldDue = time.Now().Add(c.conv.refreshPeriod())
 	if c.track != nil {
 		// The counter may have reset, stopped or run on while suspended:
 		// calibration and the watch start afresh.
@@ -51,6 +82,7 @@ func (c *Clock) Resume() {
 		c.kick()
 	}
 	c.step("resume.published")
+	return nil
 }
 
 // readSuspended is the stand-in read function of a suspended clock: a

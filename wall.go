@@ -2,7 +2,10 @@ package schedclock
 
 import (
 	"math"
+
+	"github.com/schedclock/schedclock/internal/vdso"
 	"math/bits"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -39,9 +42,23 @@ type wallSegment struct {
 	at, wall, slope int64
 }
 
+// wallAt saturates: no reading maps past the int64 range (time.Unix's
+// range ends in 2262), so no reading a clock returns maps before another
+// one it returned earlier.
 func (g *wallSegment) wallAt(ns int64) int64 {
-	d := ns - g.at
-	return g.wall + d + mulShift32(d, g.slope)
+	d := subSat(ns, g.at)
+	return addSat(addSat(g.wall, d), mulShift32(d, g.slope))
+}
+
+// subSat is a-b saturated to the int64 range.
+func subSat(a, b int64) int64 {
+	if b == math.MinInt64 {
+		if a >= 0 {
+			return math.MaxInt64
+		}
+		return a - b
+	}
+	return addSat(a, -b)
 }
 
 // mulShift32 is floor(d*s / 2^32), in 128 bits when the product needs it.
@@ -65,6 +82,10 @@ func mulShift32(d, s int64) int64 {
 // bit for bit, up to where the new segment takes over.
 type wallMap struct {
 	prev, cur wallSegment
+	// used says Time read this version (set once per version, by the
+	// first Time); stale says the map is no longer refreshed, so the next
+	// Time pairs the clock with the wall clock again.
+	used, stale atomic.Bool
 }
 
 // wallAt maps the clock reading ns to Unix nanoseconds.
@@ -93,16 +114,37 @@ func (m *wallMap) segmentAt(ns int64) wallSegment {
 // and a monotonic reading of the runtime's would claim a precision and an
 // origin it does not have. Compare readings of the clock, not Times, to
 // measure durations.
+//
+// The wall clock is the kernel's CLOCK_REALTIME, read directly (through
+// the vDSO on Linux), not time.Now: inside a testing/synctest bubble
+// time.Now is the bubble's fake time, and Time stays on the real one. On
+// a clock on a Manual counter, Time is the Manual's wall origin plus ns
+// (see Manual), exactly. Time saturates: Time(math.MaxInt64) is in 2262,
+// never before the clock's start.
+//
+// The map is refreshed only while Time is called: wallIdlePeriods
+// periods without a call stop the refreshing, and the next Time pairs
+// the clock with the wall clock again before it answers.
 func (c *Clock) Time(ns int64) time.Time {
 	if c.clockState == nil {
 		return time.Unix(0, ns) // a zero Clock
 	}
+	if mc := c.manual.Load(); mc != nil {
+		return time.Unix(0, mc.wallAt(ns))
+	}
 	m := c.wall.Load()
-	if m == nil {
+	if m == nil || m.stale.Load() {
 		m = c.startWall()
+	}
+	if !m.used.Load() {
+		m.used.Store(true)
 	}
 	return time.Unix(0, m.wallAt(ns))
 }
+
+// wallIdlePeriods is how many wall periods without a Time stop the
+// refreshing of the map.
+const wallIdlePeriods = 3
 
 // WallNow returns the default clock's time as wall-clock time,
 // Default().Time(Now()): time.Now without its monotonic reading, read
@@ -117,21 +159,60 @@ func WallNow() time.Time {
 // startWall takes the first pairing and has the background goroutine
 // keep it fresh.
 func (c *Clock) startWall() *wallMap {
+	c.wakeFirstUse()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if m := c.wall.Load(); m != nil {
+	defer c.unlock()
+	if m := c.wall.Load(); m != nil && !m.stale.Load() {
 		return m
 	}
 	if c.wallNow == nil {
-		c.wallNow = time.Now
+		c.wallNow = realWallNow
 	}
 	c.refreshWallLocked()
+	c.wallIdle = 0
 	if !c.stoppedLocked() {
 		c.wallDue = time.Now().Add(wallPeriod)
 		c.kick()
 	}
 	return c.wall.Load()
 }
+
+// tickWallLocked is the background goroutine's wall work: refresh the
+// map while Time is being called, stop once it has not been for
+// wallIdlePeriods periods.
+func (c *Clock) tickWallLocked(now time.Time) {
+	if m := c.wall.Load(); m != nil && !m.used.Load() {
+		if c.wallIdle++; c.wallIdle >= wallIdlePeriods {
+			m.stale.Store(true)
+			c.wallDue = time.Time{}
+			return
+		}
+	} else {
+		c.wallIdle = 0
+	}
+	c.refreshWallLocked()
+	c.wallDue = now.Add(wallPeriod)
+}
+
+// realWallNow reads the real wall clock, CLOCK_REALTIME, never a
+// synctest bubble's fake time; time.Now where this package cannot read
+// it directly.
+func realWallNow() time.Time {
+	if wc := realtimeVDSO(); wc != nil {
+		return time.Unix(0, wc.Now())
+	}
+	return time.Now()
+}
+
+// realtimeVDSO is CLOCK_REALTIME through internal/vdso, nil where it has
+// none; looked up at the first Time, not at import.
+var realtimeVDSO = sync.OnceValue(func() *vdso.Clock {
+	c, err := vdso.Open(vdso.Realtime)
+	if err != nil {
+		return nil
+	}
+	return c
+})
 
 // refreshWallLocked pairs the clock with the wall clock and aims the map
 // at the pairing.
@@ -177,4 +258,5 @@ type wallState struct {
 	wallNow      func() time.Time // time.Now; tests give a fake wall clock
 	wallDue      time.Time        // zero until Time is first called
 	lastWallPair [2]int64         // the last pairing: clock, wall
+	wallIdle     int              // refreshes in a row that Time did not use
 }

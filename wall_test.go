@@ -47,7 +47,7 @@ func wallClock(t *testing.T, fake *fakeWall) *Clock {
 	t.Cleanup(func() { _ = c.Close() })
 	c.mu.Lock()
 	c.wallNow = fake.now
-	c.mu.Unlock()
+	c.unlock()
 	return c
 }
 
@@ -76,7 +76,7 @@ func TestWallFollowsSlewAndSteps(t *testing.T) {
 			// apart they are bounds how stale the map's slope can be.
 			c.mu.Lock()
 			pairedAt := c.lastWallPair[0]
-			c.mu.Unlock()
+			c.unlock()
 			if pairedAt != lastPair {
 				if lastPair != 0 {
 					maxGap = max(maxGap, pairedAt-lastPair)

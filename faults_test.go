@@ -1,0 +1,314 @@
+package schedclock_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock"
+)
+
+// Faults from outside (issue 17): user code the clock calls (a Source's
+// Read, a reference) may panic, block or lie at any moment, and the clock
+// must stay usable.
+
+// flakySource is a Source over a Manual counter whose Read panics the
+// next n times once armed.
+type flakySource struct {
+	m      *schedclock.Manual
+	skip   atomic.Int64 // reads let through before the panics
+	panics atomic.Int64
+}
+
+func newFlaky(rate uint64, bits int) *flakySource {
+	return &flakySource{m: schedclock.NewManual(rate, bits)}
+}
+
+func (f *flakySource) read() uint64 {
+	if f.panics.Load() > 0 {
+		if f.skip.Load() > 0 && f.skip.Add(-1) >= 0 {
+			return f.m.Read()
+		}
+		if f.panics.Add(-1) >= 0 {
+			panic("transient counter fault")
+		}
+	}
+	return f.m.Read()
+}
+
+func (f *flakySource) source() schedclock.Source {
+	return schedclock.Source{Name: "flaky", Read: f.read, Bits: 64, Rate: 1e9}
+}
+
+// callRecovering calls op and returns what it panicked with, if anything.
+func callRecovering(op func()) (escaped any) {
+	defer func() { escaped = recover() }()
+	op()
+	return nil
+}
+
+// A Read that panics once inside any writer path leaves the clock usable:
+// no panic reaches the caller, and afterwards (after a Resume, which
+// brings a clock out of a Suspend, and is harmless otherwise) the clock
+// moves 5 s when its counter moves 5 s.
+func TestAPanickingReadNeverWedgesAWriterPath(t *testing.T) {
+	paths := []struct {
+		name string
+		op   func(c *schedclock.Clock, f *flakySource) error
+	}{
+		{"Suspend", func(c *schedclock.Clock, _ *flakySource) error { return c.Suspend() }},
+		{"Resume", func(c *schedclock.Clock, _ *flakySource) error { return c.Resume() }}, // suspended first, without a fault
+		{"Update", func(c *schedclock.Clock, _ *flakySource) error { return c.Update() }},
+		{"Register", func(c *schedclock.Clock, f *flakySource) error { return c.Register(f.source()) }},
+	}
+	for _, p := range paths {
+		for _, at := range []int64{1, 2} { // the first or the second read of the path panics
+			t.Run(fmt.Sprintf("%s/read%d", p.name, at), func(t *testing.T) {
+				f := newFlaky(1e9, 64)
+				c, err := schedclock.New(f.source())
+				require.NoError(t, err)
+				defer c.Close()
+				f.m.Advance(time.Second)
+				if p.name == "Resume" {
+					require.NoError(t, c.Suspend())
+				}
+				f.skip.Store(at - 1) // let at-1 reads through, then panic once
+				f.panics.Store(1)
+				var opErr error
+				escaped := callRecovering(func() { opErr = p.op(c, f) })
+				assert.Nil(t, escaped, "the panic escaped %s", p.name)
+				f.panics.Store(0)
+				if opErr != nil {
+					assert.Contains(t, opErr.Error(), "transient counter fault", "the error says what failed")
+				}
+				assert.Nil(t, callRecovering(func() { _ = c.Resume() }))
+				before := c.Now()
+				f.m.Advance(5 * time.Second)
+				assert.Equal(t, 5*time.Second, time.Duration(c.Now()-before), "after a fault in %s, the clock must move with its counter", p.name)
+				assert.Nil(t, callRecovering(func() { _ = c.Update() }))
+				f.m.Advance(time.Second)
+				assert.Equal(t, 6*time.Second, time.Duration(c.Now()-before))
+			})
+		}
+	}
+}
+
+// A Read that keeps panicking for two refresh periods crashes nothing,
+// Info counts the faults, and the clock keeps time afterwards.
+func TestAReadPanickingForTwoRefreshPeriods(t *testing.T) {
+	var m atomic.Uint64
+	var failing atomic.Bool
+	src := schedclock.Source{Name: "failing", Bits: 32, Rate: 1e9, Read: func() uint64 {
+		if failing.Load() {
+			panic("counter unplugged")
+		}
+		return m.Load() & (1<<32 - 1)
+	}}
+	c, err := schedclock.New(src)
+	require.NoError(t, err)
+	defer c.Close()
+	period := c.Info().RefreshPeriod
+	failing.Store(true)
+	// Two refresh periods of the clock's own, measured by the faults its
+	// refresh reports rather than by a wall-clock budget.
+	deadline := time.Now().Add(2*period + time.Minute)
+	for c.Info().Faults < 2 && time.Now().Before(deadline) {
+		time.Sleep(period / 4)
+	}
+	in := c.Info()
+	assert.GreaterOrEqual(t, in.Faults, 2, "the refresh's faults are counted")
+	assert.Contains(t, in.LastFault, "counter unplugged")
+	failing.Store(false)
+	before := c.Now()
+	m.Add(3e9) // within one wrap (4.29 s)
+	assert.Equal(t, int64(3e9), c.Now()-before)
+	require.NoError(t, c.Update())
+	m.Add(3e9)
+	assert.Equal(t, int64(6e9), c.Now()-before, "the fold after the faults must be exact")
+}
+
+// Info reads a snapshot: it never waits for a reference the background
+// goroutine is blocked in.
+func TestInfoNeverWaitsForABlockedReference(t *testing.T) {
+	release := make(chan struct{})
+	var calls, blocked atomic.Int64
+	ref := func() int64 {
+		if calls.Add(1) > 200 {
+			blocked.Add(1)
+			<-release
+		}
+		return time.Now().UnixNano()
+	}
+	c, err := schedclock.New(schedclock.Portable(), schedclock.WithReference(ref))
+	require.NoError(t, err)
+	defer func() { close(release); _ = c.Close() }()
+	for blocked.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	done := make(chan schedclock.Info)
+	go func() { done <- c.Info() }()
+	select {
+	case in := <-done:
+		assert.Equal(t, "portable", in.Source)
+	case <-time.After(30 * time.Second): // a blocked Info never returns
+		t.Fatal("Info waited for the blocked reference")
+	}
+}
+
+// Time saturates: no value a clock returns maps before the clock's start.
+func TestTimeNeverWraps(t *testing.T) {
+	m := schedclock.NewManual(1e9, 64)
+	c, err := schedclock.New(m.Source())
+	require.NoError(t, err)
+	defer c.Close()
+	for _, clk := range []*schedclock.Clock{c, schedclock.Default()} {
+		start := clk.Time(clk.Now())
+		for _, ns := range []int64{math.MaxInt64, math.MaxInt64 - 1, math.MaxInt64 / 2} {
+			assert.False(t, clk.Time(ns).Before(start), "Time(%d) = %v, before the start %v", ns, clk.Time(ns), start)
+		}
+		assert.False(t, clk.Time(math.MaxInt64).Before(clk.Time(math.MaxInt64/2)))
+	}
+}
+
+// Every accepted rate converts within 1 ppm, every real counter rate
+// within 0.01 ppm; absurd ones are refused with ErrInvalidSource.
+func TestRatesConvertWithinOnePPM(t *testing.T) {
+	read := func() uint64 { return 0 }
+	for _, hz := range []uint64{32768, 1e6, 24e6, 2_445_000_000, 6.4e9, 10e9} {
+		c, err := schedclock.New(schedclock.Source{Name: "real", Read: read, Bits: 64, Rate: hz})
+		require.NoError(t, err, "%d Hz", hz)
+		assert.LessOrEqual(t, math.Abs(c.Info().ConversionErrorPPM), 0.01, "%d Hz", hz)
+		require.NoError(t, c.Close())
+	}
+	for _, hz := range []uint64{1 << 61, 1 << 62, 1<<62 + 1, 1e15, 1e18, math.MaxUint64, 3e9 + 1, 999_999_937} {
+		c, err := schedclock.New(schedclock.Source{Name: "absurd", Read: read, Bits: 64, Rate: hz})
+		if err != nil {
+			assert.ErrorIs(t, err, schedclock.ErrInvalidSource, "%d Hz", hz)
+			continue
+		}
+		assert.LessOrEqual(t, math.Abs(c.Info().ConversionErrorPPM), 1.0, "%d Hz accepted", hz)
+		require.NoError(t, c.Close())
+	}
+}
+
+// Advance never moves a counter, nor the clock on it, back.
+func TestAdvanceNeverMovesBack(t *testing.T) {
+	for _, rate := range []uint64{1e9, 10e9, 32768} {
+		m := schedclock.NewManual(rate, 64)
+		c, err := schedclock.New(m.Source())
+		require.NoError(t, err)
+		m.Advance(time.Hour)
+		prevCounter, prev := m.Read(), c.Now()
+		for i := 0; i < 3; i++ {
+			m.Advance(math.MaxInt64)
+			assert.GreaterOrEqual(t, m.Read(), prevCounter, "%d Hz: the counter moved back", rate)
+			now := c.Now()
+			assert.GreaterOrEqual(t, now, prev, "%d Hz: Now moved back", rate)
+			prevCounter, prev = m.Read(), now
+			require.NoError(t, c.Update())
+			assert.GreaterOrEqual(t, c.Now(), prev, "%d Hz: Now moved back across Update", rate)
+		}
+		require.NoError(t, c.Close())
+	}
+}
+
+// A duplicate Option is refused.
+func TestDuplicateOptionsAreRefused(t *testing.T) {
+	ref := func() int64 { return time.Now().UnixNano() }
+	for name, opts := range map[string][]schedclock.Option{
+		"WithReference":        {schedclock.WithReference(ref), schedclock.WithReference(ref)},
+		"WithCoarseResolution": {schedclock.WithCoarseResolution(time.Millisecond), schedclock.WithCoarseResolution(2 * time.Millisecond)},
+	} {
+		c, err := schedclock.New(schedclock.Portable(), opts...)
+		if !assert.ErrorIs(t, err, schedclock.ErrInvalidOption, name) {
+			_ = c.Close()
+		}
+	}
+}
+
+// driftingRef is a reference that runs ppm faster than the Manual's
+// declared rate says, following the real time that passes.
+func runningRef(ppm float64) func() int64 {
+	start := time.Now()
+	return func() int64 { return int64(float64(time.Since(start)) * (1 + ppm*1e-6)) }
+}
+
+// liveCounter is a 64-bit 1 GHz counter that follows real time.
+func liveCounter() schedclock.Source {
+	start := time.Now()
+	return schedclock.Source{Name: "real", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(start)) }}
+}
+
+// "Rate wins" compares declared rates: the very Source a clock was made
+// on can be registered again after a reference refined its rate up.
+func TestRegisterTheSameSourceAfterARefinement(t *testing.T) {
+	src := liveCounter()
+	c, err := schedclock.New(src, schedclock.WithReference(runningRef(-20)))
+	require.NoError(t, err)
+	defer c.Close()
+	for c.Info().RateOrigin != schedclock.RateRefined || c.Info().Rate <= 1e9 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.NoError(t, c.Register(src), "registering the same Source again, rate %d Hz", c.Info().Rate)
+}
+
+// A reference that is stuck, jumps or panics is recognised: reported in
+// Info, and not followed over and over.
+func TestMisbehavingReferences(t *testing.T) {
+	t.Run("stuck", func(t *testing.T) {
+		c, err := schedclock.New(liveCounter(), schedclock.WithReference(func() int64 { return 0 }))
+		require.NoError(t, err)
+		defer c.Close()
+		time.Sleep(2 * time.Second)
+		in := c.Info()
+		assert.LessOrEqual(t, in.Reanchors, 3, "a stuck reference re-anchored %d times: %s", in.Reanchors, in.LastReanchor)
+		assert.Contains(t, in.Reference, "stuck")
+	})
+	t.Run("jump", func(t *testing.T) {
+		var offset atomic.Int64
+		base := time.Now()
+		ref := func() int64 { return int64(time.Since(base)) + offset.Load() }
+		c, err := schedclock.New(liveCounter(), schedclock.WithReference(ref))
+		require.NoError(t, err)
+		defer c.Close()
+		time.Sleep(300 * time.Millisecond)
+		offset.Store(int64(time.Hour))
+		before := c.Now()
+		time.Sleep(2 * time.Second)
+		in := c.Info()
+		assert.InDelta(t, 1e9, float64(in.Rate), 1000, "a reference's jump must not become a rate: %+v", in)
+		assert.Less(t, c.Now()-before, int64(time.Minute), "the clock must not follow a reference's jump of 1 h")
+		assert.Contains(t, in.Reference, "jumped")
+	})
+	t.Run("panics", func(t *testing.T) {
+		c, err := schedclock.New(liveCounter(), schedclock.WithReference(func() int64 { panic("reference on fire") }))
+		require.NoError(t, err)
+		defer c.Close()
+		deadline := time.Now().Add(time.Minute)
+		for c.Info().Faults == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		in := c.Info()
+		assert.Positive(t, in.Faults)
+		assert.Contains(t, in.LastFault, "reference on fire")
+		before := c.Now()
+		time.Sleep(10 * time.Millisecond)
+		assert.Greater(t, c.Now(), before, "the clock keeps running on its counter")
+	})
+}
+
+// Closing the process-wide clock is refused, and it keeps running.
+func TestTheDefaultClockCannotBeClosed(t *testing.T) {
+	err := schedclock.Default().Close()
+	assert.True(t, errors.Is(err, schedclock.ErrDefaultClock), "Close on the default clock: %v", err)
+	before := schedclock.Now()
+	time.Sleep(2 * time.Millisecond)
+	assert.Greater(t, schedclock.Now(), before)
+	assert.False(t, schedclock.Default().Info().Closed)
+}
