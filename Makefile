@@ -46,7 +46,7 @@ cross:
 # Benchmarks: ten runs of the read and write paths, summarised by
 # benchstat; the README's table comes from one such run. Quote the CPU
 # with them. BENCH=. runs all (the cross-CPU check and the tail too).
-BENCH ?= ^Benchmark(Now|Coarse|Since|WallNow|TimeSince|TimeNow|ClockGettimeRaw|Portable|Jiffies|Hardware|RDTSCP|NowUnderUpdates|Writer|Refine)$$
+BENCH ?= ^Benchmark(Now|Coarse|Since|WallNow|TimeSince|TimeNow|ClockGettimeRaw|Raw|Boottime|Portable|Jiffies|Hardware|RDTSCP|NowUnderUpdates|Writer|Refine)$$
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime 200ms -count 10 . | tee bench.txt
 	GOFLAGS= $(GO) run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) bench.txt

@@ -250,3 +250,25 @@ func BenchmarkClockGettimeRaw(b *testing.B) {
 		sink += s
 	}, raw)
 }
+
+// BenchmarkRaw and BenchmarkBoottime read the vDSO-backed Sources (Raw,
+// Boottime); compare them with BenchmarkTimeSince and
+// BenchmarkClockGettimeRaw (the system call) in one run.
+func BenchmarkRaw(b *testing.B)      { benchSource(b, schedclock.Raw) }
+func BenchmarkBoottime(b *testing.B) { benchSource(b, schedclock.Boottime) }
+
+func benchSource(b *testing.B, mk func() (schedclock.Source, error)) {
+	src, err := mk()
+	if err != nil {
+		b.Skip(err)
+	}
+	b.Log(src.Name)
+	read := src.Read
+	bench(b, func(b *testing.B) {
+		var s uint64
+		for b.Loop() {
+			s += read()
+		}
+		sink += int64(s)
+	}, func() int64 { return int64(read()) })
+}

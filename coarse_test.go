@@ -161,3 +161,52 @@ func TestWallNowFollowsTheWallClock(t *testing.T) {
 	w := schedclock.WallNow()
 	assert.Equal(t, w, w.Round(0), "WallNow carries no monotonic reading")
 }
+
+// TestCoarseStaleness measures how old a Coarse reading is (Now right
+// after it, minus it) while it is read every few hundred microseconds, and
+// bounds it by what it measures about the machine: one resolution plus
+// the lateness of a probe ticker of the same period running beside the
+// clock's (the clock's ticker is late by as much as the scheduler makes
+// any goroutine late), with a resolution's slack for the two not being
+// late at the same moments. The figures in Coarse's doc come from it.
+func TestCoarseStaleness(t *testing.T) {
+	c, err := schedclock.New(schedclock.Portable())
+	require.NoError(t, err)
+	defer c.Close()
+	const res = time.Millisecond
+	var maxLate atomic.Int64
+	stop := make(chan struct{})
+	probeDone := make(chan struct{})
+	go func() {
+		defer close(probeDone)
+		tk := time.NewTicker(res)
+		defer tk.Stop()
+		next := time.Now().Add(res)
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-tk.C:
+				if late := int64(time.Since(next)); late > maxLate.Load() {
+					maxLate.Store(late)
+				}
+				_ = now
+				next = time.Now().Add(res)
+			}
+		}
+	}()
+	var st []int64
+	for i := 0; i < 3000; i++ {
+		co := c.Coarse()
+		st = append(st, c.Now()-co)
+		time.Sleep(time.Duration(i%7) * 100 * time.Microsecond)
+	}
+	close(stop)
+	<-probeDone
+	slices.Sort(st)
+	p := func(q float64) time.Duration { return time.Duration(st[int(q*float64(len(st)-1))]) }
+	late := time.Duration(maxLate.Load())
+	t.Logf("Coarse staleness over %d reads: median %v, p99 %v, max %v; a probe ticker was at most %v late", len(st), p(0.5), p(0.99), p(1), late)
+	assert.GreaterOrEqual(t, st[0], int64(0), "Coarse ahead of Now")
+	assert.LessOrEqual(t, p(1), 2*res+2*late, "staler than one resolution and the scheduler's lateness allow")
+}

@@ -52,22 +52,29 @@
 // # Counters
 //
 // On amd64 the default clock uses the TSC (LFENCE; RDTSC) when CPUID
-// reports an invariant TSC and the kernel itself uses the TSC as its
-// clocksource; on arm64 it uses CNTVCT_EL0 (ISB, MRS, then an ordering
+// reports an invariant TSC and either the kernel itself uses the TSC as
+// its clocksource or the cross-CPU check passed; on arm64 it uses CNTVCT_EL0 (ISB, MRS, then an ordering
 // load), with the kernel's read workaround for the counter errata it
 // recognises. Elsewhere, in a purego build, or when the counter is not
 // trusted, it uses Go's monotonic clock ([Portable]).
 //
 // # The default clock, at start-up and for life
 //
-// Importing the package never blocks: it costs a few CPUIDs (or one MRS)
-// and a couple of small file reads. Where a CPU register gives the
-// counter's rate, the default clock runs on the counter at once; where
-// the rate must be measured, it runs on Go's monotonic clock and switches
-// to the counter after a 20 ms measurement, in the background. Before it
-// adopts a counter, and at once where the rate was known, a cross-CPU
-// check (the kernel's check_tsc_warp) runs in the background; a counter
-// that goes backwards from one CPU to another is dropped.
+// Importing the package never blocks and does almost nothing: a few
+// CPUIDs (or one MRS), a couple of small file reads, and one goroutine,
+// parked until the first use. The first Now answers at once; it also
+// wakes the background work (calibration, the watch, the cross-CPU
+// check, the kernel's verdict), which the wall map and Coarse's ticker
+// join only once they are used. Where the kernel itself runs on the TSC
+// (its clocksource is "tsc") and a CPU register gives the rate, the
+// default clock runs on the counter at once; where the rate must be
+// measured, it runs on Go's monotonic clock and switches after a 20 ms
+// measurement. Where the kernel does not vouch for the counter, it is
+// adopted only after the cross-CPU check (the kernel's check_tsc_warp)
+// ran and found no warp; a check that cannot run (GOMAXPROCS=1, one CPU
+// allowed, a machine too busy) is retried at 3, 6, 12, 24 and 48 s, and
+// without evidence the clock stays on Go's monotonic clock.
+// [Info].Kernel, CrossCPU and Pending say what the decision rests on.
 //
 // For life, the counter's rate is refined against CLOCK_MONOTONIC_RAW
 // (within 0.05 ppm after 10 s, following slow drift after that), the
@@ -87,28 +94,51 @@
 // interval not counted, like the kernel's sched_clock across system
 // suspend. While suspended, calibration and the watch stand aside.
 //
+// # Faults and the shared clock
+//
+// Every writer path (Register, Update, Suspend, Resume, the background
+// refresh and watch) leaves a clock either in its new state or exactly as
+// it was, whatever a Source's Read or a reference does: a panic is
+// recovered, returned as an error wrapping [ErrFault] (or, in the
+// background, counted in [Info].Faults and LastFault), and the clock
+// keeps running. The default clock is shared by every package of the
+// process: its Close is refused with [ErrDefaultClock]; Suspend, Resume
+// and Register on it are for the main package alone (a program that
+// knows the machine sleeps, or brings its own counter).
+//
 // # Choosing a Source
 //
 // Most programs need only the default clock: [Now], [Since], [Coarse],
 // [WallNow]. [New] makes a Clock on any [Source]: a read function, its
 // width and its rate. Use it for a counter of your own (a device's
 // timer, a virtual clock), with [WithReference] to have its rate refined
-// and the counter watched against a clock you trust; use [NewManual] in
-// tests of code that takes a *Clock. [TSC], [CNTVCT], [Portable] and
-// [NewJiffies] give the package's own counters as Sources.
+// and the counter watched against a clock you trust; use [NewManualClock]
+// in tests of code that takes a *Clock. [TSC], [CNTVCT], [Portable] and
+// [NewJiffies] give the package's own counters as Sources; [Raw] and
+// [Boottime] give CLOCK_MONOTONIC_RAW and CLOCK_BOOTTIME, read through
+// the vDSO at a function call's cost (Boottime counts system suspend).
 //
 // # Tests and testing/synctest
 //
-// Now follows the machine's counter, not a testing/synctest bubble's fake
-// time: inside a bubble, time.Sleep(time.Hour) returns at once and Now
-// has moved only by the real time that passed. Code that must follow a
-// bubble's time (or any test's own time) should take a *Clock and be
-// given one on a [Manual] counter, advanced with the test's time.
+// Now, Since, Coarse and WallNow never read a testing/synctest bubble's
+// fake time: inside a bubble, time.Sleep(time.Hour) returns at once and
+// Now has moved only by the real time that passed; WallNow stays the
+// real wall clock; nothing called in a bubble starts a goroutine that
+// joins it. A Clock made with [New] inside a bubble has goroutines of its
+// own there: Close it before the bubble ends. Code whose behaviour
+// depends on time should take a *Clock, and its tests give it one from
+// [NewManualClock]: exact and deterministic in all it answers (Now,
+// Coarse and Time follow Advance and Set at once; Time maps through a
+// fixed wall origin, 2000-01-01 UTC unless SetWallOrigin says otherwise).
+// Timers and sleeping are not this package's job: a test that needs them
+// uses synctest's fake time, and the code under test reads its durations
+// from the *Clock it was given.
 //
 // # Coarse time
 //
-// [Coarse] returns a value a goroutine of the clock's brings up to date
-// every millisecond ([WithCoarseResolution]), read with one atomic load:
-// for rate limiters, caches and timeouts. It never runs ahead of Now and
-// never goes backwards.
+// [Coarse] returns a reading of Now at most about one resolution old
+// (1 ms, [WithCoarseResolution]) plus the scheduler's lateness, read
+// with one atomic load: for rate limiters, caches and timeouts. It never
+// runs ahead of Now and never goes backwards, and its ticker runs only
+// while it is read.
 package schedclock

@@ -1,0 +1,83 @@
+//go:build linux
+
+package schedclock_test
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/schedclock/schedclock"
+)
+
+// TestInsideASynctestBubble runs, in a process of its own (the default
+// clock's first use is once per process), the first calls of Now,
+// Coarse, WallNow and Since inside a testing/synctest bubble, and a Clock
+// made and closed there: real time, never fake time, never back, and the
+// bubble exits cleanly.
+func TestInsideASynctestBubble(t *testing.T) {
+	if os.Getenv("SCHEDCLOCK_SYNCTEST_CHILD") == "1" {
+		synctestChild(t)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestInsideASynctestBubble$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "SCHEDCLOCK_SYNCTEST_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("child:\n%s", out)
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "--- PASS: TestInsideASynctestBubble")
+}
+
+func realtime(t *testing.T) time.Time {
+	var ts unix.Timespec
+	require.NoError(t, unix.ClockGettime(unix.CLOCK_REALTIME, &ts))
+	return time.Unix(ts.Unix())
+}
+
+func synctestChild(t *testing.T) {
+	var last int64
+	synctest.Test(t, func(t *testing.T) {
+		fake := time.Now()
+		n1 := schedclock.Now()
+		co := schedclock.Coarse()
+		wallBefore := realtime(t)
+		w := schedclock.WallNow()
+		wallAfter := realtime(t)
+		time.Sleep(time.Hour) // fake: the bubble's clock jumps an hour at once
+		n2 := schedclock.Now()
+		require.GreaterOrEqual(t, n2, n1)
+		assert.Less(t, n2-n1, int64(time.Minute), "Now followed the bubble's fake hour")
+		assert.GreaterOrEqual(t, co, n1, "Coarse behind the Now before it")
+		assert.LessOrEqual(t, co, n2, "Coarse ahead of Now")
+		assert.Less(t, schedclock.Since(n1), time.Minute, "Since read fake time")
+		assert.False(t, w.Before(wallBefore.Add(-time.Millisecond)) || w.After(wallAfter.Add(time.Millisecond)),
+			"WallNow %v outside the real wall clock's [%v, %v] (the bubble's fake time is %v)", w, wallBefore, wallAfter, fake)
+
+		// A Clock made in the bubble, closed there: its goroutines leave.
+		src, err := schedclock.Raw()
+		require.NoError(t, err)
+		c, err := schedclock.New(src)
+		require.NoError(t, err)
+		a := c.Now()
+		_ = c.Coarse()
+		time.Sleep(time.Second)
+		require.GreaterOrEqual(t, c.Now(), a)
+		require.NoError(t, c.Close())
+
+		// A manual clock is exact, bubble or not.
+		mc, m := schedclock.NewManualClock(t)
+		m.Advance(time.Hour)
+		assert.Equal(t, int64(time.Hour), mc.Now())
+		assert.Equal(t, mc.Now(), mc.Coarse())
+		last = schedclock.Now()
+	})
+	// After the bubble: still monotonic, still the real wall clock.
+	require.GreaterOrEqual(t, schedclock.Now(), last)
+	assert.WithinDuration(t, realtime(t), schedclock.WallNow(), 10*time.Millisecond)
+}
