@@ -173,6 +173,8 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 	c.publishLocked(line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask})
 	c.foldDue = time.Now().Add(conv.refreshPeriod())
 	c.lastFoldMono = runtimeNano()
+	in := c.infoLocked() // Info's snapshot exists before any writer runs
+	c.info.Store(&in)
 	return c, nil
 }
 
