@@ -9,6 +9,7 @@ package schedclock
 import (
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -48,7 +49,17 @@ func TestReadersWriteNothing(t *testing.T) {
 					c.publishLocked(ln)
 					c.unlock()
 				}
+				// Coarse's fast path is what must write nothing; its slow
+				// path stores once per tick by design. So the copy must hold
+				// a value the ticker has not cleared yet: copy again until
+				// it does (a tick is 1 ms; a copy takes microseconds).
 				ro := readOnlyCopy(t, c)
+				for tries := 0; atomic.LoadInt64(&ro.clock.coarse.value) == 0; tries++ {
+					require.Less(t, tries, 1000, "the coarse value was cleared before every copy")
+					ro.release()
+					c.Coarse()
+					ro = readOnlyCopy(t, c)
+				}
 				for reader, read := range readers {
 					pc := ro.clock
 					r := map[string]func() int64{"Now": pc.Now, "now": pc.now, "otherNow": func() int64 { return otherNow(pc) }, "Coarse": pc.Coarse}[reader]
