@@ -3,8 +3,11 @@
 package schedclock_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
+	"runtime"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -26,12 +29,35 @@ func TestInsideASynctestBubble(t *testing.T) {
 		synctestChild(t)
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestInsideASynctestBubble$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "SCHEDCLOCK_SYNCTEST_CHILD=1")
-	out, err := cmd.CombinedOutput()
+	out, err := runTestChild(t, "SCHEDCLOCK_SYNCTEST_CHILD=1", "-test.run=^TestInsideASynctestBubble$", "-test.count=1", "-test.v")
 	t.Logf("child:\n%s", out)
 	require.NoError(t, err)
 	assert.Contains(t, string(out), "--- PASS: TestInsideASynctestBubble")
+}
+
+// runTestChild runs this test binary again with args and one more
+// environment variable. Under user-mode emulation (make test-arm64 runs
+// the binary through qemu-aarch64, which passes execve to the host) the
+// binary cannot be executed directly: the host says "exec format error",
+// and the child runs through the same emulator, as go test -exec did.
+func runTestChild(t *testing.T, env string, args ...string) ([]byte, error) {
+	t.Helper()
+	run := func(name string, args ...string) ([]byte, error) {
+		cmd := exec.Command(name, args...)
+		cmd.Env = append(os.Environ(), env)
+		return cmd.CombinedOutput()
+	}
+	out, err := run(os.Args[0], args...)
+	if !errors.Is(err, syscall.ENOEXEC) {
+		return out, err
+	}
+	emulator := "qemu-" + map[string]string{"arm64": "aarch64", "amd64": "x86_64", "386": "i386"}[runtime.GOARCH]
+	if e := os.Getenv("QEMU"); e != "" {
+		emulator = e
+	}
+	path, lerr := exec.LookPath(emulator)
+	require.NoError(t, lerr, "this binary (GOARCH=%s) cannot be executed here (%v), and there is no %s to run it", runtime.GOARCH, err, emulator)
+	return run(path, append([]string{os.Args[0]}, args...)...)
 }
 
 func realtime(t *testing.T) time.Time {
