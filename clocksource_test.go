@@ -68,7 +68,7 @@ func TestMultShiftPrecision(t *testing.T) {
 			worst = max(worst, errPPM)
 			assert.LessOrEqual(t, errPPM, 0.002, "rate %.3f Hz: mult %d shift %d", rate, mult, shift)
 		}
-		assert.GreaterOrEqual(t, conv.refreshPeriod(), time.Second, "rate %.0f: mult %d shift %d", rate, mult, shift)
+		assert.GreaterOrEqual(t, conv.refreshPeriod(), minOverflowHorizon/2-time.Nanosecond, "rate %.0f: mult %d shift %d", rate, mult, shift)
 	}
 	for rate := 1.0; rate < 1<<62; rate = math.Floor(rate*1.37) + 1 {
 		check(rate)
@@ -98,7 +98,7 @@ func TestMultShiftIsExactForWholeRates(t *testing.T) {
 		next := new(big.Int).Lsh(big.NewInt(1e9), uint(shift+1))
 		next.Add(next, new(big.Int).SetUint64(rate/2))
 		next.Quo(next, new(big.Int).SetUint64(rate))
-		assert.True(t, !next.IsUint64() || next.Uint64() > 1<<32-1 || float64(^uint64(0)/next.Uint64()) < 2*float64(rate),
+		assert.True(t, !next.IsUint64() || next.Uint64() > 1<<32-1 || float64(^uint64(0)/next.Uint64()) < minOverflowHorizon.Seconds()*float64(rate),
 			"rate %d: shift %d is not the largest", rate, shift)
 	}
 }
