@@ -27,8 +27,8 @@ func ExampleNow() {
 	// Output: true
 }
 
-// Since never returns a negative duration: a start from the future (or
-// from another clock) gives 0.
+// Since never returns a negative duration: a start later than now gives
+// 0.
 func ExampleSince() {
 	fmt.Println(schedclock.Since(schedclock.Now() + int64(time.Hour)))
 	// Output: 0s
