@@ -92,7 +92,10 @@ type rating struct {
 // tracker is a Clock's calibration and watch state (see above).
 type tracker struct {
 	ref func() int64
-	src Source // the counter refined and watched
+	// witness is the clock the reference is checked against (see
+	// referenceOff); nil: the runtime's monotonic clock.
+	witness func() int64
+	src     Source // the counter refined and watched
 	// adopted says the clock runs on src. The default clock tracks the
 	// hardware counter before it adopts it, while on the portable source.
 	adopted bool
@@ -111,9 +114,10 @@ type tracker struct {
 	good     clockSample // the last comparison the watch accepted
 	haveGood bool
 	watchDue time.Time
-	// watchEvery is the watch's period: watchPeriod, doubled after every
-	// watchConfirm agreements in a row up to maxWatchPeriod, and back to
-	// watchPeriod at every restart and re-anchoring.
+	// watchEvery is the watch's period: watchPeriod for the first
+	// watchConfirm agreements, then doubled at every agreement up to
+	// maxWatchPeriod, and back to watchPeriod at every restart and
+	// re-anchoring.
 	watchEvery time.Duration
 	agreed     int
 	// probe is a re-anchoring under way: the rate is measured over
@@ -142,19 +146,36 @@ type clockSample struct {
 }
 
 // sampleClock takes the narrowest of watchSamples (Now, reference, Now)
-// brackets.
-func (c *Clock) sampleClock(ref func() int64) clockSample {
+// brackets, witnessed.
+func (c *Clock) sampleClock(tr *tracker) clockSample {
 	best := clockSample{halfWidth: math.MaxInt64}
 	for i := 0; i < watchSamples; i++ {
 		before := c.Now()
-		r := ref()
+		r := tr.ref()
 		after := c.Now()
 		if w := (after - before) / 2; w < best.halfWidth {
 			best = clockSample{clock: before + w, ref: r, halfWidth: w}
 		}
 	}
-	best.mono = runtimeNano()
+	best.mono = tr.witnessNow()
 	return best
+}
+
+// point pairs read with the tracker's reference (samplePoint), witnessed.
+func (tr *tracker) point(read func() uint64) ratePoint {
+	p := samplePoint(read, tr.ref)
+	p.mono = tr.witnessNow()
+	return p
+}
+
+// witnessNow reads the witness the reference is checked against: the
+// runtime's monotonic clock (tests of the schedule in a testing/synctest
+// bubble give the bubble's).
+func (tr *tracker) witnessNow() int64 {
+	if tr.witness != nil {
+		return tr.witness()
+	}
+	return runtimeNano()
 }
 
 // Checking the reference. The runtime's monotonic clock (CLOCK_MONOTONIC,
@@ -196,7 +217,7 @@ func (c *Clock) distrustLocked(tr *tracker, why string) {
 // startLocked takes a new baseline: calibration starts over from now,
 // and the watch takes its next comparison as its first.
 func (tr *tracker) startLocked(now time.Time) {
-	tr.baseline = samplePoint(tr.src.Read, tr.ref)
+	tr.baseline = tr.point(tr.src.Read)
 	tr.baseAt = now
 	tr.step = 0
 	tr.history = nil
@@ -222,16 +243,28 @@ func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 		}
 		return
 	}
+	// The watch first: a refinement measured over a span in which the
+	// counter stepped, jumped or changed rate would adopt a rate that is
+	// no rate at all. When the watch disagrees it starts a re-anchoring
+	// (or distrusts the reference), and the refinement waits for the
+	// baseline that follows.
+	if tr.adopted && !now.Before(tr.watchDue) {
+		tr.watchDue = now.Add(tr.watchEvery)
+		c.watchLocked(tr, now)
+		if c.track != tr || tr.restart || tr.probe != nil {
+			return
+		}
+	}
 	if !now.Before(tr.refineDue) {
 		c.refineLocked(tr, now)
 	}
-	if c.track == tr && tr.adopted && !tr.restart && tr.probe == nil && !now.Before(tr.watchDue) {
-		tr.watchDue = now.Add(tr.watchEvery)
-		c.watchLocked(tr, now)
-	}
 }
 
-// nextDue is when the tracker next has something to do.
+// nextDue is when the tracker next needs the background goroutine. Once
+// the counter is adopted, refinements ride on the watch's ticks (a
+// refinement a little late measures over a longer baseline, which only
+// makes it better), so that an idle process wakes once per watch period,
+// not once per schedule.
 func (tr *tracker) nextDue() time.Time {
 	if tr.restart {
 		return time.Time{}
@@ -239,7 +272,7 @@ func (tr *tracker) nextDue() time.Time {
 	if tr.probe != nil {
 		return tr.probeDue
 	}
-	if tr.adopted && tr.watchDue.Before(tr.refineDue) {
+	if tr.adopted {
 		return tr.watchDue
 	}
 	return tr.refineDue
@@ -250,7 +283,7 @@ func (tr *tracker) nextDue() time.Time {
 // then switches to it), then whenever the estimate is better, and, after
 // the schedule, always (following drift).
 func (c *Clock) refineLocked(tr *tracker, now time.Time) {
-	p := samplePoint(tr.src.Read, tr.ref)
+	p := tr.point(tr.src.Read)
 	base, sliding := tr.baseline, tr.step >= len(calibrationSchedule)
 	if sliding {
 		tr.history = append(tr.history, p)
@@ -306,7 +339,7 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 			return
 		}
 		c.rejected = ""
-		if c.pending == "the rate's measurement" {
+		if c.pending == measurePending(tr.src.Name) {
 			c.pending = ""
 		}
 		tr.src = src
@@ -331,7 +364,7 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 // the last good comparison, folds the epoch forward when they agree, and
 // re-anchors the clock when they do not.
 func (c *Clock) watchLocked(tr *tracker, now time.Time) {
-	s := c.sampleClock(tr.ref)
+	s := c.sampleClock(tr)
 	if w := 2 * s.halfWidth; tr.bracket == 0 || w < tr.bracket {
 		tr.bracket = w
 	}
@@ -346,8 +379,8 @@ func (c *Clock) watchLocked(tr *tracker, now time.Time) {
 			c.beginReanchorLocked(tr, now, g, gap, elapsed)
 			return
 		}
-		if tr.agreed++; tr.agreed >= watchConfirm && tr.watchEvery < maxWatchPeriod {
-			tr.watchEvery, tr.agreed = min(2*tr.watchEvery, maxWatchPeriod), 0
+		if tr.agreed++; tr.agreed >= watchConfirm {
+			tr.watchEvery = min(2*tr.watchEvery, maxWatchPeriod)
 		}
 	}
 	tr.good, tr.haveGood = s, true
@@ -371,7 +404,7 @@ func (c *Clock) watchTolerance(elapsed int64, a, b clockSample) int64 {
 // first point, finishReanchorLocked, rateProbe later, the second and the
 // rest, so that the writer lock is never held through a sleep.
 func (c *Clock) beginReanchorLocked(tr *tracker, now time.Time, g clockSample, gap, elapsed int64) {
-	tr.probe = &reanchorProbe{g: g, gap: gap, elapsed: elapsed, p1: samplePoint(c.src.Read, tr.ref)}
+	tr.probe = &reanchorProbe{g: g, gap: gap, elapsed: elapsed, p1: tr.point(c.src.Read)}
 	tr.probeDue = now.Add(rateProbe)
 }
 
@@ -381,7 +414,7 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 	g, gap, elapsed, p1 := pr.g, pr.gap, pr.elapsed, pr.p1
 	src, conv, rate := c.src, c.conv, c.rate
 	from := rate.hz
-	p2 := samplePoint(src.Read, tr.ref)
+	p2 := tr.point(src.Read)
 	if why := referenceOff(p2.ns-p1.ns, p2.mono-p1.mono); why != "" {
 		c.distrustLocked(tr, why)
 		return
@@ -410,13 +443,19 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 	tr.src = src
 	tr.startLocked(now)
 	tr.baseline = p2
-	tr.good, tr.haveGood = c.sampleClock(tr.ref), true
+	tr.good, tr.haveGood = c.sampleClock(tr), true
 	tr.watchDue = now.Add(watchPeriod)
 }
 
 const (
-	// watchConfirm is how many agreements in a row double the watch's
-	// period, up to maxWatchPeriod.
+	// watchConfirm is how many agreements in a row at watchPeriod
+	// confirm a counter; each agreement after them doubles the watch's
+	// period, up to maxWatchPeriod: 100 ms for the first half second
+	// after a start, a Resume or a re-anchoring, then 200, 400, 800 ms,
+	// 1.6 s and 2 s from 3.1 s on. The watch's period bounds how long a
+	// counter that stepped back goes unnoticed (readers clamp at the
+	// epoch the watch folded, at most one period old), and every watch
+	// is a wake-up of an otherwise idle process.
 	watchConfirm   = 5
 	maxWatchPeriod = 2 * time.Second
 )

@@ -87,8 +87,9 @@ func newDefaultClock() *Clock {
 				rejected = fmt.Sprintf("%s: not trusted yet: %s, and the cross-CPU check has not passed", hw.Name, kernelWord)
 				pending = "the cross-CPU check"
 			} else {
-				rejected = fmt.Sprintf("%s: rate being measured against %s", hw.Name, rawClockName)
-				pending = "the rate's measurement"
+				// Not rejected: trusted, and adopted as soon as its rate
+				// is known. Pending says so.
+				pending = measurePending(hw.Name)
 			}
 		default:
 			rejected = fmt.Sprintf("%s: unusable rate %d Hz", hw.Name, hw.Rate)
@@ -172,9 +173,13 @@ func (c *Clock) checkTrust(hw Source, erratum errata.Match, vouched bool) {
 	c.crossCPU = "running"
 	c.unlock()
 	rep := warp.Check(hw.Read, hw.Rate, warp.DefaultBudget)
-	for i, wait := 0, warpRetryAfter; rep.Verdict == warp.Unchecked && i < warpRetries; i, wait = i+1, 2*wait {
+	first := warpRetryAfter
+	if vouched {
+		first = vouchedRetryAfter
+	}
+	for i, wait := 0, first; rep.Verdict == warp.Unchecked && i < warpRetries; i, wait = i+1, 2*wait {
 		c.mu.Lock()
-		c.crossCPU = rep.String()
+		c.crossCPU = fmt.Sprintf("%s; again in %v (try %d of %d)", rep, wait, i+2, warpRetries+1)
 		if !vouched {
 			c.pending = fmt.Sprintf("the cross-CPU check, again in %v (try %d of %d)", wait, i+2, warpRetries+1)
 		}
@@ -208,12 +213,27 @@ func (c *Clock) checkTrust(hw Source, erratum errata.Match, vouched bool) {
 	c.kick()
 }
 
+// measurePending is what Info.Pending says while the default clock
+// measures the rate of the trusted counter name before adopting it.
+func measurePending(name string) string {
+	return fmt.Sprintf("%s: adopted once its rate is measured against %s (%v)", name, rawClockName, firstMeasurement)
+}
+
 // warpRetryAfter is how long the default clock waits before it runs the
-// cross-CPU check again when it could not run; the wait doubles at each
-// of warpRetries tries (3, 6, 12, 24, 48 s).
+// cross-CPU check again when it could not run, on a counter whose
+// adoption waits for it; the wait doubles at each of warpRetries tries
+// (3, 6, 12, 24, 48 s). Where the kernel vouches for the counter (its
+// clocksource is the TSC: it checked the CPUs' TSCs against each other
+// as each came up, and its watchdog watches it), the clock runs on it
+// already and the check is a second opinion: it is retried after
+// vouchedRetryAfter instead (1, 2, 4, 8, 16 min), since each try keeps
+// two threads spinning on every pair of CPUs for its budget (20 ms of
+// CPU on two CPUs), which an idle process should not pay every few
+// seconds.
 const (
-	warpRetryAfter = 3 * time.Second
-	warpRetries    = 5
+	warpRetryAfter    = 3 * time.Second
+	vouchedRetryAfter = time.Minute
+	warpRetries       = 5
 )
 
 // sleepUnlessClosed sleeps for d or until the clock is closed, and

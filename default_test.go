@@ -2,12 +2,14 @@ package schedclock
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -260,7 +262,7 @@ func defaultLike(t *testing.T, hw Source) *Clock {
 		&tracker{ref: rawNow, src: hw, endsOnRegister: true})
 	require.NoError(t, err)
 	c.mu.Lock()
-	c.rejected = hw.Name + ": rate being measured"
+	c.pending = measurePending(hw.Name)
 	c.unlock()
 	c.start()
 	t.Cleanup(func() { _ = c.Close() })
@@ -306,12 +308,16 @@ func TestCalibrationStopsWithClose(t *testing.T) {
 // the measured counter after firstMeasurement, Rejected cleared.
 func TestCalibrationAdoptsTheMeasuredCounter(t *testing.T) {
 	c := defaultLike(t, realtime1GHz())
-	assert.Equal(t, "portable", c.Info().Source)
+	before := c.Info()
+	assert.Equal(t, "portable", before.Source)
+	assert.Empty(t, before.Rejected, "a counter about to be adopted is not rejected")
+	assert.Equal(t, measurePending("hw"), before.Pending)
 	require.Eventually(t, func() bool { return c.Info().Source == "hw" }, 2*time.Second, time.Millisecond)
 	in := c.Info()
 	assert.Contains(t, []RateOrigin{RateMeasured, RateRefined}, in.RateOrigin)
 	assert.InDelta(t, 1e9, float64(in.Rate), 1e9*(in.RateErrorPPM+1)*1e-6, "%+v", in)
 	assert.Empty(t, in.Rejected)
+	assert.Empty(t, in.Pending)
 }
 
 // TestCallerRegisterEndsCalibration checks that any Register by a caller,
@@ -327,7 +333,8 @@ func TestCallerRegisterEndsCalibration(t *testing.T) {
 		time.Sleep(firstMeasurement + calibrationSchedule[0] + 50*time.Millisecond)
 		in := c.Info()
 		assert.Equal(t, src.Name, in.Source, "calibration switched away from a registered source")
-		assert.Equal(t, "hw: rate being measured", in.Rejected)
+		assert.Equal(t, fmt.Sprintf("hw: not adopted: Register(%q) took the clock over first", src.Name), in.Rejected)
+		assert.Empty(t, in.Pending)
 		c.mu.Lock()
 		assert.Nil(t, c.track)
 		c.unlock()
@@ -465,4 +472,55 @@ func TestDefaultClockFallsBackOnAWarp(t *testing.T) {
 		assert.Nil(t, c.track, "calibration of a warped counter must end")
 		c.unlock()
 	}
+}
+
+// TestAnIdleClockWakesRarely counts the background goroutine's wake-ups
+// of a clock like the default clock on a hardware counter the kernel
+// vouches for (a rate from a register, a reference, the kernel's verdict
+// polled, Coarse and the wall map used once), in the 10 s that follow its
+// first second, with nothing reading it. Each wake-up costs an idle
+// process CPU (about 250 µs in a KVM guest, where a timer's wake-up is a
+// cross-CPU interrupt), so the schedule must bunch its work: the watch
+// folds the counter, and refinements and the verdict ride on the watch's
+// ticks. It runs in a testing/synctest bubble, so the count is of the
+// schedule, not of how fast this machine is: the counter, the reference
+// and the witness all read the bubble's fake time.
+func TestAnIdleClockWakesRarely(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		fake := func() int64 { return int64(time.Since(start)) }
+		hw := Source{Name: "hw", Bits: 64, Rate: 2_100_000_000, Read: func() uint64 { return uint64(float64(fake()) * 2.1) }}
+		tr := &tracker{ref: fake, witness: fake, src: hw, adopted: true, endsOnRegister: true}
+		c, err := newClock(hw, rating{hz: 2.1e9, origin: RateCPUID, errPPM: 1}, tr)
+		require.NoError(t, err)
+		polls := 0
+		c.verdict = func() string { polls++; return "" }
+		c.start()
+		defer c.Close()
+		c.Now()
+		c.Coarse()
+		c.Time(c.Now())
+		time.Sleep(time.Second)
+		c.mu.Lock()
+		before, pollsBefore := c.wakes, polls
+		c.unlock()
+		time.Sleep(10 * time.Second)
+		c.mu.Lock()
+		wakes, in := c.wakes-before, c.infoLocked()
+		polled := polls - pollsBefore
+		c.unlock()
+		t.Logf("%d wake-ups in 10 s idle (watch every %v at the end; %d verdict polls; rate %s ±%.3f ppm)",
+			wakes, tr.watchEvery, polled, in.RateOrigin, in.RateErrorPPM)
+		// The watch: 400 ms, 800 ms, 1.6 s, then 2 s; folds, refinements
+		// and verdicts on the same ticks.
+		assert.LessOrEqual(t, wakes, 8, "wake-ups in 10 s idle")
+		assert.Equal(t, maxWatchPeriod, tr.watchEvery)
+		assert.GreaterOrEqual(t, polled, 1, "the kernel's verdict is still polled (every %v, on the watch's ticks)", verdictPeriod)
+		assert.Equal(t, RateRefined, in.RateOrigin, "refinements still run")
+		assert.Zero(t, in.Reanchors, in.LastReanchor)
+		// Coarse's ticker and the wall map's refreshing stopped once
+		// nothing read them.
+		assert.False(t, c.coarseRunning.Load(), "Coarse's ticker still runs")
+		assert.True(t, c.wall.Load().stale.Load(), "the wall map is still refreshed")
+	})
 }

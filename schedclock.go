@@ -106,6 +106,7 @@ type clockState struct {
 	wallState
 
 	foldDue time.Time     // when the background goroutine folds next
+	wakes   int           // how often it woke: each is CPU an idle process pays
 	wake    chan struct{} // tells the background goroutine to look again
 	stop    chan struct{}
 	stopped chan struct{}
@@ -312,6 +313,9 @@ func (c *Clock) updateLocked() {
 	next.epochCyc = cyc & c.cur.conv.mask
 	c.publishLocked(next)
 	c.lastFoldMono = mono
+	// Any fold (the watch's too) restarts the refresh period: a clock
+	// with a reference is folded by its watch alone.
+	c.foldDue = time.Now().Add(c.conv.refreshPeriod())
 }
 
 // lostWraps is how many whole wraps of ln's counter the fold at cyc must
@@ -385,8 +389,14 @@ func (c *Clock) Register(src Source) error {
 		// refinement will switch away from src.
 		c.track, c.verdict = nil, nil
 	}
+	rejected, pending := c.rejected, c.pending
+	if tr != nil && tr.endsOnRegister && !tr.adopted {
+		// The default clock was about to adopt the hardware counter.
+		c.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", tr.src.Name, src.Name)
+		c.pending = ""
+	}
 	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: RateDeclared}); err != nil {
-		c.track = tr
+		c.track, c.rejected, c.pending = tr, rejected, pending
 		return err
 	}
 	c.declared = src.Rate
@@ -484,6 +494,7 @@ func (c *Clock) background() {
 func (c *Clock) tick(now time.Time) (next time.Time) {
 	c.mu.Lock()
 	defer c.unlock()
+	c.wakes++
 	defer func() {
 		if r := recover(); r != nil {
 			c.recordFaultLocked("background", r)
@@ -521,7 +532,11 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 			next = c.wallDue
 		}
 	}
-	if c.verdict != nil && c.verdictDue.Before(next) {
+	// The kernel's verdict rides on the watch's ticks when there are
+	// any (at most maxWatchPeriod late on a 5 s poll), so that an idle
+	// process wakes once per watch period.
+	watching := c.track != nil && c.track.adopted && !c.suspended
+	if c.verdict != nil && !watching && c.verdictDue.Before(next) {
 		next = c.verdictDue
 	}
 	if tr := c.track; tr != nil && !c.suspended && tr.nextDue().Before(next) {
