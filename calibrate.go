@@ -385,6 +385,9 @@ func (c *Clock) watchLocked(tr *tracker, now time.Time) {
 	}
 	tr.good, tr.haveGood = s, true
 	c.updateLocked()
+	// The watch's fold restarts the refresh period: a clock with a
+	// reference is folded by its watch alone, with no wake-ups of its own.
+	c.foldDue = now.Add(c.conv.refreshPeriod())
 }
 
 // watchTolerance is the largest disagreement over elapsed reference

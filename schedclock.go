@@ -313,9 +313,6 @@ func (c *Clock) updateLocked() {
 	next.epochCyc = cyc & c.cur.conv.mask
 	c.publishLocked(next)
 	c.lastFoldMono = mono
-	// Any fold (the watch's too) restarts the refresh period: a clock
-	// with a reference is folded by its watch alone.
-	c.foldDue = time.Now().Add(c.conv.refreshPeriod())
 }
 
 // lostWraps is how many whole wraps of ln's counter the fold at cyc must
