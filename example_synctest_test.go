@@ -1,0 +1,76 @@
+package schedclock_test
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/schedclock/schedclock"
+)
+
+// Session is the code under test: it expires a minute after its last
+// use, and reads its time from the *schedclock.Clock it was given rather
+// than from the package's default clock, which never follows a bubble's
+// fake time.
+type Session struct {
+	clock    *schedclock.Clock
+	lastUsed int64
+}
+
+func NewSession(c *schedclock.Clock) *Session { return &Session{clock: c, lastUsed: c.Now()} }
+
+func (s *Session) Touch() { s.lastUsed = s.clock.Now() }
+
+func (s *Session) Expired() bool { return s.clock.Since(s.lastUsed) >= time.Minute }
+
+// bubbleClock returns a Clock on a Source that follows the
+// testing/synctest bubble's fake time. Made inside the bubble, its
+// goroutine belongs to the bubble, and the test's cleanup closes it there
+// so that the bubble can end.
+func bubbleClock(t *testing.T) *schedclock.Clock {
+	start := time.Now() // inside a bubble: the bubble's fake time
+	c, err := schedclock.New(schedclock.Source{
+		Name: "synctest",
+		Read: func() uint64 { return uint64(time.Since(start)) },
+		Bits: 64,
+		Rate: 1_000_000_000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// testSessionExpiry is a test as a _test.go file holds it:
+//
+//	func TestSessionExpiry(t *testing.T) { testSessionExpiry(t) }
+//
+// Inside the bubble time.Sleep returns at once and the bubble's clock
+// moves on by what it slept, and so does the Clock on bubbleClock.
+func testSessionExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewSession(bubbleClock(t))
+		time.Sleep(59 * time.Second)
+		if s.Expired() {
+			t.Error("expired 59 s after its last use")
+		}
+		s.Touch()
+		time.Sleep(time.Minute)
+		if !s.Expired() {
+			t.Error("not expired a minute after its last use")
+		}
+	})
+}
+
+// Testing code that reads schedclock with testing/synctest: the code
+// takes a *schedclock.Clock, and its tests give it one on a Source that
+// follows the bubble's fake time (bubbleClock), so that sleeping in the
+// bubble moves the code's time without waiting. Where the test drives
+// time by hand instead, NewManualClock is exact and needs no bubble.
+func Example_synctest() {
+	// In a _test.go file:
+	//
+	//	func TestSessionExpiry(t *testing.T) { testSessionExpiry(t) }
+	var _ = testSessionExpiry
+}
