@@ -1,7 +1,9 @@
 // Command clockinfo shows what the default schedclock clock decided (its
 // counter, rate and where the rate came from, the trust checks it ran),
-// a few readings (Now, Coarse, WallNow beside time.Now), and the clock's
-// drift against the kernel's raw monotonic clock over one second.
+// a few readings (Now, Coarse, WallNow beside time.Now), the kernel's raw
+// and boot-time clocks as Sources (which path reads them: the vDSO or a
+// system call, and what a read costs) side by side with Now, and the
+// clock's drift against CLOCK_MONOTONIC_RAW over one second.
 package main
 
 import (
@@ -27,17 +29,52 @@ func main() {
 		prev = now
 		time.Sleep(time.Millisecond)
 	}
+	t0 := time.Now()
+	schedclock.WallNow() // the first pairs the clock with the wall clock
+	setUp := time.Since(t0)
 	wall, std := schedclock.WallNow(), time.Now()
-	fmt.Printf("  WallNow() = %s  (time.Now() %s, %+v apart)\n",
-		wall.Format(time.RFC3339Nano), std.Format(time.RFC3339Nano), wall.Sub(std.Round(0)))
+	fmt.Printf("  WallNow() = %s  (time.Now() %s, %+v apart; the first WallNow took %v)\n",
+		wall.Format(time.RFC3339Nano), std.Format(time.RFC3339Nano), wall.Sub(std.Round(0)), setUp)
 
-	fmt.Printf("\ndrift against %s over one second:\n", rawName)
-	clock0, raw0 := pair()
+	raw, rawErr := schedclock.Raw()
+	boot, bootErr := schedclock.Boottime()
+	fmt.Println("\nthe kernel's clocks as Sources (Raw, Boottime):")
+	for _, c := range []struct {
+		src schedclock.Source
+		err error
+	}{{raw, rawErr}, {boot, bootErr}} {
+		if c.err != nil {
+			fmt.Printf("  %v\n", c.err)
+			continue
+		}
+		fmt.Printf("  %-66s %5.1f ns a read\n", c.src.Name, perRead(func() { c.src.Read() }))
+	}
+	fmt.Printf("  %-66s %5.1f ns a read\n", "schedclock.Now", perRead(func() { schedclock.Now() }))
+	fmt.Printf("  %-66s %5.1f ns a read\n", "time.Since", perRead(func() { time.Since(start) }))
+	if syscallRaw != nil {
+		fmt.Printf("  %-66s %5.1f ns a read\n", "CLOCK_MONOTONIC_RAW by the system call (x/sys unix.ClockGettime)", perRead(func() { syscallRaw() }))
+	}
+	if rawErr == nil && bootErr == nil {
+		fmt.Println("\nside by side, each read right after the one before (ns):")
+		fmt.Printf("  %18s %20s %20s\n", "Now()", "CLOCK_MONOTONIC_RAW", "CLOCK_BOOTTIME")
+		for i := 0; i < 3; i++ {
+			n, r, b := schedclock.Now(), raw.Read(), boot.Read()
+			fmt.Printf("  %18d %20d %20d\n", n, r, b)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	ref, refName := rawNow, rawName
+	if rawErr == nil {
+		ref, refName = func() int64 { return int64(raw.Read()) }, "CLOCK_MONOTONIC_RAW (Raw)"
+	}
+	fmt.Printf("\ndrift against %s over one second:\n", refName)
+	clock0, raw0, w0 := pair(ref)
 	time.Sleep(time.Second)
-	clock1, raw1 := pair()
+	clock1, raw1, w1 := pair(ref)
 	dClock, dRaw := clock1-clock0, raw1-raw0
-	fmt.Printf("  clock advanced %d ns, %s %d ns: %+.3f ppm\n",
-		dClock, rawName, dRaw, float64(dClock-dRaw)/float64(dRaw)*1e6)
+	fmt.Printf("  clock advanced %d ns, the reference %d ns: %+.3f ppm (brackets %d and %d ns: ±%.3f ppm)\n",
+		dClock, dRaw, float64(dClock-dRaw)/float64(dRaw)*1e6, w0, w1, float64(w0+w1)/2/float64(dRaw)*1e6)
 
 	fmt.Println()
 	printInfo("after one second", schedclock.Default().Info())
@@ -46,19 +83,29 @@ func main() {
 	}
 }
 
-// pair reads the clock and the raw clock back to back, keeping the
-// tightest of a few brackets.
-func pair() (clock, raw int64) {
-	best := int64(1 << 62)
+// perRead is the time one call of read takes, over 100,000 calls.
+func perRead(read func()) float64 {
+	const n = 100_000
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		read()
+	}
+	return float64(time.Since(t0)) / n
+}
+
+// pair reads the clock and the reference back to back, keeping the
+// tightest of a few (Now, reference, Now) brackets, and returns its width.
+func pair(ref func() int64) (clock, raw, width int64) {
+	width = 1 << 62
 	for i := 0; i < 20; i++ {
 		a := schedclock.Now()
-		r := rawNow()
+		r := ref()
 		b := schedclock.Now()
-		if b-a < best {
-			best, clock, raw = b-a, a+(b-a)/2, r
+		if b-a < width {
+			width, clock, raw = b-a, a+(b-a)/2, r
 		}
 	}
-	return clock, raw
+	return clock, raw, width
 }
 
 func printInfo(when string, in schedclock.Info) {
@@ -72,9 +119,18 @@ func printInfo(when string, in schedclock.Info) {
 	if in.Rejected != "" {
 		fmt.Printf("  hardware counter rejected: %s\n", in.Rejected)
 	}
+	if in.Pending != "" {
+		fmt.Printf("  pending       %s\n", in.Pending)
+	}
+	if in.Kernel != "" {
+		fmt.Printf("  kernel        %s\n", in.Kernel)
+	}
 	fmt.Printf("  cross-CPU     %s\n", orNone(in.CrossCPU))
 	if in.CounterCheck != "" {
 		fmt.Printf("  counter check %s\n", in.CounterCheck)
+	}
+	if in.ReferenceBracket > 0 {
+		fmt.Printf("  reference     narrowest (clock, CLOCK_MONOTONIC_RAW, clock) bracket %v\n", in.ReferenceBracket)
 	}
 	fmt.Printf("  re-anchored   %d times", in.Reanchors)
 	if in.LastReanchor != "" {
