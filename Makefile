@@ -7,7 +7,7 @@ CROSS     := linux/amd64 linux/arm64 linux/386 linux/arm linux/riscv64 darwin/am
 
 .PHONY: test lint race unit ordering purego test-arm64 cross bench tail fuzz mutants mutants-fast peers peers-test stress integrations
 
-test: lint race ordering purego test-arm64 cross mutants-fast
+test: lint race ordering purego test-arm64 cross integrations peers-test mutants-fast
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
