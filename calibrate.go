@@ -23,7 +23,9 @@ import (
 //     the same counter to a new rate, anchored at the pinned counter
 //     value: it never moves time.
 //   - The watch compares the clock's progress with the reference's every
-//     watchPeriod, each side read in a bracket (clock, reference, clock).
+//     watchPeriod at first, then at periods doubling to maxWatchPeriod
+//     while the counter agrees (see watchConfirm), each side read in a
+//     bracket (clock, reference, clock).
 //     A disagreement larger than the rate's estimated error, a drift
 //     allowance (watchDriftPPM), both brackets, two ticks of the counter
 //     and watchFloor can explain means the counter misbehaved: it stepped
@@ -36,7 +38,7 @@ import (
 //     re-anchoring is a switch like any other (see switch.go): it never
 //     steps back, so after a jump forward the clock goes on from what
 //     readers saw; Info counts it (Reanchors) and says why.
-//   - Between comparisons the watch folds the epoch forward, so the epoch
+//   - At each comparison the watch folds the epoch forward, so the epoch
 //     is never more than a watch period old, and a counter that steps
 //     back makes readers, who clamp at the epoch, dip by at most that
 //     much before the watch puts the clock back on its timeline. A
