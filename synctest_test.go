@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -106,4 +107,38 @@ func synctestChild(t *testing.T) {
 	// After the bubble: still monotonic, still the real wall clock.
 	require.GreaterOrEqual(t, schedclock.Now(), last)
 	assert.WithinDuration(t, realtime(t), schedclock.WallNow(), 10*time.Millisecond)
+}
+
+// TestNothingRunsBeforeFirstUse checks, in a process of its own, what
+// importing the package costs before anything reads the default clock:
+// one goroutine, parked, and no background work; and that the first Now
+// wakes it into the clock's background loop.
+func TestNothingRunsBeforeFirstUse(t *testing.T) {
+	if os.Getenv("SCHEDCLOCK_FIRST_USE_CHILD") == "1" {
+		firstUseChild(t)
+		return
+	}
+	out, err := runTestChild(t, "SCHEDCLOCK_FIRST_USE_CHILD=1", "-test.run=^TestNothingRunsBeforeFirstUse$", "-test.count=1", "-test.v")
+	t.Logf("child:\n%s", out)
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "--- PASS: TestNothingRunsBeforeFirstUse")
+}
+
+// schedclockGoroutines counts the goroutines whose stack runs through
+// fn, a function of the package's ("(*Clock).parked").
+func schedclockGoroutines(fn string) int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "schedclock.(*Clock)."+fn+"(")
+}
+
+func firstUseChild(t *testing.T) {
+	// Wait for the goroutines the test binary itself starts to settle.
+	time.Sleep(10 * time.Millisecond)
+	assert.Equal(t, 1, schedclockGoroutines("parked"), "goroutines parked at import")
+	assert.Zero(t, schedclockGoroutines("background"), "background work before the first use")
+	assert.Zero(t, schedclockGoroutines("checkTrust"), "trust checks before the first use")
+	schedclock.Now()
+	require.Eventually(t, func() bool { return schedclockGoroutines("background") == 1 }, 10*time.Second, time.Millisecond,
+		"the first Now did not start the background loop")
 }
