@@ -58,6 +58,9 @@ type Report struct {
 	// pinned threads from running at the same time; worth another try
 	// later, where the other reasons are not.
 	Busy bool
+	// Never: the check cannot run on this system at all (it needs
+	// thread affinity, which only Linux offers here); no retry helps.
+	Never bool
 
 	CPUs   int    // CPUs in the affinity mask that were checked
 	Pairs  int    // CPU pairs checked

@@ -222,6 +222,7 @@ func TestWarpCheckOneAllowedCPU(t *testing.T) {
 	t.Logf("%s", r)
 	assert.Equal(t, Unchecked, r.Verdict)
 	assert.False(t, r.Busy)
+	assert.False(t, r.Never, "a mask may change: the check may run later")
 	assert.Equal(t, "only CPU "+strconv.Itoa(cpus[0])+" is allowed", r.Reason)
 	assert.Equal(t, "cross-CPU check not run: only CPU "+strconv.Itoa(cpus[0])+" is allowed", r.String())
 }
