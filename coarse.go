@@ -33,8 +33,10 @@ type coarseLine struct {
 // older than one resolution plus how late the Go scheduler runs that
 // goroutine. There is no fixed bound: measured by TestCoarseStaleness on
 // a 2-vCPU AMD EPYC KVM guest (Go 1.26.8), read every 0-0.6 ms, the
-// median reading was 0.1 µs old, p99 1.3 ms and 5.0 ms at worst idle;
-// with 4 CPU-bound processes beside it p99 2.8 ms and 6.6 ms at worst.
+// median reading was 0.1 µs old, p99 1.2 ms and 3.6 ms at worst idle
+// (1.1 ms and 1.9 ms on a 16-vCPU Intel Xeon guest); at a load average
+// of 8 (4 CPU-bound processes and a test run beside it) p99 2.2-2.9 ms
+// and 6.4-8.0 ms at worst.
 // The goroutine runs only while Coarse is being read: after
 // coarseIdleTicks (8) ticks without a read it stops, and the next Coarse
 // reads Now itself (so its value is current) and has the clock's

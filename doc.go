@@ -71,9 +71,10 @@
 // tick of a ticker (1 ms, [WithCoarseResolution]), so it is at most one
 // resolution old plus how late the Go scheduler runs the ticker: there
 // is no fixed bound. Measured (TestCoarseStaleness, reads every
-// 0-0.6 ms): median under a microsecond old, p99 1.1-1.3 ms, the worst
-// 2-6 ms idle; with four CPU-bound processes beside it on two CPUs, p99
-// about 3 ms and the worst about 7 ms. It never runs ahead of Now and
+// 0-0.6 ms, two- and 16-CPU KVM guests): median under a microsecond old,
+// p99 1.1-1.3 ms, the worst 2-4 ms when idle; on two CPUs at a load
+// average of 8 (four CPU-bound processes and a test run beside it), p99
+// 2.2-2.9 ms and the worst 6.4-8.0 ms. It never runs ahead of Now and
 // never goes backwards. The ticker runs only while Coarse is read: after
 // 8 ticks without a read it stops, and the next Coarse reads Now itself.
 //
