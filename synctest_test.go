@@ -25,15 +25,21 @@ import (
 // Coarse, WallNow and Since inside a testing/synctest bubble, and a Clock
 // made and closed there: real time, never fake time, never back, and the
 // bubble exits cleanly.
-func TestInsideASynctestBubble(t *testing.T) {
-	if os.Getenv("SCHEDCLOCK_SYNCTEST_CHILD") == "1" {
-		synctestChild(t)
+func TestInsideASynctestBubble(t *testing.T) { inAProcessOfItsOwn(t, synctestChild) }
+
+// inAProcessOfItsOwn runs child as the test t in a new process of this
+// test binary, where nothing has read the default clock yet, and
+// requires it to pass.
+func inAProcessOfItsOwn(t *testing.T, child func(t *testing.T)) {
+	const env = "SCHEDCLOCK_TEST_CHILD"
+	if os.Getenv(env) == t.Name() {
+		child(t)
 		return
 	}
-	out, err := runTestChild(t, "SCHEDCLOCK_SYNCTEST_CHILD=1", "-test.run=^TestInsideASynctestBubble$", "-test.count=1", "-test.v")
+	out, err := runTestChild(t, env+"="+t.Name(), "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
 	t.Logf("child:\n%s", out)
 	require.NoError(t, err)
-	assert.Contains(t, string(out), "--- PASS: TestInsideASynctestBubble")
+	assert.Contains(t, string(out), "--- PASS: "+t.Name())
 }
 
 // runTestChild runs this test binary again with args and one more
@@ -113,16 +119,7 @@ func synctestChild(t *testing.T) {
 // importing the package costs before anything reads the default clock:
 // one goroutine, parked, and no background work; and that the first Now
 // wakes it into the clock's background loop.
-func TestNothingRunsBeforeFirstUse(t *testing.T) {
-	if os.Getenv("SCHEDCLOCK_FIRST_USE_CHILD") == "1" {
-		firstUseChild(t)
-		return
-	}
-	out, err := runTestChild(t, "SCHEDCLOCK_FIRST_USE_CHILD=1", "-test.run=^TestNothingRunsBeforeFirstUse$", "-test.count=1", "-test.v")
-	t.Logf("child:\n%s", out)
-	require.NoError(t, err)
-	assert.Contains(t, string(out), "--- PASS: TestNothingRunsBeforeFirstUse")
-}
+func TestNothingRunsBeforeFirstUse(t *testing.T) { inAProcessOfItsOwn(t, firstUseChild) }
 
 // schedclockGoroutines counts the goroutines whose stack runs through
 // fn, a function of the package's ("(*Clock).parked").
