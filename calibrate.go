@@ -122,6 +122,10 @@ type tracker struct {
 	// re-anchoring.
 	watchEvery time.Duration
 	agreed     int
+	// faults counts the tracking's consecutive panics; retryAt is when it
+	// restarts after the last one.
+	faults  int
+	retryAt time.Time
 	// probe is a re-anchoring under way: the rate is measured over
 	// rateProbe between two ticks, so that no writer sleeps holding the
 	// lock.
@@ -234,9 +238,32 @@ func (tr *tracker) startLocked(now time.Time) {
 	tr.restart = false
 }
 
+// trackSafelyLocked is trackLocked with its faults kept to itself: a
+// reference or a Read that panics costs the tracking a restart after a
+// backoff (100 ms, doubling to maxWatchPeriod while the faults go on),
+// counted in Info, and never the fold and the rest of the tick that
+// follow it.
+func (c *Clock) trackSafelyLocked(tr *tracker, now time.Time) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.recordFaultLocked("background", r)
+			tr.faults++
+			tr.restart = true
+			tr.retryAt = now.Add(min(watchPeriod<<min(tr.faults-1, 6), maxWatchPeriod))
+		}
+	}()
+	c.trackLocked(tr, now)
+	if !tr.restart {
+		tr.faults = 0 // ran through; not waiting out a backoff
+	}
+}
+
 // trackLocked does what calibration and the watch have due.
 func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 	if tr.restart {
+		if now.Before(tr.retryAt) {
+			return // backing off after a fault
+		}
 		tr.startLocked(now)
 	}
 	if tr.probe != nil {
@@ -245,12 +272,17 @@ func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 		}
 		return
 	}
-	// The watch first: a refinement measured over a span in which the
-	// counter stepped, jumped or changed rate would adopt a rate that is
-	// no rate at all. When the watch disagrees it starts a re-anchoring
-	// (or distrusts the reference), and the refinement waits for the
-	// baseline that follows.
-	if tr.adopted && !now.Before(tr.watchDue) {
+	if tr.adopted {
+		// Refinements of an adopted counter ride on the watch's ticks,
+		// after the watch and only when it agreed: a refinement measured
+		// over a span in which the counter stepped, jumped or changed rate
+		// would adopt a rate that is no rate at all. When the watch
+		// disagrees it starts a re-anchoring (or distrusts the
+		// reference), and the refinement waits for the baseline that
+		// follows.
+		if now.Before(tr.watchDue) {
+			return
+		}
 		tr.watchDue = now.Add(tr.watchEvery)
 		c.watchLocked(tr, now)
 		if c.track != tr || tr.restart || tr.probe != nil {
@@ -269,7 +301,7 @@ func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 // not once per schedule.
 func (tr *tracker) nextDue() time.Time {
 	if tr.restart {
-		return time.Time{}
+		return tr.retryAt // the zero time unless backing off after a fault
 	}
 	if tr.probe != nil {
 		return tr.probeDue
@@ -325,9 +357,11 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 	src.Rate = uint64(math.Round(hz))
 	if !tr.adopted {
 		if c.trustPending {
-			// The counter's checks have not passed yet: measure again soon,
-			// from the same baseline.
-			tr.refineDue = now.Add(firstMeasurement)
+			// The counter's checks have not passed yet: measure again
+			// when they end (trustSettledLocked), from the same baseline,
+			// rather than wake every few milliseconds for a minute and
+			// a half of retries.
+			tr.refineDue = now.Add(trustWait)
 			tr.step--
 			return
 		}
@@ -383,6 +417,7 @@ func (c *Clock) watchLocked(tr *tracker, now time.Time) {
 		}
 		if tr.agreed++; tr.agreed >= watchConfirm {
 			tr.watchEvery = min(2*tr.watchEvery, maxWatchPeriod)
+			tr.watchDue = now.Add(tr.watchEvery)
 		}
 	}
 	tr.good, tr.haveGood = s, true
@@ -457,13 +492,28 @@ const (
 	// confirm a counter; each agreement after them doubles the watch's
 	// period, up to maxWatchPeriod: 100 ms for the first half second
 	// after a start, a Resume or a re-anchoring, then 200, 400, 800 ms,
-	// 1.6 s and 2 s from 3.1 s on. The watch's period bounds how long a
+	// 1.6 s and 2 s from 3.5 s on. The watch's period bounds how long a
 	// counter that stepped back goes unnoticed (readers clamp at the
 	// epoch the watch folded, at most one period old), and every watch
 	// is a wake-up of an otherwise idle process.
 	watchConfirm   = 5
 	maxWatchPeriod = 2 * time.Second
+	// trustWait is how long a measured counter whose trust checks are
+	// still running waits before it is measured again, unless the checks
+	// end first (trustSettledLocked): longer than all their retries.
+	trustWait = 2 * time.Minute
 )
+
+// trustSettledLocked records that the default clock's checks of its
+// hardware counter have ended, and has a counter waiting for them
+// measured at once.
+func (c *Clock) trustSettledLocked(now time.Time) {
+	c.trustPending = false
+	if tr := c.track; tr != nil && !tr.adopted {
+		tr.refineDue = now
+	}
+	c.kick()
+}
 
 // timelineAnchor anchors the clock on its timeline: at a counter value
 // paired with a reference reading after the pin, the last good

@@ -191,7 +191,7 @@ func (c *Clock) checkTrust(hw Source, erratum errata.Match, vouched bool) {
 	}
 	c.mu.Lock()
 	defer c.unlock()
-	c.trustPending = false
+	c.trustSettledLocked(time.Now())
 	c.pending = ""
 	c.crossCPU = rep.String()
 	if hw.Name == "cntvct" {

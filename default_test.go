@@ -524,3 +524,146 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 		assert.True(t, c.wall.Load().stale.Load(), "the wall map is still refreshed")
 	})
 }
+
+// TestASuspendedClockSleeps: a suspended clock neither watches nor polls
+// the kernel's verdict, and a verdict that fell due while it was
+// suspended must not make its next tick one in the past (the goroutine
+// would spin until Resume).
+func TestASuspendedClockSleeps(t *testing.T) {
+	var jump atomic.Int64
+	c, _ := fakeTimeClock(t, 2.1e9, &jump)
+	defer c.Close()
+	polls := 0
+	c.mu.Lock()
+	c.verdict = func() string { polls++; return "" }
+	c.unlock()
+	require.NoError(t, c.Suspend())
+	now := time.Now()
+	c.mu.Lock()
+	c.verdictDue = now.Add(-time.Second) // fell due while suspended
+	c.unlock()
+	next := c.tick(now)
+	assert.False(t, next.Before(now.Add(time.Second)), "a suspended clock's next tick is %v from now", next.Sub(now))
+	assert.Zero(t, polls, "the verdict was polled while suspended")
+	require.NoError(t, c.Resume())
+}
+
+// fakeTimeClock returns a clock in the calling testing/synctest bubble on
+// a 64-bit counter at hz that follows the bubble's time (plus what jump
+// holds, in ns), adopted and watched against the bubble's time, its
+// background goroutine started.
+func fakeTimeClock(t *testing.T, hz float64, jump *atomic.Int64) (*Clock, *tracker) {
+	start := time.Now()
+	fake := func() int64 { return int64(time.Since(start)) }
+	hw := Source{Name: "hw", Bits: 64, Rate: uint64(hz), Read: func() uint64 { return uint64(float64(fake()+jump.Load()) * hz / 1e9) }}
+	tr := &tracker{ref: fake, witness: fake, src: hw, adopted: true}
+	c, err := newClock(hw, rating{hz: hz, origin: RateDeclared}, tr)
+	require.NoError(t, err)
+	c.start()
+	return c, tr
+}
+
+// TestRefinementsWaitForTheWatch makes the counter jump forward between
+// two of the watch's ticks, with the wall map in use, so that the
+// background goroutine also wakes every 100 ms for it: a refinement that
+// falls due then must wait for the watch, which sees the jump and
+// re-anchors, rather than measure a rate across the jump.
+func TestRefinementsWaitForTheWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var jump atomic.Int64
+		c, _ := fakeTimeClock(t, 1e9, &jump)
+		defer c.Close()
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+					c.Time(c.Now()) // keeps the wall map's 100 ms ticks going
+				}
+			}
+		}()
+		// The refinement schedule's 16 s point falls between the watch's
+		// ticks at 15.5 s and 17.5 s.
+		time.Sleep(15600 * time.Millisecond)
+		jump.Store(int64(time.Second))
+		worst := 0.0
+		for i := 0; i < 50; i++ {
+			time.Sleep(100 * time.Millisecond)
+			worst = max(worst, math.Abs(float64(c.Info().Rate)/1e9-1)*1e6)
+		}
+		close(stop)
+		<-done
+		in := c.Info()
+		assert.Less(t, worst, 1.0, "a refinement adopted a rate %.0f ppm off, measured across the jump", worst)
+		assert.Equal(t, 1, in.Reanchors)
+		assert.Contains(t, in.LastReanchor, "jumped forward")
+	})
+}
+
+// TestAPanickingReferenceNeverStopsTheFolds gives a clock on a narrow
+// counter (21 bits at 1 MHz: a wrap every 2.1 s, folded every 262 ms) a
+// reference that always panics: the tracking backs off, and the folds go
+// on, so that no wrap is lost and Now never goes back.
+func TestAPanickingReferenceNeverStopsTheFolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		fake := func() int64 { return int64(time.Since(start)) }
+		hw := Source{Name: "narrow", Bits: 21, Rate: 1_000_000, Read: func() uint64 { return uint64(fake() / 1000) }}
+		tr := &tracker{ref: func() int64 { panic("reference on fire") }, witness: fake, src: hw, adopted: true}
+		c, err := newClock(hw, rating{hz: 1e6, origin: RateDeclared}, tr)
+		require.NoError(t, err)
+		c.start()
+		defer c.Close()
+		prev, back := c.Now(), 0
+		for i := 0; i < 1000; i++ {
+			time.Sleep(10 * time.Millisecond)
+			if now := c.Now(); now < prev {
+				back++
+			} else {
+				prev = now
+			}
+		}
+		c.mu.Lock()
+		in, wakes := c.infoLocked(), c.wakes
+		c.unlock()
+		t.Logf("10 s: %d faults, %d wake-ups, clock %v, %d steps back", in.Faults, wakes, time.Duration(prev), back)
+		assert.Zero(t, back, "Now went back")
+		assert.InDelta(t, float64(10*time.Second), float64(prev), float64(20*time.Millisecond), "wraps lost")
+		assert.Zero(t, in.LostWraps)
+		assert.Positive(t, in.Faults)
+		assert.Less(t, wakes, 200, "the faults made the goroutine spin")
+	})
+}
+
+// TestPendingTrustDoesNotSpin: while the default clock's checks of a
+// counter whose rate it measures are still running (a cross-CPU check
+// retried for up to 93 s), the measurement waits for them instead of
+// waking every 20 ms, and runs as soon as they end.
+func TestPendingTrustDoesNotSpin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		fake := func() int64 { return int64(time.Since(start)) }
+		hw := Source{Name: "hw", Bits: 64, Read: func() uint64 { return uint64(fake()) }}
+		c, err := newClock(Portable(), rating{hz: 1e9, origin: RateDeclared}, &tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
+		require.NoError(t, err)
+		c.trustPending = true
+		c.start()
+		defer c.Close()
+		time.Sleep(10 * time.Second)
+		c.mu.Lock()
+		wakes := c.wakes
+		c.unlock()
+		t.Logf("%d wake-ups in 10 s with the trust checks pending", wakes)
+		assert.LessOrEqual(t, wakes, 6)
+		assert.Equal(t, "portable", c.Info().Source)
+		c.mu.Lock()
+		c.trustSettledLocked(time.Now())
+		c.unlock()
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		assert.Equal(t, "hw", c.Info().Source, "the counter was not adopted once its checks ended")
+	})
+}

@@ -510,7 +510,7 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 		}
 	}
 	if tr := c.track; tr != nil && !c.suspended {
-		c.trackLocked(tr, now)
+		c.trackSafelyLocked(tr, now)
 	}
 	if !now.Before(c.foldDue) {
 		if !c.suspended {
@@ -532,8 +532,10 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 	// The kernel's verdict rides on the watch's ticks when there are
 	// any (at most maxWatchPeriod late on a 5 s poll), so that an idle
 	// process wakes once per watch period.
+	// A suspended clock does not poll it (nor watch): its due time may
+	// have passed, and must not wake the goroutine.
 	watching := c.track != nil && c.track.adopted && !c.suspended
-	if c.verdict != nil && !watching && c.verdictDue.Before(next) {
+	if c.verdict != nil && !watching && !c.suspended && c.verdictDue.Before(next) {
 		next = c.verdictDue
 	}
 	if tr := c.track; tr != nil && !c.suspended && tr.nextDue().Before(next) {

@@ -150,6 +150,29 @@ var mutations = []mutation{
 		Run:   "^TestNarrowSwitchWithTheWriterStopped$", Fast: true,
 	},
 	{
+		Name: "tick: a suspended clock's verdict still scheduled", File: "schedclock.go",
+		Edits: []edit{{Old: "if c.verdict != nil && !watching && !c.suspended && c.verdictDue.Before(next) {", New: "if c.verdict != nil && !watching && c.verdictDue.Before(next) {", Count: 1}},
+		Run:   "^TestASuspendedClockSleeps$", Fast: true,
+	},
+	{
+		Name: "tick: the tracking's faults not kept from the fold", File: "schedclock.go",
+		Edits: []edit{{Old: "\t\tc.trackSafelyLocked(tr, now)", New: "\t\tc.trackLocked(tr, now)", Count: 1}},
+		Run:   "^TestAPanickingReferenceNeverStopsTheFolds$", Fast: true,
+	},
+	{
+		Name: "trackLocked: a refinement without the watch's agreement", File: "calibrate.go",
+		Edits: []edit{{
+			Old:   "\t\tif now.Before(tr.watchDue) {\n\t\t\treturn\n\t\t}\n\t\ttr.watchDue = now.Add(tr.watchEvery)\n\t\tc.watchLocked(tr, now)\n\t\tif c.track != tr || tr.restart || tr.probe != nil {\n\t\t\treturn\n\t\t}\n",
+			New:   "\t\tif !now.Before(tr.watchDue) {\n\t\t\ttr.watchDue = now.Add(tr.watchEvery)\n\t\t\tc.watchLocked(tr, now)\n\t\t\tif c.track != tr || tr.restart || tr.probe != nil {\n\t\t\t\treturn\n\t\t\t}\n\t\t}\n",
+			Count: 1}},
+		Run: "^TestRefinementsWaitForTheWatch$", Fast: true,
+	},
+	{
+		Name: "refineLocked: a pending counter measured every 20 ms", File: "calibrate.go",
+		Edits: []edit{{Old: "\t\t\ttr.refineDue = now.Add(trustWait)", New: "\t\t\ttr.refineDue = now.Add(firstMeasurement)", Count: 1}},
+		Run:   "^TestPendingTrustDoesNotSpin$", Fast: true,
+	},
+	{
 		Name: "relateAnchor: not floored at the pinned value", File: "switch.go",
 		Edits: []edit{{Old: "if atNs > ns || atNs == ns && atFrac > frac {", New: "if true {", Count: 1}},
 		Run:   "^TestRelateAnchorNeverBelowThePin$", Fast: true,
