@@ -114,13 +114,12 @@
 // second, then at periods doubling to 2 s (a counter that steps back,
 // jumps or changes rate is re-anchored on the reference's timeline,
 // never stepping back; [Info].Reanchors counts it). On Linux the kernel's
-// verdict on the TSC is read every 5 s: when the kernel's watchdog
+// verdict on the TSC is read every 5 to 7 s: when the kernel's watchdog
 // demotes the TSC, the default clock leaves it too. Refinements, folds
-// and the verdict ride on the watch's ticks, so from 3 s after the first
-// use an idle process pays one wake-up every 2 s for all of it
-// (TestAnIdleClockWakesRarely). A
-// caller's [Clock.Register] on the default clock ends all of this: the
-// caller has taken the clock over.
+// and the verdict ride on the watch's ticks, so from 3.5 s after the
+// first use an idle process pays one wake-up every 2 s for all of it
+// (TestAnIdleClockWakesRarely). A caller's [Clock.Register] on the
+// default clock ends all of this: the caller has taken the clock over.
 //
 // # What Now promises
 //
