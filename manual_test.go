@@ -39,6 +39,35 @@ func TestManual(t *testing.T) {
 	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
 }
 
+// TestManualClockIsExact: a clock on a Manual answers only from the
+// counter. Coarse is Now's value at once after every Advance and Set, and
+// Time(Now()) moves by exactly what Advance moved, from the fixed wall
+// origin or the one SetWallOrigin gives. Real time passing changes
+// nothing: not Coarse's ticker, and not the wall map, which a clock on
+// any other counter re-aims at the wall clock every 100 ms.
+func TestManualClockIsExact(t *testing.T) {
+	c, m := schedclock.NewManualClock(t)
+	origin := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	assert.Equal(t, origin, c.Time(c.Now()).UTC(), "the default wall origin")
+	for i := 1; i <= 2000; i++ {
+		before := c.Time(c.Now())
+		m.Advance(time.Duration(i) * time.Microsecond)
+		require.Equal(t, c.Now(), c.Coarse(), "Coarse after Advance %d", i)
+		require.Equal(t, time.Duration(i)*time.Microsecond, c.Time(c.Now()).Sub(before), "Time after Advance %d", i)
+	}
+	m.Advance(time.Hour)
+	at := c.Now()
+	time.Sleep(150 * time.Millisecond) // past a coarse tick and a wall-map period
+	assert.Equal(t, at, c.Now())
+	assert.Equal(t, at, c.Coarse())
+	assert.Equal(t, origin.Add(time.Duration(at)), c.Time(at).UTC(), "Time left the wall origin")
+	m.Set(m.Read() + 5)
+	assert.Equal(t, at+5, c.Coarse(), "Coarse after Set")
+	shifted := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
+	m.SetWallOrigin(shifted)
+	assert.Equal(t, shifted.Add(time.Duration(at+5)), c.Time(c.Now()).UTC())
+}
+
 func TestManualIsSafeForConcurrentUse(t *testing.T) {
 	m := schedclock.NewManual(3_000_000_000, 64)
 	var wg sync.WaitGroup
