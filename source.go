@@ -20,6 +20,21 @@ import (
 // wrap and may run up to 500 ms late on a loaded machine. A Read that
 // panics is refused by New and Register; in the Clock's goroutine, the
 // fold is tried again later.
+//
+// What a narrow counter cannot survive exactly is a stretch in which the
+// Clock's goroutine cannot run at all (a non-preemptible assembly loop or
+// a long cgo call holding every P, a process stopped by SIGSTOP). Readers
+// are exact while the last fold is less than 7/8 of a wrap old: a stretch
+// longer than 3/4 of the wrap period (7/8 of it less the refresh period,
+// Info().RefreshPeriod) can make a Now read during it, or after it and
+// before the next fold, step back by up to the time since the last fold.
+// A stretch longer than the wrap period less the refresh period loses
+// whole wraps: the next fold sees, on the runtime's monotonic clock, that
+// more than a wrap period passed, adds the lost wraps back (to within the
+// counter's disagreement with that clock) and counts them in
+// Info().LostWraps; a counter that does not follow its Rate meanwhile
+// (off by more than 1/8 of a wrap) is not corrected. A 64-bit counter at
+// up to 10 GHz takes over 58 years to wrap and is exempt.
 type Source struct {
 	Name string
 	Read func() uint64
