@@ -99,6 +99,36 @@ func TestAPanickingReadNeverWedgesAWriterPath(t *testing.T) {
 	}
 }
 
+// A panic of the current source's Read while Register switches away from
+// it is blamed on that source (ErrFault, counted in Info), not on the
+// Source being registered, and leaves the clock on its counter.
+func TestRegisterBlamesTheSourceThatPanicked(t *testing.T) {
+	for _, at := range []int64{1, 2, 3} { // the pin, or a read relating the counters
+		t.Run(fmt.Sprintf("read%d", at), func(t *testing.T) {
+			f := newFlaky(1e9, 64)
+			c, err := schedclock.New(f.source())
+			require.NoError(t, err)
+			defer c.Close()
+			other := schedclock.NewManual(1e9, 64)
+			f.skip.Store(at - 1)
+			f.panics.Store(1)
+			err = c.Register(schedclock.Source{Name: "other", Read: other.Read, Bits: 64, Rate: 1e9})
+			f.panics.Store(0)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, schedclock.ErrFault)
+			assert.NotErrorIs(t, err, schedclock.ErrInvalidSource, "the registered Source did nothing wrong")
+			assert.Contains(t, err.Error(), `"flaky"`)
+			in := c.Info()
+			assert.Equal(t, "flaky", in.Source)
+			assert.Equal(t, 1, in.Faults)
+			assert.Contains(t, in.LastFault, "transient counter fault")
+			before := c.Now()
+			f.m.Advance(5 * time.Second)
+			assert.Equal(t, 5*time.Second, time.Duration(c.Now()-before))
+		})
+	}
+}
+
 // A Read that keeps panicking for two refresh periods crashes nothing,
 // Info counts the faults, and the clock keeps time afterwards.
 func TestAReadPanickingForTwoRefreshPeriods(t *testing.T) {
@@ -199,7 +229,7 @@ func TestRatesConvertWithinOnePPM(t *testing.T) {
 
 // Advance never moves a counter, nor the clock on it, back.
 func TestAdvanceNeverMovesBack(t *testing.T) {
-	for _, rate := range []uint64{1e9, 10e9, 32768} {
+	for _, rate := range []uint64{1e9, 10e9, 32768, } {
 		m := schedclock.NewManual(rate, 64)
 		c, err := schedclock.New(m.Source())
 		require.NoError(t, err)

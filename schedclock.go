@@ -359,7 +359,9 @@ func (c *Clock) publishLocked(ln line) {
 // Register never makes time go back, wherever the writer is stopped (the
 // switch protocol: see switch.go), and loses none of the time it takes:
 // the two counters are related after the old one is frozen. A src whose
-// Read panics is refused with ErrInvalidSource, the clock unchanged. On
+// Read panics is refused with ErrInvalidSource, the clock unchanged; a
+// panic of the current source's Read during the switch leaves the clock
+// unchanged too, and returns an error wrapping ErrFault. On
 // the default clock, a Register ends the background calibration and
 // watch of the hardware counter; on a clock made with WithReference,
 // they move to src.
@@ -548,7 +550,7 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 // where recovered from.
 func (c *Clock) recordFaultLocked(where string, r any) {
 	c.faults++
-	c.lastFault = fmt.Sprintf("%s: panic: %v (at %s)", where, r, time.Now().Format(time.RFC3339Nano))
+	c.lastFault = fmt.Sprintf("%s: panic: %v (at %s)", where, faultValue(r), time.Now().Format(time.RFC3339Nano))
 }
 
 // recoverInto is deferred by a writer method that holds the lock: a panic
@@ -558,7 +560,7 @@ func (c *Clock) recordFaultLocked(where string, r any) {
 func (c *Clock) recoverInto(method string, err *error) {
 	if r := recover(); r != nil {
 		c.recordFaultLocked(method, r)
-		*err = fmt.Errorf("%w: %q: Read panicked during %s: %v", ErrFault, c.src.Name, method, r)
+		*err = fmt.Errorf("%w: %q: Read panicked during %s: %v", ErrFault, c.src.Name, method, faultValue(r))
 	}
 }
 

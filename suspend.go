@@ -38,8 +38,8 @@ func (c *Clock) Suspend() (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.publishLocked(before)
-			c.recordFaultLocked("Suspend", r)
-			err = fmt.Errorf("%w: %q: Read panicked during Suspend: %v", ErrFault, c.src.Name, r)
+			c.recordFaultLocked("Suspend", faultValue(r))
+			err = fmt.Errorf("%w: %q: Read panicked during Suspend: %v", ErrFault, c.src.Name, faultValue(r))
 		}
 	}()
 	frozen := c.cur

@@ -76,9 +76,9 @@ func relateAnchor(old line, next func() uint64) anchorFunc {
 	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64) {
 		bestWidth, oldCyc, nextCyc := ^uint64(0), uint64(0), uint64(0)
 		for i := 0; i < relateSamples; i++ {
-			before := old.read()
+			before := readCurrent(old.read)
 			n := next()
-			after := old.read()
+			after := readCurrent(old.read)
 			// A later sample wins ties: it is the freshest.
 			if width := (after - before) & old.conv.mask; width <= bestWidth {
 				bestWidth, oldCyc, nextCyc = width, before+width/2, n
@@ -110,7 +110,9 @@ func (c *Clock) switchLocked(src Source, conv conversion, rate rating) error {
 // where anchor puts it. src is read once before anything changes, and a
 // Read that panics, then or during the switch, leaves the clock exactly
 // as it was: the error wraps ErrInvalidSource and carries the panic
-// value.
+// value. A panic of the current source's Read (the old counter, read to
+// pin and relate it) leaves the clock as it was too; the error then
+// wraps ErrFault, names that source, and Info counts the fault.
 func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, anchor anchorFunc) (err error) {
 	if _, err := readOnce(src); err != nil {
 		return err
@@ -121,6 +123,11 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 			// Readers saw at most the old line's value at the pin; the old
 			// line read later is at least that.
 			c.publishLocked(before)
+			if f, ok := r.(currentFault); ok {
+				c.recordFaultLocked("switch to "+src.Name, f.v)
+				err = fmt.Errorf("%w: %q: Read panicked during the switch to %q: %v", ErrFault, c.src.Name, src.Name, f.v)
+				return
+			}
 			err = fmt.Errorf("%w %q: Read panicked: %v", ErrInvalidSource, src.Name, r)
 		}
 	}()
@@ -133,6 +140,30 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 	c.foldDue = time.Now().Add(conv.refreshPeriod())
 	c.kick()
 	return nil
+}
+
+// currentFault carries a panic of the current source's Read out of a
+// switch, so that the switch blames the right Source.
+type currentFault struct{ v any }
+
+// readCurrent calls read, a read of the counter the clock is on now,
+// marking a panic as the current source's (currentFault).
+func readCurrent(read func() uint64) uint64 {
+	defer func() {
+		if r := recover(); r != nil {
+			panic(currentFault{r})
+		}
+	}()
+	return read()
+}
+
+// faultValue is the value a Read panicked with, unwrapped from
+// currentFault.
+func faultValue(r any) any {
+	if f, ok := r.(currentFault); ok {
+		return f.v
+	}
+	return r
 }
 
 // readOnce calls src.Read, turning a panic into an error.
@@ -176,7 +207,7 @@ func (c *Clock) freeze(stepPrefix string) (pinnedCyc uint64, ns int64, frac uint
 	frozen.read = fz.read
 	c.publishLocked(frozen)
 	c.step(stepPrefix + ".frozen")
-	pinnedCyc = fz.read()
+	pinnedCyc = readCurrent(fz.read)
 	c.step(stepPrefix + ".fixed")
 	ns, frac = frozen.at(pinnedCyc)
 	return pinnedCyc, ns, frac
