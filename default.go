@@ -35,12 +35,14 @@ import (
 // as its clocksource (its watchdog demoted it), so does the default clock.
 // A caller's Register ends all of this: the caller has taken the clock
 // over.
-var defaultClock = newDefaultClock()
+var defaultClock = newDefaultClock(probeHardware, kernel.TSCVerdict)
 
 // newDefaultClock builds the default clock at package initialisation:
 // a few CPUIDs (or one MRS) and one small file read (the kernel's
 // clocksource), and one goroutine, parked until the clock's first use.
 // Nothing else runs, and nothing wakes, in a process that never reads it.
+// probe finds the hardware counter (probeHardware), tscVerdict reads the
+// kernel's word on the TSC (kernel.TSCVerdict); tests give others.
 //
 // The hardware counter is trusted only on evidence: where the kernel runs
 // on it (its clocksource is tsc), the clock starts on it at once; where
@@ -49,8 +51,8 @@ var defaultClock = newDefaultClock()
 // has run and found no warp (retried later while it cannot run: one
 // allowed CPU, GOMAXPROCS=1, a busy machine). Info shows each piece of
 // evidence: Kernel, CrossCPU, Rejected, Pending.
-func newDefaultClock() *Clock {
-	hw, origin, errPPM, err := probeHardware()
+func newDefaultClock(probe func() (Source, RateOrigin, float64, error), tscVerdict func() kernel.Verdict) *Clock {
+	hw, origin, errPPM, err := probe()
 	var erratum errata.Match
 	if err == nil && hw.Name == "cntvct" {
 		// The kernel's erratum workarounds trap the counter; reading it
@@ -64,7 +66,7 @@ func newDefaultClock() *Clock {
 	kernelWord, kernelTrusts := "", true
 	switch {
 	case err == nil && hw.Name == "tsc":
-		v := kernel.TSCVerdict()
+		v := tscVerdict()
 		kernelWord, kernelTrusts = v.String(), v.Known() && v.Current == "tsc"
 	case err == nil && hw.Name == "cntvct":
 		kernelWord = "not consulted: the arm64 generic timer is one system-wide counter, and the kernel keeps no watchdog on it"
@@ -109,7 +111,7 @@ func newDefaultClock() *Clock {
 		// The hardware counter is in use or about to be: the kernel's
 		// verdict is followed for life, and the checks that need time run
 		// in the background; until they pass, calibration does not adopt it.
-		c.verdict = hardwareVerdict(hw.Name)
+		c.verdict = hardwareVerdict(hw.Name, tscVerdict)
 		c.crossCPU = "not run yet: it runs at the clock's first use"
 		// With the kernel's word for the TSC the measured rate is adopted
 		// at once; without it, only after the cross-CPU check passed.
@@ -301,12 +303,12 @@ func probeHardware() (src Source, origin RateOrigin, errPPM float64, err error) 
 // under qemu-user sysfs is the host's), so only the TSC is followed.
 // Where there is no sysfs file to read (not Linux), the kernel has
 // nothing to say.
-func hardwareVerdict(name string) func() string {
+func hardwareVerdict(name string, tscVerdict func() kernel.Verdict) func() string {
 	if name != "tsc" {
 		return nil
 	}
 	return func() string {
-		if v := kernel.TSCVerdict(); !v.Keep() {
+		if v := tscVerdict(); !v.Keep() {
 			return fmt.Sprintf("%s: %s", name, v)
 		}
 		return ""

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock/internal/errata"
+	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/osthread"
 	"github.com/schedclock/schedclock/internal/warp"
 )
@@ -665,5 +667,113 @@ func TestPendingTrustDoesNotSpin(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
 		assert.Equal(t, "hw", c.Info().Source, "the counter was not adopted once its checks ended")
+	})
+}
+
+// TestTheTSCIsTrustedOnlyOnEvidence builds the default clock as package
+// initialisation does, on a TSC whose rate CPUID gives, under each
+// kernel verdict: only the kernel's word that it runs on the TSC puts the
+// clock on it at once; where the verdict cannot be read (sysfs hidden or
+// missing, an empty file, a directory in its place) or names another
+// clocksource, the clock starts on the portable source, Kernel says what
+// was read, Rejected why, and Pending what the trust waits for.
+func TestTheTSCIsTrustedOnlyOnEvidence(t *testing.T) {
+	base := time.Now()
+	tsc := Source{Name: "tsc", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
+	probe := func() (Source, RateOrigin, float64, error) { return tsc, RateCPUID, 0, nil }
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(p, 0o755))
+		p = filepath.Join(p, "current_clocksource")
+		if content == "dir" {
+			require.NoError(t, os.Mkdir(p, 0o755))
+		} else {
+			require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name, path, kernel string
+		trusted            bool
+	}{
+		{"no sysfs", filepath.Join(dir, "hidden", "current_clocksource"), "kernel clocksource unknown", false},
+		{"empty", file("empty", ""), "kernel clocksource is empty", false},
+		{"a directory", file("directory", "dir"), "kernel clocksource unknown", false},
+		{"kvm-clock", file("kvm", "kvm-clock\n"), "kernel clocksource is kvm-clock, not tsc", false},
+		{"tsc", file("tsc", "tsc\n"), "kernel clocksource is tsc", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newDefaultClock(probe, func() kernel.Verdict { return kernel.ReadVerdict(tc.path, "tsc") })
+			defer func() {
+				c.mu.Lock()
+				c.isDefault = false
+				c.unlock()
+				c.wakeFirstUse() // a clock never used has no background loop to stop
+				require.NoError(t, c.Close())
+			}()
+			in := *c.info.Load() // the snapshot, without the first use that Info makes
+			assert.Contains(t, in.Kernel, tc.kernel)
+			if tc.trusted {
+				assert.Equal(t, "tsc", in.Source)
+				assert.Empty(t, in.Rejected)
+				assert.Empty(t, in.Pending)
+				return
+			}
+			assert.Equal(t, "portable", in.Source, "trusted on CPUID alone")
+			assert.Contains(t, in.Rejected, "tsc: not trusted yet: "+tc.kernel)
+			assert.Equal(t, "the cross-CPU check", in.Pending)
+			c.mu.Lock()
+			assert.True(t, c.trustPending, "the measured rate would be adopted before any check")
+			c.unlock()
+		})
+	}
+}
+
+// TestAnUncheckedTSCIsNeverAdopted: where the kernel's verdict is unknown
+// and the cross-CPU check cannot run (GOMAXPROCS=1, however many CPUs the
+// OS moves the thread between), the default clock retries the check
+// (3 s, doubling, five times) and stays on the portable source for good:
+// the TSC is adopted only after a check that ran and found no warp. In a
+// testing/synctest bubble, so that the 93 s of retries take none.
+func TestAnUncheckedTSCIsNeverAdopted(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		fake := func() int64 { return int64(time.Since(start)) }
+		hw := Source{Name: "tsc", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(fake()) }}
+		c, err := newClock(Portable(), rating{hz: 1e9, origin: RateDeclared},
+			&tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
+		require.NoError(t, err)
+		c.kernel = "kernel clocksource unknown (hidden)"
+		c.trustPending = true
+		c.start()
+		defer c.Close()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.checkTrust(hw, errata.Match{}, false)
+		}()
+		tries := map[string]bool{}
+		for checking := true; checking; {
+			select {
+			case <-done:
+				checking = false
+			case <-time.After(time.Second):
+			}
+			in := c.Info()
+			tries[in.Pending] = true
+			if in.Source != "portable" {
+				require.True(t, strings.HasPrefix(in.CrossCPU, "no warp"), "on %s after %v, with CrossCPU %q", in.Source, time.Since(start), in.CrossCPU)
+			}
+		}
+		t.Logf("pending was: %v", tries)
+		assert.Contains(t, tries, "the cross-CPU check, again in 48s (try 6 of 6)", "the check is retried")
+		time.Sleep(time.Minute)
+		in := c.Info()
+		assert.Equal(t, "portable", in.Source)
+		assert.Contains(t, in.CrossCPU, "not run")
+		assert.Contains(t, in.Rejected, "no evidence")
+		assert.Empty(t, in.Pending)
 	})
 }
