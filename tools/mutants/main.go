@@ -183,6 +183,61 @@ var mutations = []mutation{
 		Run:   "^TestStaleReaderPinsFreezerEarly$", Fast: true,
 	},
 	{
+		Name: "updateLocked: lost wraps not added back", File: "schedclock.go",
+		Edits: []edit{{Old: "if lost := lostWraps(c.cur, cyc, mono-c.lastFoldMono); lost > 0 {", New: "if lost := lostWraps(c.cur, cyc, mono-c.lastFoldMono); lost > 0 && false {", Count: 1}},
+		Run:   "^TestAFoldLateByWholeWrapsAddsThemBack$", Fast: true,
+	},
+	{
+		Name: "Suspend: the old line not published again after a panic", File: "suspend.go",
+		Edits: []edit{{Old: "\t\t\tc.publishLocked(before)\n\t\t\tc.recordFaultLocked(\"Suspend\"", New: "\t\t\t_ = before\n\t\t\tc.recordFaultLocked(\"Suspend\"", Count: 1}},
+		Run:   "^TestAPanickingReadNeverWedgesAWriterPath$", Fast: true,
+	},
+	{
+		Name: "switch: the current source's panic blamed on the new one", File: "switch.go",
+		Edits: []edit{{Old: "if f, ok := r.(currentFault); ok {\n\t\t\t\tc.recordFaultLocked", New: "if f, ok := r.(currentFault); ok && false {\n\t\t\t\tc.recordFaultLocked", Count: 1}},
+		Run:   "^TestRegisterBlamesTheSourceThatPanicked$", Fast: true,
+	},
+	{
+		Name: "Info: waits for the writer lock", File: "schedclock.go",
+		Edits: []edit{{Old: "\tif c.mu.TryLock() {", New: "\tif c.mu.Lock(); true {", Count: 1}},
+		Run:   "^TestInfoNeverWaitsForABlockedReference$", Fast: true,
+	},
+	{
+		Name: "default clock: the TSC trusted where the kernel's verdict is unknown", File: "default.go",
+		Edits: []edit{{Old: "kernelTrusts = v.String(), v.Known() && v.Current == \"tsc\"", New: "kernelTrusts = v.String(), !v.Known() || v.Current == \"tsc\"", Count: 1}},
+		Run:   "^TestTheTSCIsTrustedOnlyOnEvidence$", Fast: true,
+	},
+	{
+		Name: "checkTrust: the TSC adopted after a cross-CPU check that did not run", File: "default.go",
+		Edits: []edit{{Old: "if err == nil && !vouched && rep.Verdict != warp.None && hw.Name == \"tsc\" {", New: "if err == nil && !vouched && rep.Verdict == warp.Found && hw.Name == \"tsc\" {", Count: 1}},
+		Run:   "^TestAnUncheckedTSCIsNeverAdopted$", Fast: true,
+	},
+	{
+		Name: "newConversion: rates converting more than 1 ppm off accepted", File: "clocksource.go",
+		Edits: []edit{{Old: "math.Abs(e) > maxConversionPPM || math.IsNaN(e)", New: "math.IsNaN(e)", Count: 1}},
+		Run:   "^TestRatesConvertWithinOnePPM$", Fast: true,
+	},
+	{
+		Name: "wallSegment.wallAt: no saturation", File: "wall.go",
+		Edits: []edit{{Old: "\treturn addSat(addSat(g.wall, d), mulShift32(d, g.slope))", New: "\treturn g.wall + d + mulShift32(d, g.slope)", Count: 1}},
+		Run:   "^TestTimeNeverWraps$", Fast: true,
+	},
+	{
+		Name: "Manual.add: a 64-bit counter not held below the negative zone", File: "manual.go",
+		Edits: []edit{{Old: "if next < v || next > top {", New: "if next < v {", Count: 1}},
+		Run:   "^TestAdvanceNeverMovesBack$", Fast: true,
+	},
+	{
+		Name: "options: a duplicate Option accepted", File: "options.go",
+		Edits: []edit{{Old: "\tif o.seen[name] {", New: "\tif false {", Count: 1}},
+		Run:   "^TestDuplicateOptionsAreRefused$", Fast: true,
+	},
+	{
+		Name: "referenceOff: a misbehaving reference followed", File: "calibrate.go",
+		Edits: []edit{{Old: "\tif abs(refElapsed-monoElapsed) <= monoElapsed/1e6*refWitnessPPM+int64(refWitnessFloor) {", New: "\tif true {", Count: 1}},
+		Run:   "^TestMisbehavingReferences$", Fast: true,
+	},
+	{
 		Name: "readCNTVCT: no ISB before MRS (arm64)", File: "source_cntvct_arm64.s",
 		Edits: []edit{{Old: "\tISB  $15 // the counter read cannot be performed before the earlier loads of the latch bank.\n", Count: 1}},
 		Arch:  "arm64", Run: orderingTests,
