@@ -198,7 +198,7 @@ const (
 // referenceOff says how a reference that moved refElapsed while the
 // witness moved monoElapsed misbehaved, or "" if it agrees.
 func referenceOff(refElapsed, monoElapsed int64) string {
-	if abs(refElapsed-monoElapsed) <= monoElapsed/1e6*refWitnessPPM+int64(refWitnessFloor) {
+	if abs(subSat(refElapsed, monoElapsed)) <= monoElapsed/1e6*refWitnessPPM+int64(refWitnessFloor) {
 		return ""
 	}
 	in := time.Duration(monoElapsed)
@@ -333,7 +333,7 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 			tr.history = []ratePoint{tr.baseline}
 		}
 	}
-	if why := referenceOff(p.ns-base.ns, p.mono-base.mono); why != "" {
+	if why := referenceOff(subSat(p.ns, base.ns), p.mono-base.mono); why != "" {
 		c.distrustLocked(tr, why)
 		return
 	}
@@ -406,11 +406,12 @@ func (c *Clock) watchLocked(tr *tracker, now time.Time) {
 	}
 	if tr.haveGood {
 		g := tr.good
-		if why := referenceOff(s.ref-g.ref, s.mono-g.mono); why != "" {
+		if why := referenceOff(subSat(s.ref, g.ref), s.mono-g.mono); why != "" {
 			c.distrustLocked(tr, why)
 			return
 		}
-		gap, elapsed := (s.clock-g.clock)-(s.ref-g.ref), s.ref-g.ref
+		elapsed := subSat(s.ref, g.ref)
+		gap := subSat(s.clock-g.clock, elapsed)
 		if abs(gap) > c.watchTolerance(elapsed, s, g) {
 			c.beginReanchorLocked(tr, now, g, gap, elapsed)
 			return
@@ -455,7 +456,7 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 	src, conv, rate := c.src, c.conv, c.rate
 	from := rate.hz
 	p2 := tr.point(src.Read)
-	if why := referenceOff(p2.ns-p1.ns, p2.mono-p1.mono); why != "" {
+	if why := referenceOff(subSat(p2.ns, p1.ns), p2.mono-p1.mono); why != "" {
 		c.distrustLocked(tr, why)
 		return
 	}
@@ -527,15 +528,19 @@ func timelineAnchor(read func() uint64, ref func() int64, g clockSample) anchorF
 			// read with the reference that follows it.
 			p = ratePoint{cyc: read(), ns: ref()}
 		}
-		if t := g.clock + (p.ns - g.ref); t > ns {
+		if t := addSat(g.clock, subSat(p.ns, g.ref)); t > ns {
 			return p.cyc, t, 0
 		}
 		return p.cyc, ns, frac
 	}
 }
 
+// abs is |v|, saturated: abs(math.MinInt64) is math.MaxInt64.
 func abs(v int64) int64 {
-	if v < 0 {
+	switch {
+	case v == math.MinInt64:
+		return math.MaxInt64
+	case v < 0:
 		return -v
 	}
 	return v

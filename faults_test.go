@@ -319,6 +319,23 @@ func TestMisbehavingReferences(t *testing.T) {
 		assert.Less(t, c.Now()-before, int64(time.Minute), "the clock must not follow a reference's jump of 1 h")
 		assert.Contains(t, in.Reference, "jumped")
 	})
+	t.Run("jump past the int64 range", func(t *testing.T) {
+		// From near the bottom of the int64 range to near its top: the
+		// difference overflows int64, and must read as the jump it is.
+		var origin atomic.Int64
+		origin.Store(math.MinInt64 + int64(time.Hour))
+		base := time.Now()
+		ref := func() int64 { return origin.Load() + int64(time.Since(base)) }
+		c, err := schedclock.New(liveCounter(), schedclock.WithReference(ref))
+		require.NoError(t, err)
+		defer c.Close()
+		time.Sleep(300 * time.Millisecond)
+		origin.Store(math.MaxInt64 - int64(time.Hour))
+		time.Sleep(time.Second)
+		in := c.Info()
+		assert.Contains(t, in.Reference, "jumped", "%+v", in)
+		assert.InDelta(t, 1e9, float64(in.Rate), 1000)
+	})
 	t.Run("panics", func(t *testing.T) {
 		c, err := schedclock.New(liveCounter(), schedclock.WithReference(func() int64 { panic("reference on fire") }))
 		require.NoError(t, err)

@@ -234,7 +234,7 @@ var mutations = []mutation{
 	},
 	{
 		Name: "referenceOff: a misbehaving reference followed", File: "calibrate.go",
-		Edits: []edit{{Old: "\tif abs(refElapsed-monoElapsed) <= monoElapsed/1e6*refWitnessPPM+int64(refWitnessFloor) {", New: "\tif true {", Count: 1}},
+		Edits: []edit{{Old: "\tif abs(subSat(refElapsed, monoElapsed)) <= monoElapsed/1e6*refWitnessPPM+int64(refWitnessFloor) {", New: "\tif true {", Count: 1}},
 		Run:   "^TestMisbehavingReferences$", Fast: true,
 	},
 	{
