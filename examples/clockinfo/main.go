@@ -137,6 +137,17 @@ func printInfo(when string, in schedclock.Info) {
 		fmt.Printf(" (last: %s)", in.LastReanchor)
 	}
 	fmt.Println()
+	if in.Reference != "" {
+		fmt.Printf("  reference     %s\n", in.Reference)
+	}
+	fmt.Printf("  faults        %d recovered", in.Faults)
+	if in.LastFault != "" {
+		fmt.Printf(" (last: %s)", in.LastFault)
+	}
+	fmt.Println()
+	if in.LostWraps != 0 {
+		fmt.Printf("  lost wraps    %d, added back\n", in.LostWraps)
+	}
 }
 
 func orNone(s string) string {
