@@ -273,7 +273,7 @@ func findCortexA73(root fs.FS) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		midr, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(string(content)), "0x"), 16, 64)
+		midr, err := parseMIDR(content)
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", f, err)
 		}
@@ -292,6 +292,19 @@ func findCortexA73(root fs.FS) (string, error) {
 		}
 		return "", err
 	}
+	return cpuinfoCortexA73(cpuinfo)
+}
+
+// parseMIDR reads a midr_el1 file: the register in hex ("0x%016llx\n").
+func parseMIDR(content []byte) (uint64, error) {
+	return strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(string(content)), "0x"), 16, 64)
+}
+
+// cpuinfoCortexA73 looks for a Cortex-A73 in /proc/cpuinfo's blocks (one
+// per processor, ended by a blank line), by the implementer and part the
+// arm64 kernel writes for each. A line too long for the scanner is an
+// error: what follows it might have named one.
+func cpuinfoCortexA73(cpuinfo []byte) (string, error) {
 	var implementer, part string
 	cpu := "?"
 	scanner := bufio.NewScanner(bytes.NewReader(cpuinfo))
@@ -313,6 +326,9 @@ func findCortexA73(root fs.FS) (string, error) {
 		if strings.EqualFold(implementer, "0x41") && strings.EqualFold(part, "0xd09") {
 			return fmt.Sprintf("/proc/cpuinfo: CPU implementer 0x41, part 0xd09 (processor %s)", cpu), nil
 		}
+	}
+	if err := scanner.Err(); err != nil {
+		return "", fmt.Errorf("proc/cpuinfo: %w", err)
 	}
 	return "", nil
 }

@@ -1,10 +1,12 @@
 package errata
 
 import (
+	"bufio"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -130,6 +132,22 @@ func TestDetectCNTVCTErratumEdges(t *testing.T) {
 		"sys/devices/system/cpu/cpu9/regs/identification/midr_el1":  {Data: []byte("0x00000000411fd090\n")},
 	})
 	assert.Equal(t, "MIDR_EL1 0x411fd090 (cpu9)", m.Where, "CPUs in numeric order")
+}
+
+// TestDetectCPUInfoLineTooLong: a /proc/cpuinfo line longer than the
+// scanner's buffer (64 KiB) stops the scan, and what follows it, an A73
+// here, goes unread: Detect must say so rather than report no erratum.
+func TestDetectCPUInfoLineTooLong(t *testing.T) {
+	cpuinfo := "processor\t: 0\nFeatures\t: " + strings.Repeat("fp ", 100_000/3) + "\nCPU implementer\t: 0x41\nCPU part\t: 0xd03\n\n" +
+		"processor\t: 4\nCPU implementer\t: 0x41\nCPU part\t: 0xd09\n\n"
+	m := Detect(fstest.MapFS{"proc/cpuinfo": {Data: []byte(cpuinfo)}})
+	assert.Equal(t, None, m.Erratum, "%+v", m)
+	if assert.Len(t, m.Unknown, 1, "the line that stopped the scan") {
+		assert.Equal(t, "MIDR: proc/cpuinfo: "+bufio.ErrTooLong.Error(), m.Unknown[0])
+	}
+	// The same file with the long line cut short names the A73.
+	short := strings.Replace(cpuinfo, strings.Repeat("fp ", 100_000/3), "fp asimd", 1)
+	assert.Equal(t, ARM858921, Detect(fstest.MapFS{"proc/cpuinfo": {Data: []byte(short)}}).Erratum)
 }
 
 // glitchCounter is a fake raw counter: a true value that advances by
