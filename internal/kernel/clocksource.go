@@ -36,8 +36,15 @@ func Clocksource() string {
 	if err != nil {
 		return ""
 	}
-	return strings.TrimSpace(string(content))
+	return parseCurrent(content)
 }
+
+// parseCurrent reads a current_clocksource file: one name and a newline.
+func parseCurrent(content []byte) string { return strings.TrimSpace(string(content)) }
+
+// parseAvailable reads an available_clocksource file: names, each
+// followed by a space, then a newline.
+func parseAvailable(content []byte) []string { return strings.Fields(string(content)) }
 
 // Verdict is what current_clocksource said about a counter.
 type Verdict struct {
@@ -57,16 +64,22 @@ type Verdict struct {
 // current_clocksource file; available_clocksource is read beside it only
 // when the counter is not the current one).
 func ReadVerdict(path, want string) Verdict {
-	v := Verdict{Want: want}
 	content, err := os.ReadFile(path)
 	if err != nil {
-		v.Err = err
-		return v
+		return Verdict{Want: want, Err: err}
 	}
-	v.Current = strings.TrimSpace(string(content))
+	return verdictOf(want, content, func() ([]byte, error) {
+		return os.ReadFile(filepath.Join(filepath.Dir(path), "available_clocksource"))
+	})
+}
+
+// verdictOf is ReadVerdict on a current_clocksource file's content; it
+// calls readAvailable only when the counter is not the current one.
+func verdictOf(want string, current []byte, readAvailable func() ([]byte, error)) Verdict {
+	v := Verdict{Want: want, Current: parseCurrent(current)}
 	if v.Current != want {
-		if available, err := os.ReadFile(filepath.Join(filepath.Dir(path), "available_clocksource")); err == nil {
-			v.Available = strings.Fields(string(available))
+		if available, err := readAvailable(); err == nil {
+			v.Available = parseAvailable(available)
 		}
 	}
 	return v
