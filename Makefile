@@ -5,9 +5,9 @@ STATICCHECK_VERSION ?= v0.8.2
 BENCHSTAT_VERSION   ?= v0.0.0-20260908200009-22c9c6c9d4da
 CROSS     := linux/amd64 linux/arm64 linux/386 linux/arm linux/riscv64 darwin/amd64 darwin/arm64 windows/amd64 freebsd/amd64
 
-.PHONY: test lint race unit ordering purego test-arm64 cross bench tail fuzz mutants mutants-fast peers peers-test stress integrations
+.PHONY: test lint race unit ordering purego test-arm64 cross bench tail fuzz fuzz-short mutants mutants-fast peers peers-test stress integrations
 
-test: lint race ordering purego test-arm64 cross integrations peers-test mutants-fast
+test: lint race ordering purego test-arm64 cross fuzz-short integrations peers-test mutants-fast
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -55,8 +55,26 @@ bench:
 tail:
 	$(GO) test -run '^$$' -bench '^BenchmarkTailLatency$$' -benchtime 5000000x .
 
+# Every fuzz target, one at a time (go test -fuzz takes one): the read
+# path's FuzzLine and one per parser of machine input. make test runs
+# each for FUZZ_SHORT; make fuzz for FUZZTIME. Minimising a crasher is
+# capped so that a short run does not spend itself shrinking the large
+# seeds (the vDSO images, a 64 KiB cpuinfo line) instead of fuzzing.
+FUZZ_TARGETS := .:FuzzLine \
+	./internal/kernel:FuzzClocksource \
+	./internal/errata:FuzzCompatible ./internal/errata:FuzzDeviceTree ./internal/errata:FuzzGTDT \
+	./internal/errata:FuzzMIDR ./internal/errata:FuzzCPUInfo \
+	./internal/vdso:FuzzLookup ./internal/vdso:FuzzAuxv ./internal/vdso:FuzzMapsRange ./internal/vdso:FuzzImageLength
+FUZZTIME   ?= 30s
+FUZZ_SHORT ?= 4s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzLine -fuzztime 30s .
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x "$${t%%:*}" || exit 1; \
+	done
+
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SHORT)
 
 # The long versions of the consistency checks (15 minutes on a 2-vCPU
 # machine): the stress test's 10^9 readings on every P under a SIGPROF
