@@ -250,18 +250,40 @@ func TestNarrowCounterSurvivesABusyGoroutine(t *testing.T) {
 	c0 := c.Now()
 	last := c0
 	backwards := 0
+	// The one stall no goroutine can help is the OS's: a process
+	// descheduled (a loaded VM host) for longer than a fold may be late
+	// comes back to a counter no fold has seen for 3/4 of a wrap, and the
+	// Source doc says a Now may then step back. A busy goroutine that
+	// kept the fold from running would show as a gap in the reading loop
+	// too, but one during which the process used its CPU; an OS stall is
+	// a gap during which it used almost none. Only that excuses a step.
+	tolerated := c.Info().RefreshPeriod * 6 // 7/8 of the wrap less a refresh period
+	var stalled time.Duration
+	prev := time.Now()
+	prevCPU, _ := processCPU()
 	for time.Since(start) < 2*time.Second {
 		now := c.Now()
 		if now < last {
 			backwards++
 		}
 		last = now
+		at := time.Now()
+		cpu, ok := processCPU()
+		if gap := at.Sub(prev); ok && gap > tolerated && cpu-prevCPU < gap/2 {
+			stalled = max(stalled, gap)
+		}
+		prev, prevCPU = at, cpu
 	}
 	elapsed := time.Since(start)
 	got := time.Duration(c.Now() - c0)
 	stop.Store(true)
 	wg.Wait()
-	assert.Zero(t, backwards)
+	if stalled == 0 {
+		assert.Zero(t, backwards)
+	} else {
+		t.Logf("the OS stopped the process for %v (a fold may be %v late): %d steps back", stalled, tolerated, backwards)
+	}
+	// Even across such a stall the next fold adds back any wrap lost.
 	assert.InDelta(t, float64(elapsed), float64(got), float64(time.Millisecond), "elapsed %v, clock %v: a wrap was lost", elapsed, got)
 }
 
