@@ -141,7 +141,11 @@
 // assumes a counter that is monotonic across CPUs, which the default
 // clock checks before trusting one; a counter that steps back makes
 // readers fall back to the last fold, at most one watch period old,
-// until the watch re-anchors it.
+// until the watch re-anchors it. A counter narrower than 64 bits also
+// needs its fold at least every 3/4 of a wrap: a process that no
+// goroutine of it can run in for longer (see [Source]) may read a step
+// back until the next fold, which adds back any wrap lost
+// ([Info].LostWraps).
 //
 // Exact. The fold carries the sub-nanosecond remainder and moves time by
 // nothing; a rate refinement continues from the exact value reached; the
@@ -174,7 +178,11 @@
 // it was, whatever a Source's Read or a reference does: a panic is
 // recovered, returned as an error wrapping [ErrFault] (or, in the
 // background, counted in [Info].Faults and LastFault), and the clock
-// keeps running. The default clock is shared by every package of the
+// keeps running; the Read of a Source being registered that panics is
+// refused with [ErrInvalidSource]. A reference that blocks delays the
+// background work but never Now, Coarse or Info (a snapshot); one that
+// is stuck, steps back or jumps is named in [Info].Reference and not
+// followed until it agrees with the runtime's monotonic clock again. The default clock is shared by every package of the
 // process: its Close is refused with [ErrDefaultClock]; Suspend, Resume
 // and Register on it are for the main package alone (a program that
 // knows the machine sleeps, or brings its own counter).
