@@ -108,7 +108,14 @@ type line struct {
 // also returns the sub-nanosecond remainder so that a new epoch can carry
 // it (which is what makes Update exact).
 func (ln *line) at(cyc uint64) (ns int64, frac uint64) {
-	hi, lo := mulAdd(clampDelta((cyc-ln.epochCyc)&ln.conv.mask, ln.conv.mask), ln.conv.mult, ln.frac)
+	return ln.atDelta(clampDelta((cyc-ln.epochCyc)&ln.conv.mask, ln.conv.mask))
+}
+
+// atDelta evaluates the line delta counts past its epoch, remainder
+// included, with no clamp: a fold that knows a delta in the negative zone
+// for forward progress (see lateFold) evaluates it so.
+func (ln *line) atDelta(delta uint64) (ns int64, frac uint64) {
+	hi, lo := mulAdd(delta, ln.conv.mult, ln.frac)
 	ns, saturated := addSaturating(ln.epochNs, hi, lo, ln.conv.shift)
 	if saturated {
 		return ns, 0

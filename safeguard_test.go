@@ -1,6 +1,7 @@
 package schedclock
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -210,4 +211,75 @@ func TestAFoldLateByWholeWrapsAddsThemBack(t *testing.T) {
 	// A fold on time adds nothing.
 	require.NoError(t, c.Update())
 	assert.Equal(t, lost, c.Info().LostWraps)
+}
+
+// TestLateFoldsAreExact folds a 16-bit counter that followed its rate for
+// every age of the last fold, in wraps, against the runtime's clock: on
+// time, late into the top eighth of a wrap (a delta readers clamp, which
+// the fold must take for the progress it is), and whole wraps late. The
+// fold must land exactly where the counter is, and count the wraps it
+// added. A counter that stepped back just after a fold, or that stopped,
+// is not second-guessed.
+func TestLateFoldsAreExact(t *testing.T) {
+	const rate = 98_000
+	counter := &FakeCounter{}
+	for _, tc := range []struct {
+		age        float64 // of the last fold, in wraps
+		counts     uint64  // counter moved, 0: age × the wrap's counts
+		want, lost int64   // want in counts, -1: age × the wrap's counts
+	}{
+		{age: 0.1, want: -1}, {age: 0.8, want: -1}, {age: 0.9, want: -1}, {age: 0.95, want: -1},
+		{age: 1.05, want: -1, lost: 1}, {age: 1.5, want: -1, lost: 1}, {age: 1.9, want: -1, lost: 1},
+		{age: 1.95, want: -1, lost: 1}, {age: 2.05, want: -1, lost: 2}, {age: 3.3, want: -1, lost: 3},
+		// Stepped back by 100 counts just after a fold: readers' clamp.
+		{age: 0.01, counts: 1<<16 - 100, want: 0},
+		// Stopped for most of a wrap: nothing to add.
+		{age: 0.95, counts: 1<<16 + 0, want: 0},
+	} {
+		t.Run(fmt.Sprintf("%v wraps, %d counts", tc.age, tc.counts), func(t *testing.T) {
+			counter.Set(0)
+			c, err := newClock(counter.Source("n16", 16, rate), rating{hz: rate}, nil)
+			require.NoError(t, err)
+			wrap := c.conv.wrap()
+			moved := uint64(tc.age * (1 << 16))
+			if tc.counts != 0 {
+				moved = tc.counts
+			}
+			counter.Set(moved & 0xffff)
+			c.mu.Lock()
+			c.lastFoldMono = runtimeNano() - int64(tc.age*float64(wrap))
+			c.unlock()
+			require.NoError(t, c.Update())
+			want := int64(moved)
+			if tc.want >= 0 {
+				want = tc.want
+			}
+			wantNs := int64(c.conv.nanos(uint64(want)))
+			assert.InDelta(t, wantNs, c.Now(), 1, "the fold is %v wraps late", tc.age)
+			assert.Equal(t, int(tc.lost), c.Info().LostWraps)
+		})
+	}
+}
+
+// TestASwitchRestartsTheFoldClock: the first fold after a Register onto
+// a narrow counter measures its lateness from the switch, not from the
+// old source's last fold: an old source idle for three wraps of the new
+// one adds no wrap to it.
+func TestASwitchRestartsTheFoldClock(t *testing.T) {
+	old := &FakeCounter{}
+	c, err := newClock(old.Source("wide", 64, 1000), rating{hz: 1000}, nil)
+	require.NoError(t, err)
+	narrow := &FakeCounter{}
+	src := narrow.Source("n16", 16, 98_000)
+	conv, err := newConversion(src)
+	require.NoError(t, err)
+	c.mu.Lock()
+	c.lastFoldMono = runtimeNano() - int64(3*conv.wrap()) // the old line, folded three wraps ago
+	c.unlock()
+	require.NoError(t, c.Register(src))
+	before := c.Now()
+	narrow.Add(1000)
+	require.NoError(t, c.Update())
+	assert.Equal(t, int64(conv.nanos(1000)), c.Now()-before, "the new counter moved 1000 counts")
+	assert.Zero(t, c.Info().LostWraps)
 }

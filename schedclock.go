@@ -3,6 +3,7 @@ package schedclock
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -285,61 +286,79 @@ func (c *Clock) Update() (err error) {
 }
 
 // updateLocked folds the counter into the epoch. On a counter that wraps
-// it also looks for wraps lost to a fold that came too late: when the
-// runtime's monotonic clock says that more than the counter's wrap period
-// passed since the last fold, the masked delta cannot tell how many
-// wraps it hides, and the fold adds back the whole wraps that the elapsed
-// time says were lost (at most one wrap's worth of error remains from the
-// runtime's clock and the counter's rate disagreeing, which a wrap of at
-// least 667 ms makes impossible to mistake). Lost wraps are counted in
-// Info.
+// it also checks, with the runtime's monotonic clock, a fold that came
+// late (see lateFold): a delta in the negative zone that the time elapsed
+// since the last fold explains is forward progress, not a step back, and
+// whole wraps that the masked delta cannot show are added back (at most
+// 1/8 of a wrap of error remains from the runtime's clock and the
+// counter's rate disagreeing, which a wrap of at least 667 ms makes
+// impossible to mistake). Lost wraps are counted in Info.
 func (c *Clock) updateLocked() {
 	cyc := c.cur.read()
 	mono := runtimeNano()
 	next := c.cur
-	next.epochNs, next.frac = c.cur.at(cyc)
+	delta := (cyc - c.cur.epochCyc) & c.cur.conv.mask
+	clamped := clampDelta(delta, c.cur.conv.mask)
+	var lost uint64
+	saturated := false
 	if c.cur.read != nil && c.cur.conv.wraps() && !c.suspended {
-		if lost := lostWraps(c.cur, cyc, mono-c.lastFoldMono); lost > 0 {
-			wrap := c.cur.conv.nanos(c.cur.conv.mask) + c.cur.conv.nanos(1)
-			add := lost * wrap
-			if add/wrap != lost || int64(add) < 0 || next.epochNs > math.MaxInt64-int64(add) {
-				next.epochNs = math.MaxInt64
-			} else {
-				next.epochNs += int64(add)
-			}
-			c.lostWraps += int(lost)
+		var forward bool
+		if lost, forward = lateFold(c.cur, cyc, mono-c.lastFoldMono); forward {
+			clamped = delta
 		}
+	}
+	if lost > 0 {
+		// The lost wraps are counts like the rest of the delta, converted
+		// with it: the fold stays exact, remainder included.
+		hi, lo := bits.Mul64(lost, c.cur.conv.mask+1)
+		lo, carry := bits.Add64(lo, clamped, 0)
+		clamped, saturated = lo, hi != 0 || carry != 0
+		c.lostWraps += int(lost)
+	}
+	next.epochNs, next.frac = c.cur.atDelta(clamped)
+	if saturated { // more than 2^64 counts since the last fold
+		next.epochNs, next.frac = math.MaxInt64, 0
 	}
 	next.epochCyc = cyc & c.cur.conv.mask
 	c.publishLocked(next)
 	c.lastFoldMono = mono
 }
 
-// lostWraps is how many whole wraps of ln's counter the fold at cyc must
-// add, elapsed runtime nanoseconds after the last fold: the number of
-// wraps that elapsed holds beyond the counter's delta, rounded to the
-// nearest. It is 0 while elapsed is within the counter's wrap period,
-// and when what elapsed holds beyond the delta is not within 1/8 of a
-// wrap of whole wraps (a counter that does not follow its declared rate).
-func lostWraps(ln line, cyc uint64, elapsed int64) uint64 {
-	wrap := ln.conv.nanos(ln.conv.mask) + ln.conv.nanos(1)
-	if elapsed <= 0 || uint64(elapsed) < wrap {
-		return 0
+// lateFold reads a fold of ln's counter at cyc, elapsed runtime
+// nanoseconds after the last fold, against the time elapsed: forward says
+// that a delta in the negative zone (which readers clamp, taking it for a
+// counter that stepped back) is forward progress, and lost is how many
+// whole wraps the masked delta hides, rounded to the nearest. Both hold
+// only when the delta plus the lost wraps account for elapsed to within
+// 1/8 of a wrap; otherwise (a counter that stepped back, stopped, or is
+// driven by hand) the fold is not second-guessed. A fold on time (a delta
+// below the negative zone, less than a wrap elapsed) is not looked at.
+func lateFold(ln line, cyc uint64, elapsed int64) (lost uint64, forward bool) {
+	mask := ln.conv.mask
+	delta := (cyc - ln.epochCyc) & mask
+	negative := delta >= negativeFrom(mask)
+	wrap := ln.conv.nanos(mask) + ln.conv.nanos(1)
+	if elapsed <= 0 || !negative && uint64(elapsed) < wrap {
+		return 0, false
 	}
-	delta := clampDelta((cyc-ln.epochCyc)&ln.conv.mask, ln.conv.mask)
-	seen := ln.conv.nanos(delta)
-	if seen >= uint64(elapsed) {
-		return 0
+	seen, el := ln.conv.nanos(delta), uint64(elapsed)
+	if seen >= el {
+		// The counter counted more than elapsed: by less than 1/8 of a
+		// wrap, a counter on time; by more, one that stepped back.
+		return 0, negative && seen-el <= wrap/8
 	}
-	gap := uint64(elapsed) - seen
-	lost := (gap + wrap/2) / wrap
-	// A counter that follows its declared rate leaves a residue of
-	// microseconds; one that does not (stopped, driven by hand) is not
-	// second-guessed.
-	if residue := int64(gap - lost*wrap); residue > int64(wrap/8) || residue < -int64(wrap/8) {
-		return 0
+	gap := el - seen
+	lost = (gap + wrap/2) / wrap
+	var residue uint64
+	if whole := lost * wrap; whole >= gap {
+		residue = whole - gap
+	} else {
+		residue = gap - whole
 	}
-	return lost
+	if residue > wrap/8 {
+		return 0, false
+	}
+	return lost, negative
 }
 
 func (c *Clock) publishLocked(ln line) {

@@ -28,13 +28,15 @@ import (
 // longer than 3/4 of the wrap period (7/8 of it less the refresh period,
 // Info().RefreshPeriod) can make a Now read during it, or after it and
 // before the next fold, step back by up to the time since the last fold.
-// A stretch longer than the wrap period less the refresh period loses
-// whole wraps: the next fold sees, on the runtime's monotonic clock, that
-// more than a wrap period passed, adds the lost wraps back (to within the
-// counter's disagreement with that clock) and counts them in
-// Info().LostWraps; a counter that does not follow its Rate meanwhile
-// (off by more than 1/8 of a wrap) is not corrected. A 64-bit counter at
-// up to 10 GHz takes over 58 years to wrap and is exempt.
+// A stretch longer than the wrap period less the refresh period hides
+// whole wraps from the masked delta. The next fold puts both right: it
+// measures on the runtime's monotonic clock how long ago the last fold
+// was, takes a delta that readers clamped for the progress it is, adds
+// back the whole wraps the time says were lost, exactly, and counts them
+// in Info().LostWraps. A counter that did not follow its Rate meanwhile
+// to within 1/8 of a wrap (stopped, stepped back, driven by hand) is not
+// second-guessed. A 64-bit counter at up to 10 GHz takes over 58 years to
+// wrap and is exempt.
 type Source struct {
 	Name string
 	Read func() uint64

@@ -184,16 +184,21 @@ func (c *Clock) switchLine(next func() uint64, conv conversion, anchor anchorFun
 	ns, frac = rescaleFrac(ns, frac, c.cur.conv.shift, conv.shift)
 	ln := line{read: next, conv: conv, epochCyc: cyc & conv.mask, epochNs: ns, frac: frac}
 	c.step("switch.anchored")
+	mono := runtimeNano()
 	if conv.wraps() {
 		// The anchor's counter value may be old by now: the writer can
 		// have been stopped since it was read. Readers of a counter that
 		// wraps must not find it in the negative zone, so fold it
 		// forward, as Update would, just before publishing.
 		cyc = next()
+		mono = runtimeNano()
 		ln.epochNs, ln.frac = ln.at(cyc)
 		ln.epochCyc = cyc & conv.mask
 	}
 	c.publishLocked(ln)
+	// The new line's epoch is its last fold: the next fold measures its
+	// lateness from here, not from the old line's (see lateFold).
+	c.lastFoldMono = mono
 	c.step("switch.published")
 }
 
