@@ -206,7 +206,7 @@ func referenceOff(refElapsed, monoElapsed int64) string {
 	case refElapsed == 0:
 		return fmt.Sprintf("stuck: it did not move in %v", in)
 	case refElapsed < 0:
-		return fmt.Sprintf("stepped back %v in %v", time.Duration(-refElapsed), in)
+		return fmt.Sprintf("stepped back %v in %v", time.Duration(abs(refElapsed)), in)
 	case refElapsed > monoElapsed:
 		return fmt.Sprintf("jumped: it moved %v in %v", time.Duration(refElapsed), in)
 	}
@@ -521,12 +521,13 @@ func (c *Clock) trustSettledLocked(now time.Time) {
 // comparison g plus the reference's progress since, or V if that is
 // more (time never steps back).
 func timelineAnchor(read func() uint64, ref func() int64, g clockSample) anchorFunc {
+	guarded := func() int64 { return readReference(ref) }
 	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64) {
-		p := samplePoint(read, ref)
+		p := samplePoint(read, guarded)
 		if p.halfWidth == ^uint64(0) {
 			// The counter went backwards within every bracket: pair one
 			// read with the reference that follows it.
-			p = ratePoint{cyc: read(), ns: ref()}
+			p = ratePoint{cyc: read(), ns: guarded()}
 		}
 		if t := addSat(g.clock, subSat(p.ns, g.ref)); t > ns {
 			return p.cyc, t, 0

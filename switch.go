@@ -1,6 +1,7 @@
 package schedclock
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -114,7 +115,15 @@ func (c *Clock) switchLocked(src Source, conv conversion, rate rating) error {
 // pin and relate it) leaves the clock as it was too; the error then
 // wraps ErrFault, names that source, and Info counts the fault.
 func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, anchor anchorFunc) (err error) {
+	// The same counter (a new rate for it, a re-anchoring) is the current
+	// source: a panic of its Read is a fault, not an invalid Source.
+	same := funcPtr(src.Read) == funcPtr(c.src.Read)
 	if _, err := readOnce(src); err != nil {
+		var p panicError
+		if same && errors.As(err, &p) {
+			c.recordFaultLocked("switch to "+src.Name, p.v)
+			return fmt.Errorf("%w: %q: Read panicked before the switch: %v", ErrFault, src.Name, p.v)
+		}
 		return err
 	}
 	before := c.cur
@@ -123,9 +132,14 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 			// Readers saw at most the old line's value at the pin; the old
 			// line read later is at least that.
 			c.publishLocked(before)
-			if f, ok := r.(currentFault); ok {
-				c.recordFaultLocked("switch to "+src.Name, f.v)
-				err = fmt.Errorf("%w: %q: Read panicked during the switch to %q: %v", ErrFault, c.src.Name, src.Name, f.v)
+			if f, ok := r.(referenceFault); ok {
+				c.recordFaultLocked("reference, anchoring "+src.Name, f.v)
+				err = fmt.Errorf("%w: the reference panicked while anchoring %q: %v", ErrFault, src.Name, f.v)
+				return
+			}
+			if _, ok := r.(currentFault); ok || same {
+				c.recordFaultLocked("switch to "+src.Name, faultValue(r))
+				err = fmt.Errorf("%w: %q: Read panicked during the switch to %q: %v", ErrFault, c.src.Name, src.Name, faultValue(r))
 				return
 			}
 			err = fmt.Errorf("%w %q: Read panicked: %v", ErrInvalidSource, src.Name, r)
@@ -160,17 +174,40 @@ func readCurrent(read func() uint64) uint64 {
 // faultValue is the value a Read panicked with, unwrapped from
 // currentFault.
 func faultValue(r any) any {
-	if f, ok := r.(currentFault); ok {
+	switch f := r.(type) {
+	case currentFault:
+		return f.v
+	case referenceFault:
 		return f.v
 	}
 	return r
+}
+
+// panicError is a recovered panic value as an error, so that the value
+// can be unwrapped from the error that reports it.
+type panicError struct{ v any }
+
+func (p panicError) Error() string { return fmt.Sprint(p.v) }
+
+// referenceFault carries a panic of a reference out of a switch anchored
+// on it (timelineAnchor).
+type referenceFault struct{ v any }
+
+// readReference calls ref, marking a panic as the reference's.
+func readReference(ref func() int64) int64 {
+	defer func() {
+		if r := recover(); r != nil {
+			panic(referenceFault{r})
+		}
+	}()
+	return ref()
 }
 
 // readOnce calls src.Read, turning a panic into an error.
 func readOnce(src Source) (cyc uint64, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w %q: Read panicked: %v", ErrInvalidSource, src.Name, r)
+			err = fmt.Errorf("%w %q: Read panicked: %w", ErrInvalidSource, src.Name, panicError{r})
 		}
 	}()
 	return src.Read(), nil

@@ -361,3 +361,71 @@ func TestStaleReaderPinsFreezerEarly(t *testing.T) {
 		})
 	}
 }
+
+// TestASameCounterSwitchCountsItsFaults: a refinement or a re-anchoring
+// switches the clock to its own counter. A panic of that counter's Read
+// there (before the switch, or at the pin), or of the reference that
+// anchors a re-anchoring, is a fault of the clock's own source or
+// reference, not an invalid Source: it returns ErrFault naming what
+// panicked, counts in Info, and leaves the clock as it was.
+func TestASameCounterSwitchCountsItsFaults(t *testing.T) {
+	refined := func(c *Clock, src Source) (Source, conversion, rating) {
+		src.Rate = 1_000_001_000
+		conv, err := newConversion(src)
+		require.NoError(t, err)
+		return src, conv, rating{hz: float64(src.Rate), origin: RateRefined}
+	}
+	for _, tc := range []struct {
+		name  string
+		skip  int64  // reads let through before the panic
+		ref   string // "": a refinement; "ok", "panics": a re-anchoring on a reference that does
+		blame string
+	}{
+		{"read before the switch", 0, "", "Read panicked before the switch"},
+		{"read at the pin", 1, "", "Read panicked during the switch"},
+		{"read while anchoring", 2, "ok", "Read panicked during the switch"},
+		{"reference", 0, "panics", "the reference panicked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			counter := &FakeCounter{}
+			var skip, panics atomic.Int64
+			read := func() uint64 {
+				if panics.Load() > 0 && skip.Add(-1) < 0 && panics.Add(-1) >= 0 {
+					panic("flaky counter")
+				}
+				return counter.Read()
+			}
+			src := Source{Name: "own", Read: read, Bits: 64, Rate: 1e9}
+			c, err := newClock(src, rating{hz: 1e9}, nil)
+			require.NoError(t, err)
+			counter.Add(1e9)
+			next, conv, rate := refined(c, src)
+			anchor := sameCounterAnchor
+			switch tc.ref {
+			case "ok":
+				anchor = timelineAnchor(read, func() int64 { return 0 }, clockSample{})
+			case "panics":
+				anchor = timelineAnchor(read, func() int64 { panic("flaky reference") }, clockSample{})
+			}
+			if tc.ref != "panics" {
+				skip.Store(tc.skip)
+				panics.Store(1)
+			}
+			c.mu.Lock()
+			err = c.switchAnchoredLocked(next, conv, rate, anchor)
+			c.unlock()
+			panics.Store(0)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrFault)
+			assert.NotErrorIs(t, err, ErrInvalidSource)
+			assert.Contains(t, err.Error(), tc.blame)
+			in := c.Info()
+			assert.Equal(t, 1, in.Faults)
+			assert.Contains(t, in.LastFault, "flaky")
+			assert.Equal(t, uint64(1e9), in.Rate, "the rate was not changed")
+			before := c.Now()
+			counter.Add(5e9)
+			assert.Equal(t, int64(5e9), c.Now()-before)
+		})
+	}
+}
