@@ -777,3 +777,23 @@ func TestAnUncheckedTSCIsNeverAdopted(t *testing.T) {
 		assert.Empty(t, in.Pending)
 	})
 }
+
+// TestARefusedRegisterKeepsTheDefaultClocksChecks: a Register that fails
+// (its Source's Read panics) leaves the default clock as it was, its
+// calibration, its watch and its following of the kernel's verdict
+// included.
+func TestARefusedRegisterKeepsTheDefaultClocksChecks(t *testing.T) {
+	hw := realtime1GHz()
+	hw.Rate = 1e9
+	tr := &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true}
+	c, err := newClock(hw, rating{hz: 1e9, origin: RateMeasured}, tr)
+	require.NoError(t, err)
+	c.verdict = func() string { return "" }
+	err = c.Register(Source{Name: "broken", Bits: 64, Rate: 2e9, Read: func() uint64 { panic("broken counter") }})
+	assert.ErrorIs(t, err, ErrInvalidSource)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	assert.Same(t, tr, c.track, "the calibration and the watch go on")
+	assert.NotNil(t, c.verdict, "the kernel's verdict is still followed")
+	assert.Equal(t, "hw", c.src.Name)
+}

@@ -400,7 +400,7 @@ func (c *Clock) Register(src Source) error {
 	if src.Rate < c.declared {
 		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.src.Name, c.declared)
 	}
-	tr := c.track
+	tr, verdict := c.track, c.verdict
 	if tr != nil && tr.endsOnRegister {
 		// The caller has taken the default clock over: its calibration
 		// and watch of the hardware counter end, and no background
@@ -414,7 +414,7 @@ func (c *Clock) Register(src Source) error {
 		c.pending = ""
 	}
 	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: RateDeclared}); err != nil {
-		c.track, c.rejected, c.pending = tr, rejected, pending
+		c.track, c.verdict, c.rejected, c.pending = tr, verdict, rejected, pending
 		return err
 	}
 	c.declared = src.Rate
