@@ -142,7 +142,12 @@ func newDefaultClock(probe func() (Source, RateOrigin, float64, error), tscVerdi
 // started at initialisation, it belongs to no testing/synctest bubble, nor
 // does anything it starts.
 func (c *Clock) parked(hw Source, erratum errata.Match, checks, vouched bool) {
-	<-c.firstUse
+	select {
+	case <-c.firstUse:
+	case <-c.stop: // closed unused (the tests' default-like clocks)
+		close(c.stopped)
+		return
+	}
 	c.mu.Lock()
 	if !c.suspended && funcPtr(c.cur.read) != funcPtr(c.src.Read) && c.cur.read != nil && funcPtr(c.cur.read) != funcPtr(readSuspended) {
 		if ln := c.cur; c.cur.conv == c.conv {
@@ -172,6 +177,10 @@ func (c *Clock) checkTrust(hw Source, erratum errata.Match, vouched bool) {
 		counter = decideCNTVCT(erratum, hw.Read, measureReadCost(hw.Read))
 	}
 	c.mu.Lock()
+	if c.closed {
+		c.unlock()
+		return // closed before its first use ended: nothing to check for
+	}
 	c.crossCPU = "running"
 	c.unlock()
 	rep := warp.Check(hw.Read, hw.Rate, warp.DefaultBudget)
