@@ -521,7 +521,7 @@ func (c *Clock) trustSettledLocked(now time.Time) {
 // comparison g plus the reference's progress since, or V if that is
 // more (time never steps back).
 func timelineAnchor(read func() uint64, ref func() int64, g clockSample) anchorFunc {
-	guarded := func() int64 { return readReference(ref) }
+	guarded := func() int64 { return blamed(true, ref) }
 	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64) {
 		p := samplePoint(read, guarded)
 		if p.halfWidth == ^uint64(0) {

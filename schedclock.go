@@ -301,7 +301,7 @@ func (c *Clock) updateLocked() {
 	clamped := clampDelta(delta, c.cur.conv.mask)
 	var lost uint64
 	saturated := false
-	if c.cur.read != nil && c.cur.conv.wraps() && !c.suspended {
+	if c.cur.conv.wraps() && !c.suspended {
 		var forward bool
 		if lost, forward = lateFold(c.cur, cyc, mono-c.lastFoldMono); forward {
 			clamped = delta
@@ -337,7 +337,7 @@ func lateFold(ln line, cyc uint64, elapsed int64) (lost uint64, forward bool) {
 	mask := ln.conv.mask
 	delta := (cyc - ln.epochCyc) & mask
 	negative := delta >= negativeFrom(mask)
-	wrap := ln.conv.nanos(mask) + ln.conv.nanos(1)
+	wrap := uint64(ln.conv.wrap())
 	if elapsed <= 0 || !negative && uint64(elapsed) < wrap {
 		return 0, false
 	}

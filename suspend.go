@@ -38,7 +38,7 @@ func (c *Clock) Suspend() (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.publishLocked(before)
-			c.recordFaultLocked("Suspend", faultValue(r))
+			c.recordFaultLocked("Suspend", r)
 			err = fmt.Errorf("%w: %q: Read panicked during Suspend: %v", ErrFault, c.src.Name, faultValue(r))
 		}
 	}()

@@ -77,9 +77,9 @@ func relateAnchor(old line, next func() uint64) anchorFunc {
 	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64) {
 		bestWidth, oldCyc, nextCyc := ^uint64(0), uint64(0), uint64(0)
 		for i := 0; i < relateSamples; i++ {
-			before := readCurrent(old.read)
+			before := blamed(false, old.read)
 			n := next()
-			after := readCurrent(old.read)
+			after := blamed(false, old.read)
 			// A later sample wins ties: it is the freshest.
 			if width := (after - before) & old.conv.mask; width <= bestWidth {
 				bestWidth, oldCyc, nextCyc = width, before+width/2, n
@@ -132,17 +132,17 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 			// Readers saw at most the old line's value at the pin; the old
 			// line read later is at least that.
 			c.publishLocked(before)
-			if f, ok := r.(referenceFault); ok {
+			f, marked := r.(culprit)
+			switch {
+			case marked && f.reference:
 				c.recordFaultLocked("reference, anchoring "+src.Name, f.v)
 				err = fmt.Errorf("%w: the reference panicked while anchoring %q: %v", ErrFault, src.Name, f.v)
-				return
-			}
-			if _, ok := r.(currentFault); ok || same {
-				c.recordFaultLocked("switch to "+src.Name, faultValue(r))
+			case marked || same:
+				c.recordFaultLocked("switch to "+src.Name, r)
 				err = fmt.Errorf("%w: %q: Read panicked during the switch to %q: %v", ErrFault, c.src.Name, src.Name, faultValue(r))
-				return
+			default:
+				err = fmt.Errorf("%w %q: Read panicked: %v", ErrInvalidSource, src.Name, r)
 			}
-			err = fmt.Errorf("%w %q: Read panicked: %v", ErrInvalidSource, src.Name, r)
 		}
 	}()
 	if c.suspended {
@@ -156,28 +156,28 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 	return nil
 }
 
-// currentFault carries a panic of the current source's Read out of a
-// switch, so that the switch blames the right Source.
-type currentFault struct{ v any }
-
-// readCurrent calls read, a read of the counter the clock is on now,
-// marking a panic as the current source's (currentFault).
-func readCurrent(read func() uint64) uint64 {
-	defer func() {
-		if r := recover(); r != nil {
-			panic(currentFault{r})
-		}
-	}()
-	return read()
+// culprit carries a panic out of a switch with what panicked, so that
+// the switch blames it: the current source's Read (the old counter, read
+// to pin and relate it), or the reference a re-anchoring is anchored on.
+type culprit struct {
+	reference bool
+	v         any
 }
 
-// faultValue is the value a Read panicked with, unwrapped from
-// currentFault.
+// blamed calls f, re-panicking a panic of it as a culprit.
+func blamed[T any](reference bool, f func() T) T {
+	defer func() {
+		if r := recover(); r != nil {
+			panic(culprit{reference, r})
+		}
+	}()
+	return f()
+}
+
+// faultValue is the value user code panicked with, unwrapped from a
+// culprit.
 func faultValue(r any) any {
-	switch f := r.(type) {
-	case currentFault:
-		return f.v
-	case referenceFault:
+	if f, ok := r.(culprit); ok {
 		return f.v
 	}
 	return r
@@ -188,20 +188,6 @@ func faultValue(r any) any {
 type panicError struct{ v any }
 
 func (p panicError) Error() string { return fmt.Sprint(p.v) }
-
-// referenceFault carries a panic of a reference out of a switch anchored
-// on it (timelineAnchor).
-type referenceFault struct{ v any }
-
-// readReference calls ref, marking a panic as the reference's.
-func readReference(ref func() int64) int64 {
-	defer func() {
-		if r := recover(); r != nil {
-			panic(referenceFault{r})
-		}
-	}()
-	return ref()
-}
 
 // readOnce calls src.Read, turning a panic into an error.
 func readOnce(src Source) (cyc uint64, err error) {
@@ -249,7 +235,7 @@ func (c *Clock) freeze(stepPrefix string) (pinnedCyc uint64, ns int64, frac uint
 	frozen.read = fz.read
 	c.publishLocked(frozen)
 	c.step(stepPrefix + ".frozen")
-	pinnedCyc = readCurrent(fz.read)
+	pinnedCyc = blamed(false, fz.read)
 	c.step(stepPrefix + ".fixed")
 	ns, frac = frozen.at(pinnedCyc)
 	return pinnedCyc, ns, frac

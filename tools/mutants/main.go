@@ -204,17 +204,17 @@ var mutations = []mutation{
 	},
 	{
 		Name: "switch: the current source's panic blamed on the new one", File: "switch.go",
-		Edits: []edit{{Old: "if _, ok := r.(currentFault); ok || same {", New: "if same {", Count: 1}},
+		Edits: []edit{{Old: "case marked || same:", New: "case same:", Count: 1}},
 		Run:   "^TestRegisterBlamesTheSourceThatPanicked$", Fast: true,
 	},
 	{
 		Name: "switch: a panic of the same counter's Read blamed on an invalid Source", File: "switch.go",
-		Edits: []edit{{Old: "if _, ok := r.(currentFault); ok || same {", New: "if _, ok := r.(currentFault); ok {", Count: 1}},
+		Edits: []edit{{Old: "case marked || same:", New: "case marked:", Count: 1}},
 		Run:   "^TestASameCounterSwitchCountsItsFaults$", Fast: true,
 	},
 	{
 		Name: "switch: a panic of the reference blamed on the counter", File: "switch.go",
-		Edits: []edit{{Old: "if f, ok := r.(referenceFault); ok {", New: "if f, ok := r.(referenceFault); ok && false {", Count: 1}},
+		Edits: []edit{{Old: "case marked && f.reference:", New: "case false && f.reference:", Count: 1}},
 		Run:   "^TestASameCounterSwitchCountsItsFaults$", Fast: true,
 	},
 	{
