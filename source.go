@@ -22,8 +22,8 @@ import (
 // fold is tried again later.
 //
 // What a narrow counter cannot survive exactly is a stretch in which the
-// Clock's goroutine cannot run at all (a non-preemptible assembly loop or
-// a long cgo call holding every P, a process stopped by SIGSTOP). Readers
+// Clock's goroutine cannot run at all (a non-preemptible assembly loop on
+// every P, a process stopped or descheduled by the OS). Readers
 // are exact while the last fold is less than 7/8 of a wrap old: a stretch
 // longer than 3/4 of the wrap period (7/8 of it less the refresh period,
 // Info().RefreshPeriod) can make a Now read during it, or after it and
