@@ -71,7 +71,7 @@ const (
 
 var mutations = []mutation{
 	{
-		Name: "clockNow: no LFENCE before RDTSC", File: "source_tsc_amd64.s",
+		Name: "clockNow: no LFENCE before RDTSC", File: "now_amd64.s",
 		Edits: []edit{{Old: "\tLFENCE // RDTSC waits until the loads of seq and of the bank's read function have completed.\n", Count: 1}},
 		Run:   orderingTests, Fast: true,
 	},
@@ -81,7 +81,7 @@ var mutations = []mutation{
 		Run:   orderingTests, Fast: true,
 	},
 	{
-		Name: "clockNow: seq re-check without the dependent address", File: "source_tsc_amd64.s",
+		Name: "clockNow: seq re-check without the dependent address", File: "now_amd64.s",
 		Edits:        []edit{{Old: "latch_seq(DI)(R10*1)", New: "latch_seq(DI)", Count: 1}},
 		Run:          orderingTests,
 		Unobservable: afterReadWindow,
@@ -93,22 +93,22 @@ var mutations = []mutation{
 		Unobservable: afterReadWindow,
 	},
 	{
-		Name: "clockNow: no seq re-check", File: "source_tsc_amd64.s",
+		Name: "clockNow: no seq re-check", File: "now_amd64.s",
 		Edits: []edit{{Old: "\tCMPQ   R9, latch_seq(DI)(R10*1)\n\tJNE    retry\n\tMOVQ   AX, ret+8(FP)\n", New: "\tMOVQ   AX, ret+8(FP)\n", Count: 1}},
 		Run:   orderingTests,
 	},
 	{
-		Name: "generic reader: no seq re-check", File: "schedclock.go",
+		Name: "generic reader: no seq re-check", File: "now.go",
 		Edits: []edit{{Old: "\t\tif c.latch.seq.Load() == seq {\n\t\t\treturn ns\n\t\t}\n\t}\n}", New: "\t\treturn ns\n\t}\n}", Count: 1}},
 		Run:   "^TestGenericReaderRechecksSeq$", Fast: true,
 	},
 	{
-		Name: "portable reader: no seq re-check", File: "schedclock.go",
+		Name: "portable reader: no seq re-check", File: "now.go",
 		Edits: []edit{{Old: "\t\tif next == seq {", New: "\t\tif true {", Count: 1}},
 		Run:   orderingTests,
 	},
 	{
-		Name: "portable reader: no orderAfter", File: "schedclock.go",
+		Name: "portable reader: no orderAfter", File: "now.go",
 		Edits:        []edit{{Old: "\t\torderAfter(cyc)\n", Count: 1}},
 		Run:          orderingTests,
 		Unobservable: "the vDSO's RDTSC is followed by the same kind of load as clockNow's re-check: " + afterReadWindow,
@@ -364,7 +364,15 @@ func main() {
 	only := flag.String("only", "", "run only the mutations whose name matches this regexp")
 	verbose := flag.Bool("v", false, "print the test output of mutations that survive or fail to build")
 	timeout := flag.Duration("timeout", 10*time.Minute, "limit for one go test run")
+	check := flag.Bool("check", false, "only check that every mutation's edits apply to the tree (after code moved), running no test")
 	flag.Parse()
+	if *check {
+		if err := checkPatterns(); err != nil {
+			fmt.Fprintln(os.Stderr, "mutants:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*fast, *only, *verbose, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(1)
@@ -454,6 +462,33 @@ func run(fast bool, only string, verbose bool, timeout time.Duration) error {
 	if bad > 0 {
 		return fmt.Errorf("%d of %d mutations not killed or not applied (see the table)", bad, len(results))
 	}
+	return nil
+}
+
+// checkPatterns reports every mutation whose file is missing or whose
+// edits do not occur as many times as they say, in the tree as it is.
+func checkPatterns() error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	var bad []string
+	for _, m := range mutations {
+		orig, err := os.ReadFile(filepath.Join(root, m.File))
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("%s: %v", m.Name, err))
+			continue
+		}
+		for _, e := range m.Edits {
+			if n := strings.Count(string(orig), e.Old); n != e.Count {
+				bad = append(bad, fmt.Sprintf("%s (%s): %q occurs %d times, want %d", m.Name, m.File, e.Old, n, e.Count))
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return errors.New("patterns that no longer apply:\n" + strings.Join(bad, "\n"))
+	}
+	fmt.Printf("mutants: the edits of all %d mutations apply\n", len(mutations))
 	return nil
 }
 

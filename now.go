@@ -1,0 +1,97 @@
+package schedclock
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// The read path: Now and its helpers. Every reader follows the latch's
+// protocol (latch.go); they differ only in how they read the counter.
+// On amd64 Now is clockNow, in assembly, which reads the TSC itself and
+// hands every other bank over to otherNow (now_amd64.s); elsewhere Now is
+// otherNow.
+//
+// Now never waits for a writer, never allocates, and never returns less
+// than a call that happened before it, given a counter that is monotonic
+// across CPUs and, for a counter narrower than 64 bits, a refresh
+// goroutine that runs within its refresh period (a wrap that nothing
+// folded in time is lost, as in the kernel; see Source for what the next
+// fold does about it).
+
+// otherNow is Now for a bank that does not read the TSC (on amd64 Now
+// reads the TSC itself, in assembly, and hands every other bank over to
+// this): the reader side of the latch (see latch) for the portable
+// source, with Go's monotonic clock read inline and then orderAfter, so
+// that the seq re-check cannot be satisfied before the clock was read;
+// and, for any other counter, the generic reader now.
+func otherNow(c *Clock) int64 {
+	seq := c.latch.seq.Load()
+	for {
+		b := &c.latch.banks[seq&1]
+		if atomic.LoadPointer(&b.read) != portableReadPtr {
+			return c.now()
+		}
+		cyc := uint64(runtimeNano() - monoBase)
+		orderAfter(cyc)
+		scale := b.scale.Load()
+		var ns int64
+		if cyc-b.epochCyc.Load() <= b.fastMax.Load() {
+			ns = b.epochNs.Load() + int64((cyc*(scale>>32)+b.base.Load())>>(scale>>8&63))
+		} else {
+			ns = b.slowNanos(cyc, scale)
+		}
+		next := c.latch.seq.Load()
+		if next == seq {
+			return ns
+		}
+		seq = next
+	}
+}
+
+// Since returns the time elapsed since start, a value this clock's Now
+// returned: Now() - start, saturated so that it is never negative (a
+// start later than now gives 0) and never wraps. A start read from
+// another Clock is not detected: the result is then a meaningless,
+// though never negative, duration, since each Clock counts from its
+// own origin.
+func (c *Clock) Since(start int64) time.Duration {
+	now := c.Now()
+	if now <= start {
+		return 0
+	}
+	if d := now - start; d > 0 {
+		return time.Duration(d)
+	}
+	return math.MaxInt64 // the difference passed math.MaxInt64
+}
+
+// now is the reader side of the latch (see latch) for any counter. On
+// amd64, Now does the same for the TSC in assembly.
+func (c *Clock) now() int64 {
+	for {
+		seq := c.latch.seq.Load()
+		b := &c.latch.banks[seq&1]
+		// The counter is read after seq and the read function are loaded
+		// (the read function orders it so) and before seq is checked
+		// again. The rest of the bank is loaded after it: while seq does
+		// not change, the bank is the one published before the first load
+		// of seq, so its epochCyc was read before this counter value, and
+		// loading it late keeps it out of the counter read's way.
+		read := atomic.LoadPointer(&b.read)
+		if read == nil {
+			return 0 // a zero Clock, never started by New
+		}
+		cyc := ptrFunc(read)()
+		scale := b.scale.Load()
+		var ns int64
+		if cyc-b.epochCyc.Load() <= b.fastMax.Load() {
+			ns = b.epochNs.Load() + int64((cyc*(scale>>32)+b.base.Load())>>(scale>>8&63))
+		} else {
+			ns = b.slowNanos(cyc, scale)
+		}
+		if c.latch.seq.Load() == seq {
+			return ns
+		}
+	}
+}

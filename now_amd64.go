@@ -1,0 +1,29 @@
+//go:build gc && !purego
+
+package schedclock
+
+// Now returns the clock's time in nanoseconds. It never waits for a
+// writer, never allocates, and never returns less than a call that
+// happened before it, given a counter that is monotonic across CPUs and,
+// for a counter narrower than 64 bits, a refresh goroutine that runs
+// within its refresh period (see Source for a fold that comes late).
+//
+// (On amd64 it is assembly, clockNow: this wrapper is inlined into its
+// callers.)
+func (c *Clock) Now() int64 { return clockNow(c) }
+
+// clockNow is Clock.Now in assembly; see now_amd64.s.
+//
+//go:noescape
+func clockNow(c *Clock) int64
+
+// genericNow is the generic reader, for clockNow to hand over to.
+//
+//lint:ignore U1000 called by clockNow in now_amd64.s
+func genericNow(c *Clock) int64 { return c.now() }
+
+// tscReadPtr identifies readTSC in a bank's read field; Clock.Now
+// compares against it.
+//
+//lint:ignore U1000 read by Clock.Now in now_amd64.s
+var tscReadPtr = funcPtr(readTSC)
