@@ -56,10 +56,8 @@ type clockState struct {
 	manual atomic.Pointer[Manual]
 
 	// faults counts the panics of user code (a Read, a reference) that a
-	// writer path recovered from; lastFault says which, and when.
-	faults      int
-	lastFault   string
-	faultStreak int // consecutive faulting ticks of the background goroutine
+	// writer path recovered from (see faults.go).
+	faults faultLog
 	// reference says how the reference last misbehaved ("" if never).
 	reference string
 	// lostWraps counts the wraps of a narrow counter that a fold found
@@ -192,14 +190,10 @@ func (c *Clock) start() { go c.background() }
 // ErrClosed after Close. A Read that panics leaves the clock as it was:
 // the error wraps ErrFault and carries the panic's value.
 func (c *Clock) Update() (err error) {
-	if c.clockState == nil {
-		return fmt.Errorf("%w: Update on a zero Clock", ErrClosed)
+	if err := c.lockWriter("Update"); err != nil {
+		return err
 	}
-	c.mu.Lock()
 	defer c.unlock()
-	if c.stoppedLocked() {
-		return fmt.Errorf("%w: Update", ErrClosed)
-	}
 	if c.suspended {
 		return nil
 	}
@@ -287,68 +281,6 @@ func lateFold(ln line, cyc uint64, elapsed int64) (lost uint64, forward bool) {
 func (c *Clock) publishLocked(ln line) {
 	c.cur = ln
 	c.latch.publish(&c.cur, c.step)
-}
-
-// Register switches the clock to src, keeping time continuous: the new
-// counter takes over from the exact value the old one had reached.
-//
-// A src whose Rate is lower than the current source's is refused with
-// ErrSlowerSource (the kernel's "rate wins" rule); an equal or higher Rate
-// replaces the current source. An invalid src is refused with
-// ErrInvalidSource, and a closed clock refuses with ErrClosed; a refused
-// Register changes nothing.
-//
-// Register never makes time go back, wherever the writer is stopped (the
-// switch protocol: see switch.go), and loses none of the time it takes:
-// the two counters are related after the old one is frozen. A src whose
-// Read panics is refused with ErrInvalidSource, the clock unchanged; a
-// panic of the current source's Read during the switch leaves the clock
-// unchanged too, and returns an error wrapping ErrFault. On
-// the default clock, a Register ends the background calibration and
-// watch of the hardware counter; on a clock made with WithReference,
-// they move to src.
-func (c *Clock) Register(src Source) error {
-	conv, err := newConversion(src)
-	if err != nil {
-		return err
-	}
-	if c.clockState == nil {
-		return fmt.Errorf("%w: cannot register %q on a zero Clock", ErrClosed, src.Name)
-	}
-	c.mu.Lock()
-	defer c.unlock()
-	if c.stoppedLocked() {
-		return fmt.Errorf("%w: cannot register %q", ErrClosed, src.Name)
-	}
-	if src.Rate < c.declared {
-		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.src.Name, c.declared)
-	}
-	tr, verdict := c.track, c.verdict
-	if tr != nil && tr.endsOnRegister {
-		// The caller has taken the default clock over: its calibration
-		// and watch of the hardware counter end, and no background
-		// refinement will switch away from src.
-		c.track, c.verdict = nil, nil
-	}
-	rejected, pending := c.rejected, c.pending
-	if tr != nil && tr.endsOnRegister && !tr.adopted {
-		// The default clock was about to adopt the hardware counter.
-		c.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", tr.src.Name, src.Name)
-		c.pending = ""
-	}
-	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: RateDeclared}); err != nil {
-		c.track, c.verdict, c.rejected, c.pending = tr, verdict, rejected, pending
-		return err
-	}
-	c.declared = src.Rate
-	c.manual.Store(src.manual)
-	if c.track != nil {
-		// A clock made by New with a reference: calibration and the
-		// watch move to src.
-		c.track.src, c.track.adopted, c.track.restart = src, true, true
-		c.kick()
-	}
-	return nil
 }
 
 // Close stops the background goroutines and waits for them to exit. Now
@@ -439,8 +371,8 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.recordFaultLocked("background", r)
-			c.faultStreak++
-			retry := min(watchPeriod<<min(c.faultStreak-1, 6), c.conv.refreshPeriod(), verdictPeriod)
+			c.faults.streak++
+			retry := min(watchPeriod<<min(c.faults.streak-1, 6), c.conv.refreshPeriod(), verdictPeriod)
 			next = now.Add(retry)
 		}
 	}()
@@ -462,7 +394,7 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 		}
 		c.foldDue = now.Add(c.conv.refreshPeriod())
 	}
-	c.faultStreak = 0
+	c.faults.streak = 0
 	c.startCoarseLocked()
 	next = c.foldDue
 	if !c.wallDue.IsZero() {
@@ -486,24 +418,6 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 		next = tr.nextDue()
 	}
 	return next
-}
-
-// recordFaultLocked counts a panic of user code that the writer path
-// where recovered from.
-func (c *Clock) recordFaultLocked(where string, r any) {
-	c.faults++
-	c.lastFault = fmt.Sprintf("%s: panic: %v (at %s)", where, faultValue(r), time.Now().Format(time.RFC3339Nano))
-}
-
-// recoverInto is deferred by a writer method that holds the lock: a panic
-// of user code becomes an error wrapping ErrFault in *err, counted in
-// Info. The method must publish nothing it has not finished computing,
-// so that the clock is as it was.
-func (c *Clock) recoverInto(method string, err *error) {
-	if r := recover(); r != nil {
-		c.recordFaultLocked(method, r)
-		*err = fmt.Errorf("%w: %q: Read panicked during %s: %v", ErrFault, c.src.Name, method, faultValue(r))
-	}
 }
 
 // unlock takes the snapshot Info returns and releases the writer lock.
@@ -624,8 +538,8 @@ func (c *Clock) infoLocked() Info {
 		Kernel:             c.kernel,
 		Pending:            c.pending,
 		Reference:          c.reference,
-		Faults:             c.faults,
-		LastFault:          c.lastFault,
+		Faults:             c.faults.count,
+		LastFault:          c.faults.last,
 		LostWraps:          c.lostWraps,
 		ReferenceBracket:   bracket,
 		Bits:               c.src.Bits,

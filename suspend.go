@@ -23,14 +23,10 @@ import (
 // package of a program that owns the process's notion of time (a system
 // that really sleeps, a test binary); a library must not call them.
 func (c *Clock) Suspend() (err error) {
-	if c.clockState == nil {
-		return fmt.Errorf("%w: Suspend on a zero Clock", ErrClosed)
+	if err := c.lockWriter("Suspend"); err != nil {
+		return err
 	}
-	c.mu.Lock()
 	defer c.unlock()
-	if c.stoppedLocked() {
-		return fmt.Errorf("%w: Suspend", ErrClosed)
-	}
 	if c.suspended {
 		return nil
 	}
@@ -56,14 +52,10 @@ func (c *Clock) Suspend() (err error) {
 // panics leaves the clock suspended, as it was, and returns an error
 // wrapping ErrFault: call Resume again.
 func (c *Clock) Resume() (err error) {
-	if c.clockState == nil {
-		return fmt.Errorf("%w: Resume on a zero Clock", ErrClosed)
+	if err := c.lockWriter("Resume"); err != nil {
+		return err
 	}
-	c.mu.Lock()
 	defer c.unlock()
-	if c.stoppedLocked() {
-		return fmt.Errorf("%w: Resume", ErrClosed)
-	}
 	if !c.suspended {
 		return nil
 	}
@@ -83,15 +75,4 @@ func (c *Clock) Resume() (err error) {
 	}
 	c.step("resume.published")
 	return nil
-}
-
-// readSuspended is the stand-in read function of a suspended clock: a
-// frozen line is anchored at counter 0 and always reads 0.
-func readSuspended() uint64 { return 0 }
-
-// frozenLine returns the constant line at ln's epoch value (epochNs plus
-// remainder, which the caller has already evaluated), in conversion conv.
-func frozenLine(ln line, conv conversion) line {
-	ns, frac := rescaleFrac(ln.epochNs, ln.frac, ln.conv.shift, conv.shift)
-	return line{read: readSuspended, conv: conv, epochNs: ns, frac: frac}
 }

@@ -48,6 +48,64 @@ import (
 // anywhere, a slow Read included, loses no time: the clock goes on from
 // the old line's value at the moment the counters were related.
 
+// Register switches the clock to src, keeping time continuous: the new
+// counter takes over from the exact value the old one had reached.
+//
+// A src whose Rate is lower than the current source's is refused with
+// ErrSlowerSource (the kernel's "rate wins" rule); an equal or higher Rate
+// replaces the current source. An invalid src is refused with
+// ErrInvalidSource, and a closed clock refuses with ErrClosed; a refused
+// Register changes nothing.
+//
+// Register never makes time go back, wherever the writer is stopped (the
+// switch protocol: see switch.go), and loses none of the time it takes:
+// the two counters are related after the old one is frozen. A src whose
+// Read panics is refused with ErrInvalidSource, the clock unchanged; a
+// panic of the current source's Read during the switch leaves the clock
+// unchanged too, and returns an error wrapping ErrFault. On
+// the default clock, a Register ends the background calibration and
+// watch of the hardware counter; on a clock made with WithReference,
+// they move to src.
+func (c *Clock) Register(src Source) error {
+	conv, err := newConversion(src)
+	if err != nil {
+		return err
+	}
+	if err := c.lockWriter(fmt.Sprintf("Register(%q)", src.Name)); err != nil {
+		return err
+	}
+	defer c.unlock()
+	if src.Rate < c.declared {
+		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.src.Name, c.declared)
+	}
+	tr, verdict := c.track, c.verdict
+	if tr != nil && tr.endsOnRegister {
+		// The caller has taken the default clock over: its calibration
+		// and watch of the hardware counter end, and no background
+		// refinement will switch away from src.
+		c.track, c.verdict = nil, nil
+	}
+	rejected, pending := c.rejected, c.pending
+	if tr != nil && tr.endsOnRegister && !tr.adopted {
+		// The default clock was about to adopt the hardware counter.
+		c.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", tr.src.Name, src.Name)
+		c.pending = ""
+	}
+	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: RateDeclared}); err != nil {
+		c.track, c.verdict, c.rejected, c.pending = tr, verdict, rejected, pending
+		return err
+	}
+	c.declared = src.Rate
+	c.manual.Store(src.manual)
+	if c.track != nil {
+		// A clock made by New with a reference: calibration and the
+		// watch move to src.
+		c.track.src, c.track.adopted, c.track.restart = src, true, true
+		c.kick()
+	}
+	return nil
+}
+
 // anchorFunc returns where a new line starts, given the pinned old
 // counter value and the old line's value there, V (ns and remainder, in
 // the old line's shift): a value cyc of the new counter read after the
@@ -156,49 +214,6 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 	return nil
 }
 
-// culprit carries a panic out of a switch with what panicked, so that
-// the switch blames it: the current source's Read (the old counter, read
-// to pin and relate it), or the reference a re-anchoring is anchored on.
-type culprit struct {
-	reference bool
-	v         any
-}
-
-// blamed calls f, re-panicking a panic of it as a culprit.
-func blamed[T any](reference bool, f func() T) T {
-	defer func() {
-		if r := recover(); r != nil {
-			panic(culprit{reference, r})
-		}
-	}()
-	return f()
-}
-
-// faultValue is the value user code panicked with, unwrapped from a
-// culprit.
-func faultValue(r any) any {
-	if f, ok := r.(culprit); ok {
-		return f.v
-	}
-	return r
-}
-
-// panicError is a recovered panic value as an error, so that the value
-// can be unwrapped from the error that reports it.
-type panicError struct{ v any }
-
-func (p panicError) Error() string { return fmt.Sprint(p.v) }
-
-// readOnce calls src.Read, turning a panic into an error.
-func readOnce(src Source) (cyc uint64, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w %q: Read panicked: %w", ErrInvalidSource, src.Name, panicError{r})
-		}
-	}()
-	return src.Read(), nil
-}
-
 // switchLine publishes a line on next with conversion conv, starting
 // where anchor puts it, through steps 1 to 4 above.
 func (c *Clock) switchLine(next func() uint64, conv conversion, anchor anchorFunc) {
@@ -297,4 +312,15 @@ func (fz *freezer) read() uint64 {
 	delta := clampDelta((fz.old()-fz.epochCyc)&fz.mask, fz.mask)
 	fz.pinned.CompareAndSwap(0, delta+1)
 	return fz.epochCyc + fz.pinned.Load() - 1
+}
+
+// readSuspended is the stand-in read function of a suspended clock: a
+// frozen line is anchored at counter 0 and always reads 0.
+func readSuspended() uint64 { return 0 }
+
+// frozenLine returns the constant line at ln's epoch value (epochNs plus
+// remainder, which the caller has already evaluated), in conversion conv.
+func frozenLine(ln line, conv conversion) line {
+	ns, frac := rescaleFrac(ln.epochNs, ln.frac, ln.conv.shift, conv.shift)
+	return line{read: readSuspended, conv: conv, epochNs: ns, frac: frac}
 }

@@ -218,7 +218,7 @@ var mutations = []mutation{
 		Run:   "^TestASameCounterSwitchCountsItsFaults$", Fast: true,
 	},
 	{
-		Name: "Register: a refused Register drops the default clock's verdict", File: "schedclock.go",
+		Name: "Register: a refused Register drops the default clock's verdict", File: "switch.go",
 		Edits: []edit{{Old: "c.track, c.verdict, c.rejected, c.pending = tr, verdict, rejected, pending", New: "c.track, c.rejected, c.pending = tr, rejected, pending; _ = verdict", Count: 1}},
 		Run:   "^TestARefusedRegisterKeepsTheDefaultClocksChecks$", Fast: true,
 	},
