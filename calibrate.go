@@ -216,7 +216,7 @@ func referenceOff(refElapsed, monoElapsed int64) string {
 // distrustLocked records that the reference misbehaved and starts the
 // tracking afresh from the next tick.
 func (c *Clock) distrustLocked(tr *tracker, why string) {
-	c.reference = fmt.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", why, time.Now().Format(time.RFC3339Nano))
+	c.watch.reference = fmt.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", why, time.Now().Format(time.RFC3339Nano))
 	tr.restart = true
 }
 
@@ -340,14 +340,14 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 	hz, errPPM, err := rateBetween(base, p)
 	if err != nil || hz < 1 {
 		if !tr.adopted && tr.src.Rate == 0 {
-			c.rejected = fmt.Sprintf("%s: measuring its rate against the reference failed: %v", tr.src.Name, err)
+			c.policy.rejectLocked(fmt.Sprintf("%s: measuring its rate against the reference failed: %v", tr.src.Name, err))
 			c.track = nil
 		}
 		return
 	}
 	conv, err := conversionFor(tr.src.Name, hz, tr.src.Bits)
 	if err != nil {
-		c.rejected = err.Error()
+		c.policy.rejectLocked(err.Error())
 		c.track = nil
 		return
 	}
@@ -356,7 +356,7 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 	src := tr.src
 	src.Rate = uint64(math.Round(hz))
 	if !tr.adopted {
-		if c.trustPending {
+		if c.policy != nil && c.policy.trustPending {
 			// The counter's checks have not passed yet: measure again
 			// when they end (trustSettledLocked), from the same baseline,
 			// rather than wake every few milliseconds for a minute and
@@ -370,14 +370,11 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 		}
 		tr.adopted = true
 		if err := c.switchLocked(src, conv, next); err != nil {
-			c.rejected = err.Error()
+			c.policy.rejectLocked(err.Error())
 			c.track = nil
 			return
 		}
-		c.rejected = ""
-		if c.pending == measurePending(tr.src.Name) {
-			c.pending = ""
-		}
+		c.policy.adoptedLocked(tr.src.Name)
 		tr.src = src
 		tr.watchDue = now
 		return
@@ -425,7 +422,7 @@ func (c *Clock) watchLocked(tr *tracker, now time.Time) {
 	c.updateLocked()
 	// The watch's fold restarts the refresh period: a clock with a
 	// reference is folded by its watch alone, with no wake-ups of its own.
-	c.foldDue = now.Add(c.conv.refreshPeriod())
+	c.fold.due = now.Add(c.conv.refreshPeriod())
 }
 
 // watchTolerance is the largest disagreement over elapsed reference
@@ -472,14 +469,14 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 	if c.switchAnchoredLocked(src, conv, rate, timelineAnchor(src.Read, tr.ref, g)) != nil {
 		return // the counter's Read panicked: the clock is as it was
 	}
-	c.reanchors++
+	c.watch.reanchors++
 	switch {
 	case rerated:
-		c.lastReanchor = fmt.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, from, hz, (hz/from-1)*100)
+		c.watch.lastReanchor = fmt.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, from, hz, (hz/from-1)*100)
 	case gap < 0:
-		c.lastReanchor = fmt.Sprintf("%s: fell %v behind the reference in %v (stepped back or stalled)", src.Name, time.Duration(-gap), time.Duration(elapsed))
+		c.watch.lastReanchor = fmt.Sprintf("%s: fell %v behind the reference in %v (stepped back or stalled)", src.Name, time.Duration(-gap), time.Duration(elapsed))
 	default:
-		c.lastReanchor = fmt.Sprintf("%s: ran %v ahead of the reference in %v (jumped forward)", src.Name, time.Duration(gap), time.Duration(elapsed))
+		c.watch.lastReanchor = fmt.Sprintf("%s: ran %v ahead of the reference in %v (jumped forward)", src.Name, time.Duration(gap), time.Duration(elapsed))
 	}
 	tr.src = src
 	tr.startLocked(now)
@@ -509,7 +506,7 @@ const (
 // hardware counter have ended, and has a counter waiting for them
 // measured at once.
 func (c *Clock) trustSettledLocked(now time.Time) {
-	c.trustPending = false
+	c.policy.trustPending = false
 	if tr := c.track; tr != nil && !tr.adopted {
 		tr.refineDue = now
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedclock/schedclock/internal/errata"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/osthread"
 	"github.com/schedclock/schedclock/internal/warp"
@@ -142,7 +141,7 @@ func TestDefaultClockAdoptsAndRefinesTheHardwareCounter(t *testing.T) {
 	stepNs := float64(counterStep(hw.Read)) / float64(Default().Info().Rate) * 1e9
 	need := max(2*time.Second, time.Duration(8e6*stepNs))
 	t.Logf("counter step %.0f ns: 1 ppm expected within %v of the first use", stepNs, need)
-	in = waitInfo(need-time.Duration(runtimeNano()-Default().usedAt.Load()), func(in Info) bool {
+	in = waitInfo(need-time.Duration(runtimeNano()-Default().policy.usedAt.Load()), func(in Info) bool {
 		return in.RateOrigin == RateRefined && in.RateErrorPPM <= 1
 	})
 	assert.Equal(t, RateRefined, in.RateOrigin)
@@ -264,7 +263,7 @@ func defaultLike(t *testing.T, hw Source) *Clock {
 		&tracker{ref: rawNow, src: hw, endsOnRegister: true})
 	require.NoError(t, err)
 	c.mu.Lock()
-	c.pending = measurePending(hw.Name)
+	c.policy = &trustPolicy{hw: hw, pending: measurePending(hw.Name)}
 	c.unlock()
 	c.start()
 	t.Cleanup(func() { _ = c.Close() })
@@ -352,7 +351,8 @@ func TestKernelVerdictForLife(t *testing.T) {
 	c, err := newClock(hw, rating{hz: 1e9, origin: RateCPUID}, &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true})
 	require.NoError(t, err)
 	var demoted atomic.Bool
-	c.verdict = func() string {
+	c.policy = &trustPolicy{}
+	c.policy.verdict = func() string {
 		if demoted.Load() {
 			return "hw: the kernel's clocksource changed to hpet"
 		}
@@ -365,7 +365,7 @@ func TestKernelVerdictForLife(t *testing.T) {
 	before := c.Now()
 	demoted.Store(true)
 	c.mu.Lock()
-	c.verdictDue = time.Now()
+	c.policy.verdictDue = time.Now()
 	c.unlock()
 	c.kick()
 	require.Eventually(t, func() bool { return c.Info().Source == "portable" }, 2*time.Second, time.Millisecond)
@@ -373,7 +373,7 @@ func TestKernelVerdictForLife(t *testing.T) {
 	assert.GreaterOrEqual(t, c.Now(), before)
 	c.mu.Lock()
 	assert.Nil(t, c.track)
-	assert.Nil(t, c.verdict)
+	assert.Nil(t, c.policy.verdict)
 	c.unlock()
 }
 
@@ -449,11 +449,11 @@ func TestDefaultClockFallsBackOnAWarp(t *testing.T) {
 	}{{warped, false}, {realtime1GHz(), true}} {
 		c := defaultLike(t, tc.hw)
 		c.mu.Lock()
-		c.trustPending = true
+		c.policy.trustPending = true
 		c.unlock()
 		time.Sleep(firstMeasurement + 30*time.Millisecond)
 		assert.Equal(t, "portable", c.Info().Source, "adopted before the checks passed")
-		c.checkTrust(tc.hw, errata.Match{}, false)
+		c.checkTrust()
 		in := c.Info()
 		t.Logf("cross-CPU: %s", in.CrossCPU)
 		if tc.adopt {
@@ -496,7 +496,7 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 		c, err := newClock(hw, rating{hz: 2.1e9, origin: RateCPUID, errPPM: 1}, tr)
 		require.NoError(t, err)
 		polls := 0
-		c.verdict = func() string { polls++; return "" }
+		c.policy = &trustPolicy{verdict: func() string { polls++; return "" }}
 		c.start()
 		defer c.Close()
 		c.Now()
@@ -537,12 +537,12 @@ func TestASuspendedClockSleeps(t *testing.T) {
 	defer c.Close()
 	polls := 0
 	c.mu.Lock()
-	c.verdict = func() string { polls++; return "" }
+	c.policy = &trustPolicy{verdict: func() string { polls++; return "" }}
 	c.unlock()
 	require.NoError(t, c.Suspend())
 	now := time.Now()
 	c.mu.Lock()
-	c.verdictDue = now.Add(-time.Second) // fell due while suspended
+	c.policy.verdictDue = now.Add(-time.Second) // fell due while suspended
 	c.unlock()
 	next := c.tick(now)
 	assert.False(t, next.Before(now.Add(time.Second)), "a suspended clock's next tick is %v from now", next.Sub(now))
@@ -651,7 +651,7 @@ func TestPendingTrustDoesNotSpin(t *testing.T) {
 		hw := Source{Name: "hw", Bits: 64, Read: func() uint64 { return uint64(fake()) }}
 		c, err := newClock(Portable(), rating{hz: 1e9, origin: RateDeclared}, &tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
 		require.NoError(t, err)
-		c.trustPending = true
+		c.policy = &trustPolicy{trustPending: true}
 		c.start()
 		defer c.Close()
 		time.Sleep(10 * time.Second)
@@ -704,11 +704,9 @@ func TestTheTSCIsTrustedOnlyOnEvidence(t *testing.T) {
 		{"tsc", file("tsc", "tsc\n"), "kernel clocksource is tsc", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newDefaultClock(probe, func() kernel.Verdict { return kernel.ReadVerdict(tc.path, "tsc") })
+			c := newDefaultClock([]*counter{{arch: runtime.GOARCH, probe: probe,
+				verdict: func() kernel.Verdict { return kernel.ReadVerdict(tc.path, "tsc") }}})
 			defer func() {
-				c.mu.Lock()
-				c.isDefault = false
-				c.unlock()
 				require.NoError(t, c.Close()) // unused: its checks never start
 			}()
 			in := *c.info.Load() // the snapshot, without the first use that Info makes
@@ -723,7 +721,7 @@ func TestTheTSCIsTrustedOnlyOnEvidence(t *testing.T) {
 			assert.Contains(t, in.Rejected, "tsc: not trusted yet: "+tc.kernel)
 			assert.Equal(t, "the cross-CPU check", in.Pending)
 			c.mu.Lock()
-			assert.True(t, c.trustPending, "the measured rate would be adopted before any check")
+			assert.True(t, c.policy.trustPending, "the measured rate would be adopted before any check")
 			c.unlock()
 		})
 	}
@@ -744,14 +742,13 @@ func TestAnUncheckedTSCIsNeverAdopted(t *testing.T) {
 		c, err := newClock(Portable(), rating{hz: 1e9, origin: RateDeclared},
 			&tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
 		require.NoError(t, err)
-		c.kernel = "kernel clocksource unknown (hidden)"
-		c.trustPending = true
+		c.policy = &trustPolicy{hw: hw, kernel: "kernel clocksource unknown (hidden)", trustPending: true, needsEvidence: true}
 		c.start()
 		defer c.Close()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			c.checkTrust(hw, errata.Match{}, false)
+			c.checkTrust()
 		}()
 		tries := map[string]bool{}
 		for checking := true; checking; {
@@ -787,12 +784,12 @@ func TestARefusedRegisterKeepsTheDefaultClocksChecks(t *testing.T) {
 	tr := &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true}
 	c, err := newClock(hw, rating{hz: 1e9, origin: RateMeasured}, tr)
 	require.NoError(t, err)
-	c.verdict = func() string { return "" }
+	c.policy = &trustPolicy{verdict: func() string { return "" }}
 	err = c.Register(Source{Name: "broken", Bits: 64, Rate: 2e9, Read: func() uint64 { panic("broken counter") }})
 	assert.ErrorIs(t, err, ErrInvalidSource)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	assert.Same(t, tr, c.track, "the calibration and the watch go on")
-	assert.NotNil(t, c.verdict, "the kernel's verdict is still followed")
+	assert.NotNil(t, c.policy.verdict, "the kernel's verdict is still followed")
 	assert.Equal(t, "hw", c.src.Name)
 }

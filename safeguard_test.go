@@ -247,7 +247,7 @@ func TestLateFoldsAreExact(t *testing.T) {
 			}
 			counter.Set(moved & 0xffff)
 			c.mu.Lock()
-			c.lastFoldMono = runtimeNano() - int64(tc.age*float64(wrap))
+			c.fold.lastMono = runtimeNano() - int64(tc.age*float64(wrap))
 			c.unlock()
 			require.NoError(t, c.Update())
 			want := int64(moved)
@@ -274,7 +274,7 @@ func TestASwitchRestartsTheFoldClock(t *testing.T) {
 	conv, err := newConversion(src)
 	require.NoError(t, err)
 	c.mu.Lock()
-	c.lastFoldMono = runtimeNano() - int64(3*conv.wrap()) // the old line, folded three wraps ago
+	c.fold.lastMono = runtimeNano() - int64(3*conv.wrap()) // the old line, folded three wraps ago
 	c.unlock()
 	require.NoError(t, c.Register(src))
 	before := c.Now()

@@ -45,48 +45,29 @@ type clockState struct {
 	rate      rating     // src's rate, exactly as estimated, and where it came from
 	suspended bool
 	closed    bool
-	rejected  string // why the default clock is not on a hardware counter
 	// declared is the current Source's Rate as it was given (the "rate
 	// wins" rule compares it; refinement changes src.Rate).
 	declared uint64
-	// isDefault marks the process-wide clock, which Close refuses.
-	isDefault bool
 	// manual is the Manual counter the clock runs on, if it does: Coarse
 	// and Time then answer exactly from the counter (see manual.go).
 	manual atomic.Pointer[Manual]
-
-	// faults counts the panics of user code (a Read, a reference) that a
-	// writer path recovered from (see faults.go).
-	faults faultLog
-	// reference says how the reference last misbehaved ("" if never).
-	reference string
-	// lostWraps counts the wraps of a narrow counter that a fold found
-	// lost (see foldLocked); lastFoldMono is the runtime's clock then.
-	lostWraps    int
-	lastFoldMono int64
-	// kernel is the kernel's verdict on the hardware counter as read, on
-	// the default clock; pending says what its trust still waits for.
-	kernel  string
-	pending string
 	// info is the snapshot Info returns, taken as each writer unlocks, so
 	// that Info never waits for a writer (or user code it calls).
 	info atomic.Pointer[Info]
 
+	// faults counts the panics of user code (a Read, a reference) that a
+	// writer path recovered from (see faults.go).
+	faults faultLog
+	// fold is the refresh's schedule and what it found (see updateLocked).
+	fold foldState
 	// track calibrates and watches the counter against a reference; nil
-	// for a clock without one (see calibrate.go).
-	track        *tracker
-	reanchors    int
-	lastReanchor string
-	// verdict, on the default clock, says why the hardware counter can
-	// no longer be trusted ("" while it can); checked every verdictPeriod.
-	verdict    func() string
-	verdictDue time.Time
-	// trustPending holds back the adoption of the hardware counter until
-	// the default clock's background checks of it pass; crossCPU and
-	// counterCheck say what those checks found (see checkTrust).
-	trustPending bool
-	crossCPU     string
-	counterCheck string
+	// for a clock without one. watch is what the watch found (see
+	// calibrate.go).
+	track *tracker
+	watch watchLog
+	// policy is the default clock's trust in its hardware counter; nil
+	// for clocks made by New (see trust.go).
+	policy *trustPolicy
 
 	// coarseEvery is Coarse's resolution; coarseRunning says the ticking
 	// goroutine runs (or is being started), coarseWanted asks the
@@ -96,16 +77,9 @@ type clockState struct {
 	coarseWanted  atomic.Bool
 	coarseWG      sync.WaitGroup
 
-	// firstUse, on the default clock, is closed by its first use, which
-	// starts its background work (see newDefaultClock); used says it was.
-	firstUse chan struct{}
-	used     atomic.Bool
-	usedAt   atomic.Int64 // runtimeNano at the first use
-
 	wallState
 
-	foldDue time.Time     // when the background goroutine folds next
-	wakes   int           // how often it woke: each is CPU an idle process pays
+	wakes   int           // how often the background goroutine woke: each is CPU an idle process pays
 	wake    chan struct{} // tells the background goroutine to look again
 	stop    chan struct{}
 	stopped chan struct{}
@@ -113,6 +87,24 @@ type clockState struct {
 	// step is called between the writer's steps; tests use it to stop the
 	// writer at each of them. It is a no-op otherwise.
 	step func(string)
+}
+
+// foldState is the refresh's schedule and what it found.
+type foldState struct {
+	due time.Time // when the background goroutine folds next
+	// lastMono is the runtime's clock at the last fold, which measures
+	// how late the next one is (see lateFold); lostWraps counts the wraps
+	// of a narrow counter that a fold found lost.
+	lastMono  int64
+	lostWraps int
+}
+
+// watchLog is what the watch of a clock with a reference found.
+type watchLog struct {
+	reanchors    int
+	lastReanchor string
+	// reference says how the reference last misbehaved ("" if never).
+	reference string
 }
 
 func noStep(string) {}
@@ -171,8 +163,8 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 	}
 	c.manual.Store(src.manual)
 	c.publishLocked(line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask})
-	c.foldDue = time.Now().Add(conv.refreshPeriod())
-	c.lastFoldMono = runtimeNano()
+	c.fold.due = time.Now().Add(conv.refreshPeriod())
+	c.fold.lastMono = runtimeNano()
 	in := c.infoLocked() // Info's snapshot exists before any writer runs
 	c.info.Store(&in)
 	return c, nil
@@ -220,7 +212,7 @@ func (c *Clock) updateLocked() {
 	saturated := false
 	if c.cur.conv.wraps() && !c.suspended {
 		var forward bool
-		if lost, forward = lateFold(c.cur, cyc, mono-c.lastFoldMono); forward {
+		if lost, forward = lateFold(c.cur, cyc, mono-c.fold.lastMono); forward {
 			clamped = delta
 		}
 	}
@@ -230,7 +222,7 @@ func (c *Clock) updateLocked() {
 		hi, lo := bits.Mul64(lost, c.cur.conv.mask+1)
 		lo, carry := bits.Add64(lo, clamped, 0)
 		clamped, saturated = lo, hi != 0 || carry != 0
-		c.lostWraps += int(lost)
+		c.fold.lostWraps += int(lost)
 	}
 	next.epochNs, next.frac = c.cur.atDelta(clamped)
 	if saturated { // more than 2^64 counts since the last fold
@@ -238,7 +230,7 @@ func (c *Clock) updateLocked() {
 	}
 	next.epochCyc = cyc & c.cur.conv.mask
 	c.publishLocked(next)
-	c.lastFoldMono = mono
+	c.fold.lastMono = mono
 }
 
 // lateFold reads a fold of ln's counter at cyc, elapsed runtime
@@ -300,7 +292,7 @@ func (c *Clock) Close() error {
 	if c.clockState == nil {
 		return ErrClosed
 	}
-	if c.isDefault {
+	if c == defaultClock {
 		return fmt.Errorf("%w: it is shared by every package of the process", ErrDefaultClock)
 	}
 	c.mu.Lock()
@@ -309,7 +301,8 @@ func (c *Clock) Close() error {
 		return ErrClosed
 	}
 	c.closed = true
-	c.track, c.verdict = nil, nil
+	c.track = nil
+	c.policy.closeLocked()
 	close(c.stop)
 	c.unlock()
 	<-c.stopped
@@ -322,15 +315,6 @@ func (c *Clock) Close() error {
 
 // stoppedLocked reports whether the clock takes no more changes.
 func (c *Clock) stoppedLocked() bool { return c.closed }
-
-// wakeFirstUse starts the default clock's background work at its first
-// use; a no-op on other clocks, and once it has run.
-func (c *Clock) wakeFirstUse() {
-	if c.firstUse != nil && !c.used.Load() && c.used.CompareAndSwap(false, true) {
-		c.usedAt.Store(runtimeNano())
-		close(c.firstUse)
-	}
-}
 
 // kick makes the background goroutine look at its schedule again.
 func (c *Clock) kick() {
@@ -379,24 +363,19 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 	if c.stoppedLocked() {
 		return now.Add(time.Hour)
 	}
-	if !c.suspended && c.verdict != nil && !now.Before(c.verdictDue) {
-		c.verdictDue = now.Add(verdictPeriod)
-		if why := c.verdict(); why != "" {
-			c.fallBackLocked(why)
-		}
-	}
+	policyDue := c.policy.tickLocked(c, now)
 	if tr := c.track; tr != nil && !c.suspended {
 		c.trackSafelyLocked(tr, now)
 	}
-	if !now.Before(c.foldDue) {
+	if !now.Before(c.fold.due) {
 		if !c.suspended {
 			c.updateLocked()
 		}
-		c.foldDue = now.Add(c.conv.refreshPeriod())
+		c.fold.due = now.Add(c.conv.refreshPeriod())
 	}
 	c.faults.streak = 0
 	c.startCoarseLocked()
-	next = c.foldDue
+	next = c.fold.due
 	if !c.wallDue.IsZero() {
 		if !now.Before(c.wallDue) {
 			c.tickWallLocked(now)
@@ -405,14 +384,8 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 			next = c.wallDue
 		}
 	}
-	// The kernel's verdict rides on the watch's ticks when there are
-	// any (at most maxWatchPeriod late on a 5 s poll), so that an idle
-	// process wakes once per watch period.
-	// A suspended clock does not poll it (nor watch): its due time may
-	// have passed, and must not wake the goroutine.
-	watching := c.track != nil && c.track.adopted && !c.suspended
-	if c.verdict != nil && !watching && !c.suspended && c.verdictDue.Before(next) {
-		next = c.verdictDue
+	if !policyDue.IsZero() && policyDue.Before(next) {
+		next = policyDue
 	}
 	if tr := c.track; tr != nil && !c.suspended && tr.nextDue().Before(next) {
 		next = tr.nextDue()
@@ -499,7 +472,7 @@ func (c *Clock) Info() Info {
 	if c.clockState == nil {
 		return Info{Closed: true}
 	}
-	c.wakeFirstUse()
+	c.policy.wakeFirstUse()
 	if c.mu.TryLock() {
 		// Fresh when no writer holds the lock; otherwise the snapshot the
 		// last writer left, so that a writer stuck in user code (a
@@ -525,22 +498,18 @@ func (c *Clock) infoLocked() Info {
 	if c.conv.mult != 0 {
 		convErr = c.conv.errorPPM(c.rate.hz)
 	}
-	return Info{
+	in := Info{
 		Source:             c.src.Name,
 		Rate:               c.src.Rate,
 		RateOrigin:         c.rate.origin,
 		RateErrorPPM:       c.rate.errPPM,
 		ConversionErrorPPM: convErr,
-		Reanchors:          c.reanchors,
-		LastReanchor:       c.lastReanchor,
-		CrossCPU:           c.crossCPU,
-		CounterCheck:       c.counterCheck,
-		Kernel:             c.kernel,
-		Pending:            c.pending,
-		Reference:          c.reference,
+		Reanchors:          c.watch.reanchors,
+		LastReanchor:       c.watch.lastReanchor,
+		Reference:          c.watch.reference,
 		Faults:             c.faults.count,
 		LastFault:          c.faults.last,
-		LostWraps:          c.lostWraps,
+		LostWraps:          c.fold.lostWraps,
 		ReferenceBracket:   bracket,
 		Bits:               c.src.Bits,
 		Mult:               c.conv.mult,
@@ -548,6 +517,7 @@ func (c *Clock) infoLocked() Info {
 		RefreshPeriod:      period,
 		Suspended:          c.suspended,
 		Closed:             c.stoppedLocked(),
-		Rejected:           c.rejected,
 	}
+	c.policy.fillInfo(&in)
+	return in
 }

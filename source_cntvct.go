@@ -32,6 +32,33 @@ func CNTVCT() (Source, error) {
 	return src, err
 }
 
+// cntvctCounter is CNTVCT's entry in the default clock's table. The
+// kernel keeps no watchdog on the arm64 generic timer (one system-wide
+// counter), so its own check decides: the kernel's erratum workaround
+// where this CPU needs one, and a read that costs no more than the
+// portable source's (a counter the kernel traps falls back).
+var cntvctCounter = counter{
+	arch:      "arm64",
+	probe:     probeCNTVCT,
+	noVerdict: "not consulted: the arm64 generic timer is one system-wide counter, and the kernel keeps no watchdog on it",
+	prepare:   prepareCNTVCT,
+}
+
+// prepareCNTVCT puts the kernel's erratum workaround, where this CPU needs
+// one, in src's read (reading it needs the same workaround from user
+// space as the kernel's: a few small file reads, cheap enough for
+// initialisation), and returns the check of what that read costs.
+func prepareCNTVCT(src Source) (Source, func() (string, error)) {
+	erratum := errata.Detect(os.DirFS("/"))
+	if read := cntvctErratumReader(erratum.Erratum); read != nil {
+		src.Read = read
+	}
+	return src, func() (string, error) {
+		t := decideCNTVCT(erratum, src.Read, measureReadCost(src.Read))
+		return t.String(), t.untrusted()
+	}
+}
+
 // probeCNTVCT is CNTVCT with the origin and error of its rate.
 func probeCNTVCT() (src Source, origin RateOrigin, errPPM float64, err error) {
 	if !cntvctSupported {

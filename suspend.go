@@ -65,8 +65,8 @@ func (c *Clock) Resume() (err error) {
 	cyc := c.src.Read()
 	c.publishLocked(line{read: c.src.Read, conv: c.conv, epochCyc: cyc & c.conv.mask, epochNs: c.cur.epochNs, frac: c.cur.frac})
 	c.suspended = false
-	c.lastFoldMono = runtimeNano() // the suspended interval is not the counter's
-	c.foldDue = time.Now().Add(c.conv.refreshPeriod())
+	c.fold.lastMono = runtimeNano() // the suspended interval is not the counter's
+	c.fold.due = time.Now().Add(c.conv.refreshPeriod())
 	if c.track != nil {
 		// The counter may have reset, stopped or run on while suspended:
 		// calibration and the watch start afresh.

@@ -78,21 +78,9 @@ func (c *Clock) Register(src Source) error {
 	if src.Rate < c.declared {
 		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.src.Name, c.declared)
 	}
-	tr, verdict := c.track, c.verdict
-	if tr != nil && tr.endsOnRegister {
-		// The caller has taken the default clock over: its calibration
-		// and watch of the hardware counter end, and no background
-		// refinement will switch away from src.
-		c.track, c.verdict = nil, nil
-	}
-	rejected, pending := c.rejected, c.pending
-	if tr != nil && tr.endsOnRegister && !tr.adopted {
-		// The default clock was about to adopt the hardware counter.
-		c.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", tr.src.Name, src.Name)
-		c.pending = ""
-	}
+	undo := c.policy.registerLocked(c, src)
 	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: RateDeclared}); err != nil {
-		c.track, c.verdict, c.rejected, c.pending = tr, verdict, rejected, pending
+		undo()
 		return err
 	}
 	c.declared = src.Rate
@@ -209,7 +197,7 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 		c.switchLine(src.Read, conv, anchor)
 	}
 	c.src, c.conv, c.rate = src, conv, rate
-	c.foldDue = time.Now().Add(conv.refreshPeriod())
+	c.fold.due = time.Now().Add(conv.refreshPeriod())
 	c.kick()
 	return nil
 }
@@ -236,7 +224,7 @@ func (c *Clock) switchLine(next func() uint64, conv conversion, anchor anchorFun
 	c.publishLocked(ln)
 	// The new line's epoch is its last fold: the next fold measures its
 	// lateness from here, not from the old line's (see lateFold).
-	c.lastFoldMono = mono
+	c.fold.lastMono = mono
 	c.step("switch.published")
 }
 

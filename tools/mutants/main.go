@@ -150,8 +150,8 @@ var mutations = []mutation{
 		Run:   "^TestNarrowSwitchWithTheWriterStopped$", Fast: true,
 	},
 	{
-		Name: "tick: a suspended clock's verdict still scheduled", File: "schedclock.go",
-		Edits: []edit{{Old: "if c.verdict != nil && !watching && !c.suspended && c.verdictDue.Before(next) {", New: "if c.verdict != nil && !watching && c.verdictDue.Before(next) {", Count: 1}},
+		Name: "tick: a suspended clock's verdict still scheduled", File: "trust.go",
+		Edits: []edit{{Old: "return time.Time{} // neither polled nor scheduled", New: "return p.verdictDue", Count: 1}},
 		Run:   "^TestASuspendedClockSleeps$", Fast: true,
 	},
 	{
@@ -189,12 +189,12 @@ var mutations = []mutation{
 	},
 	{
 		Name: "updateLocked: a late fold's delta in the negative zone taken for a step back", File: "schedclock.go",
-		Edits: []edit{{Old: "mono-c.lastFoldMono); forward {", New: "mono-c.lastFoldMono); forward && false {", Count: 1}},
+		Edits: []edit{{Old: "mono-c.fold.lastMono); forward {", New: "mono-c.lastFoldMono); forward && false {", Count: 1}},
 		Run:   "^TestLateFoldsAreExact$", Fast: true,
 	},
 	{
 		Name: "switchLine: the fold's clock not restarted by a switch", File: "switch.go",
-		Edits: []edit{{Old: "\tc.lastFoldMono = mono\n", New: "\t_ = mono\n", Count: 1}},
+		Edits: []edit{{Old: "\tc.fold.lastMono = mono\n", New: "\t_ = mono\n", Count: 1}},
 		Run:   "^TestASwitchRestartsTheFoldClock$", Fast: true,
 	},
 	{
@@ -218,8 +218,8 @@ var mutations = []mutation{
 		Run:   "^TestASameCounterSwitchCountsItsFaults$", Fast: true,
 	},
 	{
-		Name: "Register: a refused Register drops the default clock's verdict", File: "switch.go",
-		Edits: []edit{{Old: "c.track, c.verdict, c.rejected, c.pending = tr, verdict, rejected, pending", New: "c.track, c.rejected, c.pending = tr, rejected, pending; _ = verdict", Count: 1}},
+		Name: "Register: a refused Register drops the default clock's verdict", File: "trust.go",
+		Edits: []edit{{Old: "c.track, p.verdict, p.rejected, p.pending = tr, verdict, rejected, pending", New: "c.track, p.rejected, p.pending = tr, rejected, pending; _ = verdict", Count: 1}},
 		Run:   "^TestARefusedRegisterKeepsTheDefaultClocksChecks$", Fast: true,
 	},
 	{
@@ -229,12 +229,12 @@ var mutations = []mutation{
 	},
 	{
 		Name: "default clock: the TSC trusted where the kernel's verdict is unknown", File: "default.go",
-		Edits: []edit{{Old: "kernelTrusts = v.String(), v.Known() && v.Current == \"tsc\"", New: "kernelTrusts = v.String(), !v.Known() || v.Current == \"tsc\"", Count: 1}},
+		Edits: []edit{{Old: "p.vouched = v.Known() && v.Current == v.Want", New: "p.vouched = !v.Known() || v.Current == v.Want", Count: 1}},
 		Run:   "^TestTheTSCIsTrustedOnlyOnEvidence$", Fast: true,
 	},
 	{
-		Name: "checkTrust: the TSC adopted after a cross-CPU check that did not run", File: "default.go",
-		Edits: []edit{{Old: "if err == nil && !vouched && rep.Verdict != warp.None && hw.Name == \"tsc\" {", New: "if err == nil && !vouched && rep.Verdict == warp.Found && hw.Name == \"tsc\" {", Count: 1}},
+		Name: "checkTrust: the TSC adopted after a cross-CPU check that did not run", File: "trust.go",
+		Edits: []edit{{Old: "if err == nil && p.needsEvidence && rep.Verdict != warp.None {", New: "if err == nil && p.needsEvidence && rep.Verdict == warp.Found {", Count: 1}},
 		Run:   "^TestAnUncheckedTSCIsNeverAdopted$", Fast: true,
 	},
 	{

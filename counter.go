@@ -1,0 +1,105 @@
+package schedclock
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+
+	"github.com/schedclock/schedclock/internal/kernel"
+)
+
+// A hardware counter is, to the default clock, a descriptor: what it is
+// called, how to find it without blocking, where its rate comes from,
+// whose word it is trusted on and which checks it must pass. Each
+// counter's own file (source_NAME.go) declares its entry, and counters
+// lists them in order of preference, as x/sys/cpu lists its features in
+// one table: the default clock walks the table and never asks a
+// counter's name. Adding a counter is its files and one entry here.
+type counter struct {
+	// arch is the GOARCH the counter exists on; the walk skips the others.
+	arch string
+	// probe returns the counter as a Source without blocking (it runs
+	// during package initialisation): Rate 0 with RateMeasured when the
+	// rate must be measured, which the default clock does in the
+	// background against CLOCK_MONOTONIC_RAW; or an error wrapping
+	// ErrUnsupported or ErrUntrusted that says why the counter cannot
+	// be used.
+	probe func() (src Source, origin RateOrigin, errPPM float64, err error)
+	// verdict reads the kernel's word on the counter (is its clocksource
+	// this counter?), at start and every verdictPeriod for life: the
+	// kernel's clocksource watchdog can demote a counter hours after
+	// boot. nil where the kernel keeps no watchdog on the counter;
+	// noVerdict then says why, for Info.Kernel. A counter the kernel
+	// runs on is adopted at once, the cross-CPU check a second opinion;
+	// one whose verdict cannot be read (no sysfs) only once the
+	// cross-CPU check ran and found no warp.
+	verdict   func() kernel.Verdict
+	noVerdict string
+	// evidence, if not nil, is the counter's own evidence, asked with
+	// the kernel's verdict for life: "" while it holds, else why not (a
+	// paravirtual page whose stable bit cleared).
+	evidence func() string
+	// prepare, if not nil, runs at start-up (cheaply: it runs during
+	// package initialisation) and returns the Source to use (a read
+	// function with a workaround) and the counter's own check, run in the
+	// background before the counter's rate is adopted: what it found, for
+	// Info.CounterCheck, and an error if the counter must not be used.
+	prepare func(Source) (Source, func() (found string, err error))
+}
+
+// counters is the default clock's table, in order of preference.
+var counters = []*counter{
+	&tscCounter,
+	&cntvctCounter,
+}
+
+// choice is what the walk of a table found: the counter to use, or why
+// there is none.
+type choice struct {
+	desc   *counter
+	src    Source
+	origin RateOrigin
+	errPPM float64
+	err    error // nil when desc is set
+}
+
+// chooseCounter walks table in order and returns the first counter of
+// this architecture whose probe succeeds, or every refusal.
+func chooseCounter(table []*counter) choice {
+	var refusals []error
+	for _, d := range table {
+		if d.arch != runtime.GOARCH {
+			continue
+		}
+		src, origin, errPPM, err := d.probe()
+		if err == nil {
+			return choice{desc: d, src: src, origin: origin, errPPM: errPPM}
+		}
+		refusals = append(refusals, err)
+	}
+	if len(refusals) == 0 {
+		return choice{err: fmt.Errorf("%w: no hardware counter for GOARCH=%s", ErrUnsupported, runtime.GOARCH)}
+	}
+	return choice{err: joinRefusals(refusals)}
+}
+
+// joinRefusals joins refusals into one error, one clause each, that
+// wraps every one of them (errors.Is finds each sentinel).
+func joinRefusals(refusals []error) error {
+	if len(refusals) == 1 {
+		return refusals[0]
+	}
+	format := strings.TrimSuffix(strings.Repeat("%w; ", len(refusals)), "; ")
+	args := make([]any, len(refusals))
+	for i, err := range refusals {
+		args[i] = err
+	}
+	return fmt.Errorf(format, args...)
+}
+
+// probeHardware returns this machine's preferred hardware counter without
+// blocking (see chooseCounter).
+func probeHardware() (src Source, origin RateOrigin, errPPM float64, err error) {
+	ch := chooseCounter(counters)
+	return ch.src, ch.origin, ch.errPPM, ch.err
+}

@@ -1,0 +1,329 @@
+package schedclock
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/schedclock/schedclock/internal/warp"
+)
+
+// trustPolicy is the default clock's trust in its hardware counter: the
+// evidence it rests on, the checks still to run, and the fall-back to the
+// portable source when the evidence goes. Only the default clock has one
+// (Clock.policy is nil for clocks made by New), as the kernel keeps its
+// clocksource watchdog apart from sched_clock's read data. Its fields are
+// guarded by the Clock's writer lock, but for firstUse, used and usedAt.
+type trustPolicy struct {
+	// hw is the hardware counter the policy is about, as probed and
+	// prepared (its rate 0 while it must be measured).
+	hw Source
+	// verdict says why hw can no longer be trusted ("" while it can): the
+	// kernel's verdict and the counter's own evidence, asked every
+	// verdictPeriod (verdictDue) while the clock follows them; nil once it
+	// does not (a fall-back, a caller's Register, Close).
+	verdict    func() string
+	verdictDue time.Time
+	// ownCheck is the counter's own background check (its descriptor's
+	// prepare), nil if none.
+	ownCheck func() (found string, err error)
+	// vouched: the kernel runs on hw, so the clock runs on it at once and
+	// the cross-CPU check is a second opinion. needsEvidence: the kernel
+	// keeps a verdict on hw but it could not be read, so hw is adopted
+	// only after a cross-CPU check that ran and found no warp.
+	vouched, needsEvidence bool
+	// trustPending holds back the adoption of hw's measured rate until
+	// the background checks end (see checkTrust).
+	trustPending bool
+	// What Info reports: why the clock is not on hw (Rejected), the
+	// kernel's word as read (Kernel), what trust still waits for
+	// (Pending), what the cross-CPU check and the counter's own check
+	// found (CrossCPU, CounterCheck).
+	rejected, kernel, pending, crossCPU, counterCheck string
+	// firstUse is closed by the clock's first use, which starts its
+	// background work (see newDefaultClock); used says it was, usedAt
+	// when (the runtime's clock).
+	firstUse chan struct{}
+	used     atomic.Bool
+	usedAt   atomic.Int64
+}
+
+// wakeFirstUse starts the default clock's background work at its first
+// use; a no-op on other clocks (p nil), and once it has run.
+func (p *trustPolicy) wakeFirstUse() {
+	if p != nil && p.firstUse != nil && !p.used.Load() && p.used.CompareAndSwap(false, true) {
+		p.usedAt.Store(runtimeNano())
+		close(p.firstUse)
+	}
+}
+
+// wakeFirstUse: see trustPolicy.wakeFirstUse.
+func (c *Clock) wakeFirstUse() { c.policy.wakeFirstUse() }
+
+// tickLocked asks the verdict when it is due, falling back when it has
+// gone, and returns when the background goroutine must wake for the next
+// one (zero: no need). The verdict rides on the watch's ticks when there
+// are any (at most maxWatchPeriod late on a 5 s poll), so that an idle
+// process wakes once per watch period. A suspended clock does not poll
+// it (nor watch): its due time may have passed, and must not wake the
+// goroutine.
+func (p *trustPolicy) tickLocked(c *Clock, now time.Time) (due time.Time) {
+	if p == nil || p.verdict == nil {
+		return time.Time{}
+	}
+	if c.suspended {
+		return time.Time{} // neither polled nor scheduled
+	}
+	if !now.Before(p.verdictDue) {
+		p.verdictDue = now.Add(verdictPeriod)
+		if why := p.verdict(); why != "" {
+			c.fallBackLocked(why)
+			return time.Time{}
+		}
+	}
+	if watching := c.track != nil && c.track.adopted; watching {
+		return time.Time{}
+	}
+	return p.verdictDue
+}
+
+// rejectLocked records why the default clock does not run on its
+// hardware counter; clocks made by New have nothing to record.
+func (p *trustPolicy) rejectLocked(why string) {
+	if p != nil {
+		p.rejected = why
+	}
+}
+
+// adoptedLocked records that the clock now runs on its hardware counter
+// name, its rate measured.
+func (p *trustPolicy) adoptedLocked(name string) {
+	if p == nil {
+		return
+	}
+	p.rejected = ""
+	if p.pending == measurePending(name) {
+		p.pending = ""
+	}
+}
+
+// registerLocked is a caller's Register(src) taking the default clock
+// over: its calibration and watch of the hardware counter end, and so
+// does its following of the kernel's verdict. It returns what undoes
+// that, for a Register that fails.
+func (p *trustPolicy) registerLocked(c *Clock, src Source) (undo func()) {
+	tr := c.track
+	if tr == nil || !tr.endsOnRegister {
+		return func() {}
+	}
+	c.track = nil
+	if p == nil {
+		return func() { c.track = tr }
+	}
+	verdict, rejected, pending := p.verdict, p.rejected, p.pending
+	p.verdict = nil
+	if !tr.adopted {
+		// The default clock was about to adopt the hardware counter.
+		p.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", tr.src.Name, src.Name)
+		p.pending = ""
+	}
+	return func() {
+		c.track, p.verdict, p.rejected, p.pending = tr, verdict, rejected, pending
+	}
+}
+
+// closeLocked stops following the kernel's verdict.
+func (p *trustPolicy) closeLocked() {
+	if p != nil {
+		p.verdict = nil
+	}
+}
+
+// fillInfo adds the policy's evidence to in.
+func (p *trustPolicy) fillInfo(in *Info) {
+	if p == nil {
+		return
+	}
+	in.Rejected, in.Kernel, in.Pending = p.rejected, p.kernel, p.pending
+	in.CrossCPU, in.CounterCheck = p.crossCPU, p.counterCheck
+}
+
+// parked is the default clock's one goroutine: it waits for the first
+// use, puts the counter's own read function back in the line, starts the
+// checks of the hardware counter and runs the background loop. Being
+// started at initialisation, it belongs to no testing/synctest bubble, nor
+// does anything it starts.
+func (c *Clock) parked(checks bool) {
+	select {
+	case <-c.policy.firstUse:
+	case <-c.stop: // closed unused (the tests' default-like clocks)
+		close(c.stopped)
+		return
+	}
+	c.mu.Lock()
+	if !c.suspended && funcPtr(c.cur.read) != funcPtr(c.src.Read) && c.cur.read != nil && funcPtr(c.cur.read) != funcPtr(readSuspended) {
+		if ln := c.cur; c.cur.conv == c.conv {
+			ln.read = c.src.Read
+			c.publishLocked(ln)
+		}
+	}
+	c.unlock()
+	if checks {
+		go c.checkTrust()
+	}
+	c.background()
+}
+
+// checkTrust runs the checks a hardware counter must pass before the
+// default clock trusts it, in the background: the counter's own check
+// (for CNTVCT, the read cost against the portable source: a counter the
+// kernel traps) and the cross-CPU warp check (the kernel's
+// check_tsc_warp), retried after warpRetryAfter, doubling, warpRetries
+// times while it cannot run (one CPU allowed, GOMAXPROCS=1, a machine
+// too busy). A counter that fails leaves the default clock on, or sends
+// it back to, the portable source, and Info says why; a counter whose
+// kernel verdict could not be read is adopted only after a check that
+// ran and found no warp.
+func (c *Clock) checkTrust() {
+	p := c.policy
+	hw := p.hw
+	var found string
+	var ownErr error
+	if p.ownCheck != nil {
+		found, ownErr = p.ownCheck()
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.unlock()
+		return // closed before its first use ended: nothing to check for
+	}
+	p.crossCPU = "running"
+	c.unlock()
+	rep := warp.Check(hw.Read, hw.Rate, warp.DefaultBudget)
+	first := warpRetryAfter
+	if p.vouched {
+		first = vouchedRetryAfter
+	}
+	for i, wait := 0, first; rep.Verdict == warp.Unchecked && !rep.Never && i < warpRetries; i, wait = i+1, 2*wait {
+		c.mu.Lock()
+		p.crossCPU = fmt.Sprintf("%s; again in %v (try %d of %d)", rep, wait, i+2, warpRetries+1)
+		if !p.vouched {
+			p.pending = fmt.Sprintf("the cross-CPU check, again in %v (try %d of %d)", wait, i+2, warpRetries+1)
+		}
+		c.unlock()
+		if !c.sleepUnlessClosed(wait) {
+			return
+		}
+		rep = warp.Check(hw.Read, hw.Rate, warp.DefaultBudget)
+	}
+	c.mu.Lock()
+	defer c.unlock()
+	c.trustSettledLocked(time.Now())
+	p.pending = ""
+	p.crossCPU = rep.String()
+	p.counterCheck = found
+	if c.closed || c.track == nil || c.track.src.Name != hw.Name {
+		return // closed, or a caller took the clock over
+	}
+	err := warpUntrusted(rep, hw.Name)
+	if err == nil {
+		err = ownErr
+	}
+	if err == nil && p.needsEvidence && rep.Verdict != warp.None {
+		err = fmt.Errorf("%w %q: no evidence: %s, and %s", ErrUntrusted, hw.Name, p.kernel, rep)
+	}
+	if err != nil {
+		c.fallBackLocked(err.Error())
+	}
+	c.kick()
+}
+
+// warpRetryAfter is how long the default clock waits before it runs the
+// cross-CPU check again when it could not run, on a counter whose
+// adoption waits for it; the wait doubles at each of warpRetries tries
+// (3, 6, 12, 24, 48 s). Where the kernel vouches for the counter (its
+// clocksource is the counter: it checked the CPUs' counters against each
+// other as each came up, and its watchdog watches it), the clock runs on
+// it already and the check is a second opinion: it is retried after
+// vouchedRetryAfter instead (1, 2, 4, 8, 16 min), since each try keeps
+// two threads spinning on every pair of CPUs for its budget (20 ms of
+// CPU on two CPUs), which an idle process should not pay every few
+// seconds.
+const (
+	warpRetryAfter    = 3 * time.Second
+	vouchedRetryAfter = time.Minute
+	warpRetries       = 5
+)
+
+// sleepUnlessClosed sleeps for d or until the clock is closed, and
+// reports whether it is still open.
+func (c *Clock) sleepUnlessClosed(d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-c.stop:
+		return false
+	}
+}
+
+// fallBackLocked leaves the hardware counter for the portable source, for
+// the reason why, and stops calibrating, watching and following it.
+func (c *Clock) fallBackLocked(why string) {
+	c.track = nil
+	c.policy.closeLocked()
+	c.policy.rejectLocked(why)
+	if funcPtr(c.src.Read) == portableReadPtr {
+		return
+	}
+	src := Portable()
+	conv, err := newConversion(src)
+	if err == nil {
+		err = c.switchLocked(src, conv, rating{hz: 1e9, origin: RateDeclared})
+	}
+	if err != nil {
+		c.policy.rejectLocked(fmt.Sprintf("%s; switching to the portable source failed: %v", why, err))
+	}
+}
+
+// measurePending is what Info.Pending says while the default clock
+// measures the rate of the trusted counter name before adopting it.
+func measurePending(name string) string {
+	return fmt.Sprintf("%s: adopted once its rate is measured against %s (%v)", name, rawClockName, firstMeasurement)
+}
+
+// lostTrust returns the default clock's check that the kernel still runs
+// on the counter d describes, and that the counter's own evidence still
+// holds: "" while both do, else why not. nil where there is nothing to
+// follow (the kernel keeps no verdict on the counter, and it has no
+// evidence of its own). Where the kernel's word cannot be read (not
+// Linux, no sysfs), the kernel has nothing to say (kernel.Verdict.Keep).
+func lostTrust(d *counter, name string) func() string {
+	if d.verdict == nil && d.evidence == nil {
+		return nil
+	}
+	return func() string {
+		if d.verdict != nil {
+			if v := d.verdict(); !v.Keep() {
+				return fmt.Sprintf("%s: %s", name, v)
+			}
+		}
+		if d.evidence != nil {
+			if why := d.evidence(); why != "" {
+				return fmt.Sprintf("%s: %s", name, why)
+			}
+		}
+		return ""
+	}
+}
+
+// warpUntrusted returns nil unless the cross-CPU check found a warp, and
+// then an error wrapping ErrUntrusted that names the counter, the CPUs
+// and the warp.
+func warpUntrusted(r warp.Report, name string) error {
+	if r.Verdict != warp.Found {
+		return nil
+	}
+	return fmt.Errorf("%w %q: %s", ErrUntrusted, name, r)
+}
