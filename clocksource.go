@@ -14,7 +14,7 @@ import (
 // an hour of cycles times mult fits 64 bits and a CPU wakes to fold the
 // counter once an hour. That costs precision: one unit of a mult chosen
 // so is 0.55 ppm at 2.3 GHz. Here mult and shift are chosen for
-// precision instead (DESIGN section 9), within what a frugal refresh
+// precision instead, within what a frugal refresh
 // allows: the largest shift whose mult fits 32 bits and still leaves at
 // least eight seconds of cycles before delta*mult overflows, so the
 // refresh period, half of that, is four seconds or more. A fold is one

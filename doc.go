@@ -12,29 +12,28 @@
 //
 // Durations: [Now] returns nanoseconds since the package was
 // initialised, [Since] the time.Duration elapsed since such a reading.
-// Where the default clock runs on the hardware counter (Info().Source is
-// "tsc" or "cntvct"), Now costs about what the counter read itself costs
-// and 0.7x time.Since (measured on the TSC of an Intel Xeon and of an
-// AMD EPYC guest, README.md); where it runs on Go's monotonic clock
-// (Source "portable": a virtual machine whose kernel runs on kvm-clock,
-// a purego build, another architecture), it costs about 1.1x time.Since
-// and buys only what follows.
+// Where the default clock runs on a hardware counter (Info().Source
+// names it), Now costs about what the counter read itself costs, less
+// than time.Since; where it runs on Go's monotonic clock (Source
+// "portable": a purego build, a machine whose counter the kernel does not
+// run on), it costs about what time.Since costs and buys only what
+// follows. README.md has the figures, with the commands that measure
+// them.
 //
 // Deadlines, caches, rate limits: [Coarse], one atomic load (under a
 // nanosecond to a few), a reading of Now at most about one resolution
 // old (1 ms; see Coarse time below).
 //
-// Timestamps: [WallNow], wall-clock time read from the counter: 0.56x
-// time.Now on the Intel machine's TSC, 0.69x on Go's monotonic clock
-// (time.Now reads two clocks, WallNow one). It carries no monotonic
-// reading: subtract readings of Now, not WallNows, to measure time.
+// Timestamps: [WallNow], wall-clock time read from the counter, cheaper
+// than time.Now (which reads two clocks, WallNow one). It carries no
+// monotonic reading: subtract readings of Now, not WallNows, to measure
+// time.
 //
 // Prefer the time package when what surrounds the clock read costs far
 // more than the read (a log line with many fields: the saving is tens of
-// nanoseconds; measured in examples/integrations, a zap line is 2%
-// cheaper and a two-field zerolog line 8-9%, and a log/slog Logger reads
-// time.Now itself, so a Handler that re-stamps with WallNow makes it
-// slower); when a time.Time must carry a monotonic reading or feed
+// nanoseconds, examples/integrations measures it; and a log/slog Logger
+// reads time.Now itself, so a Handler that re-stamps with WallNow makes
+// it slower); when a time.Time must carry a monotonic reading or feed
 // timers; and for sleeping and timers, which this package does not do.
 //
 // Your own counter (a device's timer, a virtual clock): [New] makes a
@@ -42,8 +41,7 @@
 // counter watched against a clock you trust. [Raw] and [Boottime] give
 // CLOCK_MONOTONIC_RAW (unsteered by NTP) and CLOCK_BOOTTIME (counts
 // system suspend) as Sources, read through the vDSO at a function call's
-// cost, about time.Since's (33-47 ns measured, against 0.27-1.4 µs for
-// unix.ClockGettime, a system call).
+// cost, about time.Since's, where unix.ClockGettime makes a system call.
 // [TSC], [CNTVCT], [Portable] and [NewJiffies] give the package's own
 // counters.
 //

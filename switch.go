@@ -11,7 +11,7 @@ import (
 // readers from one line to another without time ever going backwards for
 // any reader, wherever the writer is stopped.
 //
-// The hazard (DESIGN section 5): between the writer's counter read and
+// The hazard: between the writer's counter read and
 // the publication of a new line, readers keep extrapolating the old one.
 // If the new line is slower, or the old counter coarser, a reader just
 // before the publication can return more than a reader just after, and
