@@ -189,7 +189,7 @@ var mutations = []mutation{
 	},
 	{
 		Name: "updateLocked: a late fold's delta in the negative zone taken for a step back", File: "schedclock.go",
-		Edits: []edit{{Old: "mono-c.fold.lastMono); forward {", New: "mono-c.lastFoldMono); forward && false {", Count: 1}},
+		Edits: []edit{{Old: "mono-c.fold.lastMono); forward {", New: "mono-c.fold.lastMono); forward && false {", Count: 1}},
 		Run:   "^TestLateFoldsAreExact$", Fast: true,
 	},
 	{
