@@ -1,0 +1,224 @@
+package pvclock
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync/atomic"
+)
+
+// Sentinel errors; each error this package returns wraps one of them.
+var (
+	// ErrNoPage: this process has no clock page to read (no such
+	// mapping, the kernel has not mapped it, another OS or arch).
+	ErrNoPage = errors.New("pvclock: no clock page")
+	// ErrLayout: the mappings do not match a layout whose page offsets
+	// were verified against the kernel's source.
+	ErrLayout = errors.New("pvclock: unknown vvar layout")
+	// ErrImplausible: the bytes read do not look like the page.
+	ErrImplausible = errors.New("pvclock: implausible page")
+)
+
+// TSCStableBit is PVCLOCK_TSC_STABLE_BIT (arch/x86/include/asm/pvclock-abi.h):
+// the hypervisor's promise that vCPU 0's page gives a monotonic clock on
+// every vCPU. Without it the vDSO falls back to the system call, and so
+// do the readers here (ok false).
+const TSCStableBit = 1 << 0
+
+// PvclockSize is the size of struct pvclock_vcpu_time_info.
+const PvclockSize = 32
+
+// Page is struct pvclock_vcpu_time_info (arch/x86/include/asm/pvclock-abi.h),
+// vCPU 0's copy, the one the vDSO reads:
+//
+//	u32 version;            @0   odd while the hypervisor writes
+//	u32 pad0;               @4
+//	u64 tsc_timestamp;      @8
+//	u64 system_time;        @16  ns at tsc_timestamp
+//	u32 tsc_to_system_mul;  @24
+//	s8  tsc_shift;          @28
+//	u8  flags;              @29
+//	u8  pad[2];             @30
+//
+// Its fields are atomics so that a test's writer goroutine and the Go
+// reader stay clean under -race; on amd64 an atomic load is a plain MOV,
+// the same load the vDSO and the assembly reader make. The hypervisor
+// writes the real page without asking Go.
+type Page struct {
+	version      atomic.Uint32
+	_            uint32
+	tscTimestamp atomic.Uint64
+	systemTime   atomic.Uint64
+	mul          atomic.Uint32
+	shiftFlags   atomic.Uint32 // tsc_shift in byte 0, flags in byte 1 (little-endian)
+}
+
+// Pvclock is a decoded copy of the page's fields.
+type Pvclock struct {
+	Version      uint32
+	TSCTimestamp uint64
+	SystemTime   uint64
+	Mul          uint32
+	Shift        int8
+	Flags        uint8
+}
+
+// Stable reports PVCLOCK_TSC_STABLE_BIT.
+func (p Pvclock) Stable() bool { return p.Flags&TSCStableBit != 0 }
+
+// DecodePvclock decodes struct pvclock_vcpu_time_info from its first 32
+// bytes (little-endian: the page is x86's).
+func DecodePvclock(b []byte) (Pvclock, error) {
+	if len(b) < PvclockSize {
+		return Pvclock{}, fmt.Errorf("%w: pvclock_vcpu_time_info is %d bytes, got %d", ErrImplausible, PvclockSize, len(b))
+	}
+	return Pvclock{
+		Version:      binary.LittleEndian.Uint32(b[0:]),
+		TSCTimestamp: binary.LittleEndian.Uint64(b[8:]),
+		SystemTime:   binary.LittleEndian.Uint64(b[16:]),
+		Mul:          binary.LittleEndian.Uint32(b[24:]),
+		Shift:        int8(b[28]),
+		Flags:        b[29],
+	}, nil
+}
+
+// Plausible says why p cannot be a live pvclock page, or nil: the
+// hypervisor always writes a non-zero multiplier (kvm_get_time_scale,
+// pvclock_set_pvti_cpu0_va's page is zero until then), a shift within
+// the range kvm_get_time_scale produces (a 64-bit delta shifted by more
+// than 31 either way means nothing), and only the flag bits the ABI
+// defines (TSC_STABLE, GUEST_STOPPED). The version may be even or odd
+// (odd: an update in flight).
+func (p Pvclock) Plausible() error {
+	switch {
+	case p.Mul == 0:
+		return fmt.Errorf("%w: tsc_to_system_mul is 0", ErrImplausible)
+	case p.Shift < -31 || p.Shift > 31:
+		return fmt.Errorf("%w: tsc_shift %d outside -31..31", ErrImplausible, p.Shift)
+	case p.Flags&^(TSCStableBit|guestStoppedBit) != 0:
+		return fmt.Errorf("%w: flags %#x has bits the ABI does not define", ErrImplausible, p.Flags)
+	}
+	return nil
+}
+
+// guestStoppedBit is PVCLOCK_GUEST_STOPPED: the host paused the guest.
+const guestStoppedBit = 1 << 1
+
+// ScaleDelta is pvclock_scale_delta (arch/x86/include/asm/pvclock.h):
+// delta shifted left by shift (right when negative), then multiplied by
+// mul as a 32.32 fraction, with the full 128-bit product (the kernel's
+// mul_u64_u32_shr(delta, mul, 32)). The shift count is taken mod 64, as
+// x86's SHL/SHR by CL take it in the kernel's compiled code and in the
+// assembly reader (C leaves shifts of 64 or more undefined; a live page
+// never holds one, see Plausible).
+func ScaleDelta(delta uint64, mul uint32, shift int8) uint64 {
+	if shift < 0 {
+		delta >>= uint(-int(shift)) & 63
+	} else {
+		delta <<= uint(shift) & 63
+	}
+	hi, lo := bits.Mul64(delta, uint64(mul))
+	return hi<<32 | lo>>32
+}
+
+// Cycles is __pvclock_read_cycles: the page's time at TSC value tsc.
+// A tsc below tsc_timestamp wraps, as in the kernel, which never reads
+// the TSC before the hypervisor's update (the update happens while the
+// vCPU is out of the guest).
+func (p Pvclock) Cycles(tsc uint64) uint64 {
+	return p.SystemTime + ScaleDelta(tsc-p.TSCTimestamp, p.Mul, p.Shift)
+}
+
+// Load returns a copy of the page's fields, each loaded once, in the
+// order the reader loads them; no version check (see ReadWith for one).
+func (pg *Page) Load() Pvclock {
+	sf := pg.shiftFlags.Load()
+	return Pvclock{
+		Version:      pg.version.Load(),
+		TSCTimestamp: pg.tscTimestamp.Load(),
+		SystemTime:   pg.systemTime.Load(),
+		Mul:          pg.mul.Load(),
+		Shift:        int8(sf),
+		Flags:        uint8(sf >> 8),
+	}
+}
+
+// maxTries bounds every reader's version loop. The writer is the
+// hypervisor: KVM writes the page in kvm_setup_guest_pvclock
+// (arch/x86/kvm/x86.c) with the version made odd, smp_wmb, the fields,
+// smp_wmb, the version made even, all under read_lock_irqsave of the
+// page's cache lock, so on the host that update is a few hundred
+// instructions with interrupts off: the host thread cannot be preempted
+// half-way, and the vCPU whose page it is sits outside the guest
+// meanwhile ("This VCPU is paused, but it's legal for a guest to read
+// another VCPU's kvmclock"). A guest reader on another vCPU therefore
+// sees an odd or changed version for at most that long, and a retry
+// succeeds within a few tries. The loop is still bounded, because the
+// claim is the host's and not ours (a nested hypervisor, an NMI or SMI on
+// the host, a synthetic page driven by a test goroutine that the Go
+// scheduler stops half-way): after maxTries the reader gives up and
+// reports !ok, and its caller falls back, as the vDSO does for an
+// unstable page. 1024 tries of one LFENCE;RDTSC each (about 25 ns) is
+// some 25 µs, far past any update's length.
+const maxTries = 1024
+
+// ReadWith is vread_pvclock (arch/x86/include/asm/vdso/gettimeofday.h)
+// in Go, with tsc the ordered TSC read (the vDSO's rdtsc_ordered): the
+// version with its low bit cleared (pvclock_read_begin: an odd version
+// can then never match the re-check), the stable bit, the fields, the
+// TSC, the version again (pvclock_read_retry). ok is false when the
+// stable bit is clear (the vDSO returns U64_MAX then and takes the
+// system call) or when maxTries versions changed under the reader. x86
+// keeps loads in order, so Go's atomic loads (plain MOVs) give the
+// vDSO's smp_rmb for free; the TSC read must itself be ordered after
+// the field loads (LFENCE; RDTSC), which is tsc's job.
+//
+// It is the reference the assembly reader is tested against, and the
+// reader of builds without assembly (given a tsc function).
+func (pg *Page) ReadWith(tsc func() uint64) (ns uint64, ok bool) {
+	for range maxTries {
+		version := pg.version.Load() &^ 1
+		sf := pg.shiftFlags.Load()
+		if uint8(sf>>8)&TSCStableBit == 0 {
+			return 0, false
+		}
+		stamp := pg.tscTimestamp.Load()
+		system := pg.systemTime.Load()
+		mul := pg.mul.Load()
+		ns = system + ScaleDelta(tsc()-stamp, mul, int8(sf))
+		if pg.version.Load() == version {
+			return ns & (1<<63 - 1), true // the vDSO's ret & S64_MAX
+		}
+	}
+	return 0, false
+}
+
+// Publish writes p into the page the way kvm_setup_guest_pvclock does:
+// version made odd, fields, version made even (p.Version is ignored: the
+// page's version advances by 2). Tests drive synthetic pages with it;
+// BeginUpdate and EndUpdate split it so that a test can hold the page
+// odd while readers run.
+func (pg *Page) Publish(p Pvclock) {
+	pg.BeginUpdate()
+	pg.Store(p)
+	pg.EndUpdate()
+}
+
+// BeginUpdate makes the version odd (an update in flight), as KVM does:
+// (version + 1) | 1.
+func (pg *Page) BeginUpdate() { pg.version.Store((pg.version.Load() + 1) | 1) }
+
+// Store writes the fields but not the version.
+func (pg *Page) Store(p Pvclock) {
+	pg.tscTimestamp.Store(p.TSCTimestamp)
+	pg.systemTime.Store(p.SystemTime)
+	pg.mul.Store(p.Mul)
+	pg.shiftFlags.Store(uint32(uint8(p.Shift)) | uint32(p.Flags)<<8)
+}
+
+// EndUpdate makes the version even again, one past the odd value.
+func (pg *Page) EndUpdate() { pg.version.Store(pg.version.Load() + 1) }
+
+// SetVersion sets the version word as is (tests: a version about to wrap).
+func (pg *Page) SetVersion(v uint32) { pg.version.Store(v) }
