@@ -348,6 +348,51 @@ var mutations = []mutation{
 		Edits: []edit{{Old: "phoff > minPage || phnum*phentsize > minPage-phoff", New: "false", Count: 1}},
 		Run:   "^TestImageLength$", Fast: true,
 	},
+	{
+		Name: "pvclock Read: no version re-check", File: "internal/pvclock/reader_amd64.s", Pkg: "internal/pvclock",
+		Edits: []edit{{Old: "\tCMPL R9, PV_VERSION(DI)(SI*1)\n\tJNE  again\n", Count: 1}},
+		Run:   "^TestAsmReaderOnASyntheticPage$", Fast: true,
+	},
+	{
+		Name: "pvclock Read: no odd check (version not masked)", File: "internal/pvclock/reader_amd64.s", Pkg: "internal/pvclock",
+		Edits: []edit{{Old: "\tANDL    $~1, R9\n", Count: 1}},
+		Run:   "^TestAsmReaderOnASyntheticPage$", Fast: true,
+	},
+	{
+		Name: "pvclock Read: stable bit ignored", File: "internal/pvclock/reader_amd64.s", Pkg: "internal/pvclock",
+		Edits: []edit{{Old: "\tTESTB   $PV_STABLE, PV_FLAGS(DI)\n\tJEQ     fail\n", Count: 1}},
+		Run:   "^TestAsmReader(OnASyntheticPage|MatchesGoReader)$", Fast: true,
+	},
+	{
+		Name: "pvclock ReadWith: no version re-check", File: "internal/pvclock/page.go", Pkg: "internal/pvclock",
+		Edits: []edit{{Old: "\t\tif pg.version.Load() == version {", New: "\t\tif _ = version; true {", Count: 1}},
+		Run:   "^TestGoReaderFollowsEveryUpdate$", Fast: true,
+	},
+	{
+		Name: "pvclock ReadWith: no odd check (version not masked)", File: "internal/pvclock/page.go", Pkg: "internal/pvclock",
+		Edits: []edit{{Old: "\t\tversion := pg.version.Load() &^ 1\n", New: "\t\tversion := pg.version.Load()\n", Count: 1}},
+		Run:   "^TestGoReaderFollowsEveryUpdate$", Fast: true,
+	},
+	{
+		Name: "pvclock ReadWith: stable bit ignored", File: "internal/pvclock/page.go", Pkg: "internal/pvclock",
+		Edits: []edit{{Old: "\t\tif uint8(sf>>8)&TSCStableBit == 0 {", New: "\t\tif false {", Count: 1}},
+		Run:   "^TestGoReaderFollowsEveryUpdate$", Fast: true,
+	},
+	{
+		Name: "pvclock ReadWith: tries unbounded", File: "internal/pvclock/page.go", Pkg: "internal/pvclock",
+		Edits: []edit{{Old: "\tfor range maxTries {\n\t\tversion :=", New: "\tfor range 1 << 20 {\n\t\tversion :=", Count: 1}},
+		Run:   "^TestGoReaderGivesUpOnAStuckWriter$", Fast: true,
+	},
+	{
+		Name: "hyperv ReadWith: no sequence re-check", File: "internal/pvclock/hyperv.go", Pkg: "internal/pvclock",
+		Edits: []edit{{Old: "\t\tif pg.sequence.Load() == sequence {", New: "\t\tif true {", Count: 1}},
+		Run:   "^TestHypervReaderFollowsEveryUpdate$", Fast: true,
+	},
+	{
+		Name: "hyperv ReadWith: an invalid page (sequence 0) read", File: "internal/pvclock/hyperv.go", Pkg: "internal/pvclock",
+		Edits: []edit{{Old: "\t\tif sequence == 0 {", New: "\t\tif false {", Count: 1}},
+		Run:   "^TestHypervReaderFollowsEveryUpdate$", Fast: true,
+	},
 }
 
 type outcome struct {
