@@ -1,0 +1,168 @@
+package schedclock
+
+import (
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock/internal/kernel"
+	"github.com/schedclock/schedclock/internal/pvclock"
+)
+
+// paravirtHere reports whether this machine's kernel runs on a
+// paravirtual clock Paravirt knows.
+func paravirtHere() (paravirtKind, bool) {
+	cs := kernel.Clocksource()
+	for _, k := range paravirtKinds {
+		if cs != "" && k.clocksource == cs {
+			return k, true
+		}
+	}
+	return paravirtKind{}, false
+}
+
+// TestParavirtHere: on a kernel running on a paravirtual clock (the
+// development machine: kvm-clock), Paravirt gives that clock, named for
+// it, its evidence intact; elsewhere it refuses with ErrUnsupported and
+// says why.
+func TestParavirtHere(t *testing.T) {
+	src, err := Paravirt()
+	kind, here := paravirtHere()
+	if !here || !pvclock.Supported {
+		require.Error(t, err)
+		assert.ErrorIs(t, err, ErrUnsupported)
+		t.Skipf("no paravirtual clock here (kernel clocksource %q): %v", kernel.Clocksource(), err)
+	}
+	require.NoError(t, err)
+	assert.Equal(t, kind.name, src.Name)
+	assert.Equal(t, 64, src.Bits)
+	assert.Equal(t, uint64(1_000_000_000), src.Rate)
+	prev := src.Read()
+	for range 10000 {
+		v := src.Read()
+		require.GreaterOrEqual(t, v, prev)
+		prev = v
+	}
+	assert.Empty(t, pvclockEvidence())
+	desc := pvclockDescription()
+	assert.Contains(t, desc, "version")
+	assert.Contains(t, desc, "stable")
+	assert.True(t, pvclockVerdict().Keep(), pvclockVerdict().String())
+	probed, origin, errPPM, err := probePvclock()
+	require.NoError(t, err)
+	assert.Equal(t, src.Name, probed.Name)
+	assert.Equal(t, RateDeclared, origin)
+	assert.Zero(t, errPPM)
+	t.Logf("%s: %s", src.Name, desc)
+}
+
+// syntheticCopy returns a test-owned page holding this machine's real
+// pvclock parameters, so that its time is the kernel's kvm-clock time
+// and CLOCK_MONOTONIC_RAW follows it, and a paravirtPage on it. It
+// skips where there is no real page to copy.
+func syntheticCopy(t *testing.T) (*pvclock.Page, *paravirtPage) {
+	real, err := foundParavirt()
+	if err != nil || real.pv == nil {
+		t.Skipf("no pvclock page here to copy: %v", err)
+	}
+	buf := make([]byte, 2*pvclock.PageSize)
+	off := (pvclock.PageSize - uintptr(unsafe.Pointer(&buf[0]))%pvclock.PageSize) % pvclock.PageSize
+	pg := (*pvclock.Page)(unsafe.Pointer(&buf[off]))
+	t.Cleanup(func() { runtime.KeepAlive(buf) })
+	pg.Publish(real.pv.Load())
+	return pg, &paravirtPage{kind: real.kind, loc: real.loc, pv: pg}
+}
+
+// TestParavirtFallsBackWhenTheStableBitClears: readers on every P read a
+// Source on a copy of the real page while the stable bit clears; each
+// reading must be at least the largest any reader published before it
+// began (a step back across goroutines shows), the page's evidence must
+// say why it went, and a new Source on that page is refused.
+func TestParavirtFallsBackWhenTheStableBitClears(t *testing.T) {
+	pg, page := syntheticCopy(t)
+	s, err := newParavirtSource(page, rawNow)
+	require.NoError(t, err)
+
+	var maxSeen atomic.Uint64
+	var stop atomic.Bool
+	var reads atomic.Int64
+	var wg sync.WaitGroup
+	for range max(2, runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				before := maxSeen.Load()
+				v := s.read()
+				if v < before {
+					t.Errorf("a reading %d ns below one published before it began", before-v)
+					return
+				}
+				for m := maxSeen.Load(); v > m && !maxSeen.CompareAndSwap(m, v); m = maxSeen.Load() {
+				}
+				reads.Add(1)
+				runtime.Gosched()
+			}
+		}()
+	}
+	waitReads := func(n int64) {
+		for target := reads.Load() + n; reads.Load() < target && !t.Failed(); {
+			runtime.Gosched()
+		}
+	}
+	waitReads(1000)
+	p := pg.Load()
+	p.Flags &^= pvclock.TSCStableBit
+	pg.Publish(p)
+	waitReads(1000)
+	stop.Store(true)
+	wg.Wait()
+
+	assert.True(t, s.fellBack.Load())
+	why, _ := page.state()
+	assert.Contains(t, why, "PVCLOCK_TSC_STABLE_BIT is clear")
+	_, err = newParavirtSource(page, rawNow)
+	assert.ErrorIs(t, err, ErrUntrusted)
+}
+
+// TestParavirtNeverGoesBackToThePage: once the page refused a read, a
+// Source stays on its fallback even if the page comes back, because the
+// fallback runs ahead of the page by up to its offset's bracket. Here
+// the reference runs 1 ms ahead once the measurement is done, so going
+// back to the page would step back by 1 ms.
+func TestParavirtNeverGoesBackToThePage(t *testing.T) {
+	pg, page := syntheticCopy(t)
+	var ahead atomic.Int64
+	s, err := newParavirtSource(page, func() int64 { return rawNow() + ahead.Load() })
+	require.NoError(t, err)
+	ahead.Store(int64(time.Millisecond))
+
+	stable := pg.Load()
+	unstable := stable
+	unstable.Flags &^= pvclock.TSCStableBit
+	pg.Publish(unstable)
+	fallback := s.read()
+	pg.Publish(stable)
+	after := s.read()
+	assert.GreaterOrEqual(t, after, fallback, "back on the page after a fallback: a step back of %v", time.Duration(fallback-after))
+}
+
+// TestParavirtRefusals: the reasons Paravirt gives where it cannot run
+// name what is missing.
+func TestParavirtRefusals(t *testing.T) {
+	if _, here := paravirtHere(); here && pvclock.Supported {
+		t.Skip("this machine has a paravirtual clock: TestParavirtHere covers it")
+	}
+	_, err := Paravirt()
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, ErrUnsupported) || errors.Is(err, ErrUntrusted), err.Error())
+	assert.True(t, strings.Contains(err.Error(), "paravirt") || strings.Contains(err.Error(), "pvclock") || strings.Contains(err.Error(), "hyperv"), err.Error())
+}
