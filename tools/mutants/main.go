@@ -393,6 +393,11 @@ var mutations = []mutation{
 		Edits: []edit{{Old: "\t\tif sequence == 0 {", New: "\t\tif false {", Count: 1}},
 		Run:   "^TestHypervReaderFollowsEveryUpdate$", Fast: true,
 	},
+	{
+		Name: "Paravirt: back on the page after a fallback", File: "source_pvclock.go",
+		Edits: []edit{{Old: "\t\ts.fellBack.Store(true)\n", Count: 1}},
+		Run:   "^TestParavirt(NeverGoesBackToThePage|FallsBackWhenTheStableBitClears)$", Fast: true,
+	},
 }
 
 type outcome struct {
