@@ -213,12 +213,51 @@ func Paravirt() (Source, error) {
 	if err != nil {
 		return Source{}, err
 	}
+	if p.pv != nil {
+		if err := sharePvclock(p); err != nil {
+			return Source{}, err
+		}
+		return Source{Name: p.kind.name, Read: readPvclock, Bits: 64, Rate: 1_000_000_000}, nil
+	}
 	s, err := newParavirtSource(p, rawNow)
 	if err != nil {
 		return Source{}, err
 	}
 	return Source{Name: p.kind.name, Read: s.read, Bits: 64, Rate: 1_000_000_000}, nil
 }
+
+// pvclockShared is the process's one Source state on its pvclock page,
+// behind every Source Paravirt returns there: their Read is one
+// package-level function, readPvclock, which Clock.Now's assembly
+// recognises in a bank and inlines (now_amd64.s). page and src are
+// written once, under pvclockShareOnce, before any Source with
+// readPvclock exists, and only read afterwards.
+var pvclockShared struct {
+	page *pvclock.Page
+	src  *paravirtSource
+}
+
+var (
+	pvclockShareOnce sync.Once
+	pvclockShareErr  error
+)
+
+// sharePvclock sets pvclockShared up on p, once; a failure (the page
+// refused the offset measurement) is final, as the page's refusals are.
+func sharePvclock(p *paravirtPage) error {
+	pvclockShareOnce.Do(func() {
+		s, err := newParavirtSource(p, rawNow)
+		if err != nil {
+			pvclockShareErr = err
+			return
+		}
+		pvclockShared.page, pvclockShared.src = p.pv, s
+	})
+	return pvclockShareErr
+}
+
+// readPvclock is the Read of Paravirt's Sources on a pvclock page.
+func readPvclock() uint64 { return pvclockShared.src.read() }
 
 // probePvclock is Paravirt in the shape of the default clock's counter
 // descriptors: the page's time is in ns by construction, so its rate is
