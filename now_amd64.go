@@ -27,3 +27,9 @@ func genericNow(c *Clock) int64 { return c.now() }
 //
 //lint:ignore U1000 read by Clock.Now in now_amd64.s
 var tscReadPtr = funcPtr(readTSC)
+
+// pvclockReadPtr identifies readPvclock in a bank's read field: Clock.Now
+// inlines that page read (now_amd64.s).
+//
+//lint:ignore U1000 read by Clock.Now in now_amd64.s
+var pvclockReadPtr = funcPtr(readPvclock)

@@ -38,6 +38,8 @@ bank0:
 	ORQ    DX, AX
 	MOVQ   AX, R10
 	ANDQ   $0, R10 // R10 = 0, data-dependent on the counter value: the seq re-check below cannot be satisfied before RDTSC has read the counter.
+
+convert:
 	MOVQ   AX, DX
 	SUBQ   bank_epochCyc(SI), DX
 	CMPQ   DX, bank_fastMax(SI)
@@ -58,5 +60,52 @@ bank0:
 slow:
 	JMP ·genericNow(SB)
 
+	// A bank that reads the pvclock page (Paravirt's readPvclock): the
+	// page read of internal/pvclock's Read (vread_pvclock's protocol)
+	// inline, its result the counter value of the conversion above. Only
+	// the first try is made here: an odd or changed version, a clear
+	// stable bit or a Source already on its fallback hands over to
+	// otherNow, whose call of readPvclock retries (bounded) and falls
+	// back.
 other:
+	MOVQ    ·pvclockReadPtr(SB), R11
+	CMPQ    bank_read(SI), R11
+	JNE     otherGo
+	MOVQ    ·pvclockShared+8(SB), R11 // the shared paravirtSource
+	CMPL    paravirtSource_fellBack(R11), $0
+	JNE     otherGo
+	MOVQ    ·pvclockShared+0(SB), BX // the page
+	MOVL    0(BX), R12 // version
+	ANDL    $~1, R12 // pvclock_read_begin: an odd version (update in flight) cannot match the re-check
+	TESTB   $1, 29(BX) // PVCLOCK_TSC_STABLE_BIT in flags
+	JEQ     otherGo
+	MOVQ    8(BX), R13 // tsc_timestamp
+	MOVL    24(BX), R11 // tsc_to_system_mul
+	MOVBQSX 28(BX), CX // tsc_shift
+	LFENCE  // RDTSC waits until the loads of seq, the bank's read function and the page's version and fields have completed.
+	RDTSC
+	SHLQ    $32, DX
+	ORQ     DX, AX
+	MOVQ    AX, R10
+	ANDQ    $0, R10 // R10 = 0, data-dependent on the TSC value: the version and seq re-checks cannot be satisfied before RDTSC.
+	SUBQ    R13, AX
+	TESTQ   CX, CX
+	JLT     pvShiftRight
+	SHLQ    CX, AX
+	JMP     pvScale
+
+pvShiftRight:
+	NEGQ CX
+	SHRQ CX, AX
+
+pvScale:
+	MULQ R11 // DX:AX = delta * mul
+	SHRQ $32, DX, AX
+	ADDQ 16(BX), AX // system_time
+	CMPL R12, 0(BX)(R10*1) // pvclock_read_retry
+	JNE  otherGo
+	BTRQ $63, AX // & S64_MAX, as the vDSO returns it
+	JMP  convert
+
+otherGo:
 	JMP ·otherNow(SB)

@@ -398,6 +398,21 @@ var mutations = []mutation{
 		Edits: []edit{{Old: "\t\ts.fellBack.Store(true)\n", Count: 1}},
 		Run:   "^TestParavirt(NeverGoesBackToThePage|FallsBackWhenTheStableBitClears)$", Fast: true,
 	},
+	{
+		Name: "clockNow: the pvclock page read inline without the stable bit", File: "now_amd64.s",
+		Edits: []edit{{Old: "\tTESTB   $1, 29(BX) // PVCLOCK_TSC_STABLE_BIT in flags\n\tJEQ     otherGo\n", Count: 1}},
+		Run:   "^TestNowLeaves(AnUnstablePage|APageUnderUpdate)$", Fast: true,
+	},
+	{
+		Name: "clockNow: the pvclock page read inline without the odd check", File: "now_amd64.s",
+		Edits: []edit{{Old: "\tANDL    $~1, R12 // pvclock_read_begin: an odd version (update in flight) cannot match the re-check\n", Count: 1}},
+		Run:   "^TestNowLeaves(AnUnstablePage|APageUnderUpdate)$", Fast: true,
+	},
+	{
+		Name: "clockNow: the pvclock page read inline without the version re-check", File: "now_amd64.s",
+		Edits: []edit{{Old: "\tCMPL R12, 0(BX)(R10*1) // pvclock_read_retry\n\tJNE  otherGo\n", Count: 1}},
+		Run:   "^TestNowLeaves(AnUnstablePage|APageUnderUpdate)$", Fast: true,
+	},
 }
 
 type outcome struct {
