@@ -20,7 +20,7 @@ import (
 // that the public API can reach.
 //
 // TestRateAgainstRaw runs before the default clock's tests (this file
-// sorts before default_test.go, as its own file did): the adoption test
+// sorts before default_internal_test.go, as its own file did): the adoption test
 // there allows the default clock one second to adopt its counter and two
 // from process start to refine its rate, and on a loaded machine the
 // seconds this test takes are part of that time.

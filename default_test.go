@@ -20,6 +20,12 @@ import (
 	"github.com/schedclock/schedclock"
 )
 
+// The default clock (default.go) from outside, each test in a process of
+// its own, as its first use is once per process: nothing runs before it,
+// and Now, Coarse, WallNow and Since read real time inside a
+// testing/synctest bubble. default_internal_test.go holds its internal
+// tests.
+
 // TestInsideASynctestBubble runs, in a process of its own (the default
 // clock's first use is once per process), the first calls of Now,
 // Coarse, WallNow and Since inside a testing/synctest bubble, and a Clock
