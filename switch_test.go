@@ -429,3 +429,113 @@ func TestASameCounterSwitchCountsItsFaults(t *testing.T) {
 		})
 	}
 }
+
+// The freezer's clamp and the fold clock a switch restarts: safeguards
+// whose removal tools/mutants applies, each test written to fail then.
+
+// TestPinClampsACounterBelowTheEpoch: the freezer pins a counter read
+// below the frozen line's epoch (skew between CPUs, a counter that stepped
+// back) as readers read it, at the epoch.
+func TestPinClampsACounterBelowTheEpoch(t *testing.T) {
+	// A rate refinement anchors the new line at the pinned value itself.
+	// Pinned at the real (lower) counter value, the anchor would lie off
+	// the old line, and time would jump forward by the step back.
+	t.Run("same-counter switch", func(t *testing.T) {
+		counter := &FakeCounter{}
+		counter.Set(1_000_000)
+		src := counter.Source("c", 64, 1_000_000_000)
+		c, err := New(src)
+		require.NoError(t, err)
+		defer c.Close()
+		counter.Add(1000)
+		c.Update()
+		atEpoch := c.Now()
+		counter.StepBack(500)
+		require.Equal(t, atEpoch, c.Now(), "a counter below the epoch reads as the epoch")
+		refined := src // the same Read: a new rate for the same counter
+		refined.Rate = 2_000_000_000
+		require.NoError(t, c.Register(refined))
+		assert.Equal(t, atEpoch, c.Now())
+		counter.Add(500) // back at the old epoch: both lines must read the same there
+		assert.Equal(t, atEpoch, c.Now(), "the switch moved time")
+		counter.Add(100)
+		assert.Equal(t, atEpoch+50, c.Now(), "100 counts at 2 GHz")
+	})
+	// One count below a 64-bit epoch is the delta 2^64-1; unclamped, the
+	// pin would store 1+delta = 0, which means "not pinned", and later
+	// readers would pin again, later than the value the writer froze at.
+	t.Run("one count below a 64-bit epoch", func(t *testing.T) {
+		counter, next := &FakeCounter{}, &FakeCounter{}
+		counter.Set(1_000_000)
+		next.Set(5)
+		c, err := New(counter.Source("c", 64, 1_000_000_000))
+		require.NoError(t, err)
+		defer c.Close()
+		c.Update()
+		frozenAt := c.Now()
+		counter.StepBack(1)
+		var readerSaw int64
+		hooked := false
+		SetStep(c, func(step string) {
+			if step == "switch.fixed" {
+				hooked = true
+				counter.Add(1001) // time goes on while the writer is stopped here
+				readerSaw = c.Now()
+			}
+		})
+		require.NoError(t, c.Register(next.Source("next", 64, 2_000_000_000)))
+		SetStep(c, nil)
+		require.True(t, hooked, "the writer never stopped at switch.fixed: update this test")
+		assert.Equal(t, frozenAt, readerSaw, "a reader of the frozen line must read the value it froze at")
+		assert.GreaterOrEqual(t, c.Now(), readerSaw, "time went back across the switch")
+	})
+}
+
+// TestASwitchRestartsTheFoldClock: the first fold after a Register onto
+// a narrow counter measures its lateness from the switch, not from the
+// old source's last fold: an old source idle for three wraps of the new
+// one adds no wrap to it.
+func TestASwitchRestartsTheFoldClock(t *testing.T) {
+	old := &FakeCounter{}
+	c, err := newClock(old.Source("wide", 64, 1000), rating{hz: 1000}, nil)
+	require.NoError(t, err)
+	narrow := &FakeCounter{}
+	src := narrow.Source("n16", 16, 98_000)
+	conv, err := newConversion(src)
+	require.NoError(t, err)
+	c.mu.Lock()
+	c.fold.lastMono = runtimeNano() - int64(3*conv.wrap()) // the old line, folded three wraps ago
+	c.unlock()
+	require.NoError(t, c.Register(src))
+	before := c.Now()
+	narrow.Add(1000)
+	require.NoError(t, c.Update())
+	assert.Equal(t, int64(conv.nanos(1000)), c.Now()-before, "the new counter moved 1000 counts")
+	assert.Zero(t, c.Info().LostWraps)
+}
+
+func TestRescaleFracNeverLosesTime(t *testing.T) {
+	for _, tc := range []struct {
+		ns       int64
+		frac     uint64
+		from, to uint32
+		wantNs   int64
+		wantFrac uint64
+	}{
+		{5, 1, 10, 21, 5, 1 << 11},          // finer: exact
+		{5, 1<<21 - 1, 21, 10, 6, 0},        // coarser, rounds up into the next ns
+		{5, 1<<20 + 1, 21, 10, 5, 1<<9 + 1}, // coarser, rounds up within the ns
+		{5, 1 << 20, 21, 10, 5, 1 << 9},     // coarser, exact
+		{-3, 0, 21, 2, -3, 0},               // nothing to carry
+		{7, 3, 2, 2, 7, 3},                  // same shift
+		{7, 1<<32 - 1, 32, 1, 8, 0},         // the widest shift
+	} {
+		ns, frac := rescaleFrac(tc.ns, tc.frac, tc.from, tc.to)
+		assert.Equal(t, tc.wantNs, ns, "%+v", tc)
+		assert.Equal(t, tc.wantFrac, frac, "%+v", tc)
+		assert.Less(t, frac, uint64(1)<<tc.to, "remainder out of range: %+v", tc)
+		// The value never moves backwards: ns + frac/2^to >= ns0 + frac0/2^from.
+		assert.GreaterOrEqual(t, float64(ns)+float64(frac)/float64(uint64(1)<<tc.to),
+			float64(tc.ns)+float64(tc.frac)/float64(uint64(1)<<tc.from), "%+v", tc)
+	}
+}
