@@ -277,11 +277,3 @@ func TestReferenceFollowsARegister(t *testing.T) {
 	backSteps, _ := rec.result()
 	assert.LessOrEqual(t, backSteps, 1)
 }
-
-func TestWithReferenceRefusesNil(t *testing.T) {
-	f := &schedclock.FakeCounter{}
-	_, err := schedclock.New(f.Source("f", 64, 1e9), schedclock.WithReference(nil))
-	assert.ErrorIs(t, err, schedclock.ErrInvalidOption)
-	_, err = schedclock.New(f.Source("f", 64, 1e9), schedclock.Option{})
-	assert.ErrorIs(t, err, schedclock.ErrInvalidOption)
-}

@@ -10,15 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestRateOriginNames(t *testing.T) {
-	for o, name := range map[RateOrigin]string{
-		RateDeclared: "declared", RateCPUID: "cpuid", RateHypervisor: "hypervisor leaf",
-		RateMeasured: "measured", RateCNTFRQ: "cntfrq", RateRefined: "refined", RateOrigin(99): "RateOrigin(99)",
-	} {
-		assert.Equal(t, name, o.String())
-	}
-}
-
 // TestMultShiftPrecision checks, over the whole range of rates from 1 Hz
 // to 10 GHz and beyond, that mult fits 32 bits and shift the latch's
 // packing, that the conversion's own rounding is within 0.01 ppm (it is
