@@ -67,7 +67,8 @@ FUZZ_TARGETS := .:FuzzLine \
 	./internal/kernel:FuzzClocksource \
 	./internal/errata:FuzzCompatible ./internal/errata:FuzzDeviceTree ./internal/errata:FuzzGTDT \
 	./internal/errata:FuzzMIDR ./internal/errata:FuzzCPUInfo \
-	./internal/vdso:FuzzLookup ./internal/vdso:FuzzAuxv ./internal/vdso:FuzzMapsRange ./internal/vdso:FuzzImageLength
+	./internal/vdso:FuzzLookup ./internal/vdso:FuzzAuxv ./internal/vdso:FuzzMapsRange ./internal/vdso:FuzzImageLength \
+	./internal/testutil/pprofdecode:FuzzSamples
 FUZZTIME   ?= 30s
 FUZZ_SHORT ?= 20000x
 fuzz:
