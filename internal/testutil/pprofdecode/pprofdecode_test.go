@@ -26,7 +26,9 @@ const (
 // writer does, for the decoder to read back.
 func key(field uint64, wire int) []byte { return binary.AppendUvarint(nil, field<<3|uint64(wire)) }
 
-func varintField(field, v uint64) []byte { return append(key(field, 0), binary.AppendUvarint(nil, v)...) }
+func varintField(field, v uint64) []byte {
+	return append(key(field, 0), binary.AppendUvarint(nil, v)...)
+}
 
 func bytesField(field uint64, b []byte) []byte {
 	out := append(key(field, 2), binary.AppendUvarint(nil, uint64(len(b)))...)
