@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedclock/schedclock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock"
 )
 
 // The read path (now.go, now_amd64.{go,s}, now_other.go) through the

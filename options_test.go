@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedclock/schedclock"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/schedclock/schedclock"
 )
 
 // A duplicate Option is refused.

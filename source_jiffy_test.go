@@ -4,9 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedclock/schedclock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock"
 )
 
 // The jiffy counter (source_jiffy.go): refused rates, its ticking, and

@@ -4,9 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedclock/schedclock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock"
 )
 
 // Source (source.go): what New and Register refuse, the portable

@@ -4,9 +4,10 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/schedclock/schedclock/internal/cpu"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock/internal/cpu"
 )
 
 func TestTSC(t *testing.T) {

@@ -3,9 +3,10 @@ package schedclock_test
 import (
 	"testing"
 
-	"github.com/schedclock/schedclock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock"
 )
 
 // Suspend and Resume (suspend.go): the clock stands still while

@@ -10,11 +10,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/osthread"
 	"github.com/schedclock/schedclock/internal/warp"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // The default clock's trust policy (trust.go): the kernel's verdict for
