@@ -68,7 +68,8 @@ FUZZ_TARGETS := .:FuzzLine \
 	./internal/errata:FuzzCompatible ./internal/errata:FuzzDeviceTree ./internal/errata:FuzzGTDT \
 	./internal/errata:FuzzMIDR ./internal/errata:FuzzCPUInfo \
 	./internal/vdso:FuzzLookup ./internal/vdso:FuzzAuxv ./internal/vdso:FuzzMapsRange ./internal/vdso:FuzzImageLength \
-	./internal/pvclock:FuzzMapsLine ./internal/pvclock:FuzzPvclockPage ./internal/pvclock:FuzzHypervPage
+	./internal/pvclock:FuzzMapsLine ./internal/pvclock:FuzzPvclockPage ./internal/pvclock:FuzzHypervPage \
+	./internal/testutil/pprofdecode:FuzzSamples
 FUZZTIME   ?= 30s
 FUZZ_SHORT ?= 20000x
 fuzz:

@@ -10,41 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestRescaleFracNeverLosesTime(t *testing.T) {
-	for _, tc := range []struct {
-		ns       int64
-		frac     uint64
-		from, to uint32
-		wantNs   int64
-		wantFrac uint64
-	}{
-		{5, 1, 10, 21, 5, 1 << 11},          // finer: exact
-		{5, 1<<21 - 1, 21, 10, 6, 0},        // coarser, rounds up into the next ns
-		{5, 1<<20 + 1, 21, 10, 5, 1<<9 + 1}, // coarser, rounds up within the ns
-		{5, 1 << 20, 21, 10, 5, 1 << 9},     // coarser, exact
-		{-3, 0, 21, 2, -3, 0},               // nothing to carry
-		{7, 3, 2, 2, 7, 3},                  // same shift
-		{7, 1<<32 - 1, 32, 1, 8, 0},         // the widest shift
-	} {
-		ns, frac := rescaleFrac(tc.ns, tc.frac, tc.from, tc.to)
-		assert.Equal(t, tc.wantNs, ns, "%+v", tc)
-		assert.Equal(t, tc.wantFrac, frac, "%+v", tc)
-		assert.Less(t, frac, uint64(1)<<tc.to, "remainder out of range: %+v", tc)
-		// The value never moves backwards: ns + frac/2^to >= ns0 + frac0/2^from.
-		assert.GreaterOrEqual(t, float64(ns)+float64(frac)/float64(uint64(1)<<tc.to),
-			float64(tc.ns)+float64(tc.frac)/float64(uint64(1)<<tc.from), "%+v", tc)
-	}
-}
-
-func TestRateOriginNames(t *testing.T) {
-	for o, name := range map[RateOrigin]string{
-		RateDeclared: "declared", RateCPUID: "cpuid", RateHypervisor: "hypervisor leaf",
-		RateMeasured: "measured", RateCNTFRQ: "cntfrq", RateRefined: "refined", RateOrigin(99): "RateOrigin(99)",
-	} {
-		assert.Equal(t, name, o.String())
-	}
-}
-
 // TestMultShiftPrecision checks, over the whole range of rates from 1 Hz
 // to 10 GHz and beyond, that mult fits 32 bits and shift the latch's
 // packing, that the conversion's own rounding is within 0.01 ppm (it is

@@ -251,20 +251,6 @@ func TestAdvanceNeverMovesBack(t *testing.T) {
 	}
 }
 
-// A duplicate Option is refused.
-func TestDuplicateOptionsAreRefused(t *testing.T) {
-	ref := func() int64 { return time.Now().UnixNano() }
-	for name, opts := range map[string][]schedclock.Option{
-		"WithReference":        {schedclock.WithReference(ref), schedclock.WithReference(ref)},
-		"WithCoarseResolution": {schedclock.WithCoarseResolution(time.Millisecond), schedclock.WithCoarseResolution(2 * time.Millisecond)},
-	} {
-		c, err := schedclock.New(schedclock.Portable(), opts...)
-		if !assert.ErrorIs(t, err, schedclock.ErrInvalidOption, name) {
-			_ = c.Close()
-		}
-	}
-}
-
 // driftingRef is a reference that runs ppm faster than the Manual's
 // declared rate says, following the real time that passes.
 func runningRef(ppm float64) func() int64 {

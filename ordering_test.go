@@ -18,6 +18,12 @@ import (
 	"github.com/schedclock/schedclock/internal/testcounter"
 )
 
+// A cross-cutting suite: it proves that every reader of this package
+// orders its counter read after its earlier loads, and that readers see
+// every publication of the latch (latch.go) whole: the TSC's and CNTVCT's
+// reads (source_tsc_amd64.s, source_cntvct_arm64.s), the assembly and Go
+// readers (now_amd64.s, now.go) and the portable source (source.go).
+//
 // The cross-CPU ordering tests are the kernel's check_tsc_warp
 // (arch/x86/kernel/tsc_sync.c) for every reader of this package: two
 // threads pinned to two CPUs take turns with one shared value. Each

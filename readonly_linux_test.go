@@ -1,3 +1,9 @@
+// A cross-cutting suite: it proves that every reader writes nothing to
+// the memory readers share: Now's assembly and Go readers (now_amd64.s,
+// now.go, now_other.go's otherNow) on the latch (latch.go), on their
+// fast and slow paths, and Coarse's fast path (coarse.go) on the coarse
+// line.
+//
 // The race detector's atomics fault on read-only memory inside its own
 // runtime, where no Go panic can be recovered: this test runs in the
 // other builds (make test runs it natively, purego and under qemu).

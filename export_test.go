@@ -1,5 +1,9 @@
 package schedclock
 
+// export_test.go exports to the external tests (package schedclock_test)
+// the few internals they must reach: a counter they drive by hand and the
+// writer's step hook.
+
 import "sync/atomic"
 
 // FakeCounter is a manually driven counter for tests: it reads what it was

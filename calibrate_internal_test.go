@@ -1,0 +1,285 @@
+package schedclock
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The calibration and the watch (calibrate.go) seen from inside: the
+// tracker a clock is built with, and the default clock's path where the
+// hardware counter's rate must be measured. calibrate_test.go has those
+// that the public API can reach.
+//
+// TestRateAgainstRaw runs before the default clock's tests (this file
+// sorts before default_internal_test.go, as its own file did): the adoption test
+// there allows the default clock one second to adopt its counter and two
+// from process start to refine its rate, and on a loaded machine the
+// seconds this test takes are part of that time.
+
+// rawPair pairs the clock with CLOCK_MONOTONIC_RAW: the tightest of 64
+// (clock, raw, clock) brackets. On Linux the raw clock is read by a
+// system call (about 1-3 µs inside a KVM guest), whose own place inside
+// the bracket is the same at every pairing, so it cancels out of a rate.
+func rawPair(c *Clock) (clock, raw int64) {
+	best := int64(math.MaxInt64)
+	for i := 0; i < 64; i++ {
+		a := c.Now()
+		r := rawNow()
+		b := c.Now()
+		if b-a < best {
+			best, clock, raw = b-a, a+(b-a)/2, r
+		}
+	}
+	return clock, raw
+}
+
+// TestRateAgainstRaw is the kernel's raw_skew logic (tools/testing/
+// selftests/timers/raw_skew.c) applied to a hardware-counter clock whose
+// reference is CLOCK_MONOTONIC_RAW, as the default clock's is: after the
+// clock has refined its rate for a while, its pace over a window must
+// match the raw clock's. By default (make test) 2 s of refinement and a
+// 2 s window, within 0.5 ppm; with SCHEDCLOCK_LONG=1 (make stress) the
+// issue's targets: 0.05 ppm from 10 s, 0.02 ppm from 60 s.
+func TestRateAgainstRaw(t *testing.T) {
+	hw, ok := hwSource(t)
+	require.True(t, ok || !tscSupported && !cntvctSupported, "a hardware counter is in this build but could not be read")
+	if !ok {
+		hw = Portable()
+	}
+	checks := []struct {
+		after, window time.Duration
+		ppm           float64
+	}{{2 * time.Second, 2 * time.Second, 0.5}}
+	if os.Getenv("SCHEDCLOCK_LONG") != "" {
+		checks = []struct {
+			after, window time.Duration
+			ppm           float64
+		}{{10 * time.Second, 10 * time.Second, 0.05}, {60 * time.Second, 20 * time.Second, 0.02}}
+	}
+	hw.Rate = uint64(float64(hw.Rate) * (1 + 30e-6)) // declared 30 ppm off: refinement must find the truth
+	c, err := New(hw, WithReference(rawNow))
+	require.NoError(t, err)
+	defer c.Close()
+	start := time.Now()
+	for _, ck := range checks {
+		time.Sleep(time.Until(start.Add(ck.after)))
+		c0, r0 := rawPair(c)
+		time.Sleep(ck.window)
+		c1, r1 := rawPair(c)
+		ppm := (float64(c1-c0) - float64(r1-r0)) / float64(r1-r0) * 1e6
+		in := c.Info()
+		t.Logf("%s after %v, over %v: %+.4f ppm against %s (rate %d Hz, %v, estimated ±%.4f ppm, rounding %+.5f ppm)",
+			hw.Name, ck.after, ck.window, ppm, rawClockName, in.Rate, in.RateOrigin, in.RateErrorPPM, in.ConversionErrorPPM)
+		// The target, or, where the machine's own brackets are too wide
+		// to refine that far (under emulation), the error the clock
+		// estimates for its rate.
+		assert.LessOrEqual(t, math.Abs(ppm), max(ck.ppm, 1.5*in.RateErrorPPM), "after %v", ck.after)
+		assert.Zero(t, in.Reanchors, in.LastReanchor)
+	}
+}
+
+// defaultLike returns a clock set up as the default clock is where the
+// hardware counter's rate must be measured: on the portable source,
+// tracking hw against the raw clock, ending with a caller's Register.
+func defaultLike(t *testing.T, hw Source) *Clock {
+	t.Helper()
+	c, err := newClock(Portable(), rating{hz: 1e9, origin: RateDeclared},
+		&tracker{ref: rawNow, src: hw, endsOnRegister: true})
+	require.NoError(t, err)
+	c.mu.Lock()
+	c.policy = &trustPolicy{hw: hw, pending: measurePending(hw.Name)}
+	c.unlock()
+	c.start()
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// realtime1GHz is a 1 GHz counter that runs with Go's monotonic clock
+// (whose rate is not declared: it must be measured).
+func realtime1GHz() Source {
+	base := time.Now()
+	return Source{Name: "hw", Bits: 64, Read: func() uint64 { return uint64(time.Since(base)) }}
+}
+
+// TestCalibrationStopsWithClose checks that Close ends the background
+// goroutine, calibration and watch included, at once.
+func TestCalibrationStopsWithClose(t *testing.T) {
+	base := runtime.NumGoroutine()
+	for _, hw := range []Source{realtime1GHz(), Portable()} {
+		c, err := New(hw, WithReference(rawNow))
+		if hw.Rate == 0 {
+			c, err = newClock(Portable(), rating{hz: 1e9}, &tracker{ref: rawNow, src: hw, endsOnRegister: true})
+			c.start()
+		}
+		require.NoError(t, err)
+		time.Sleep(5 * time.Millisecond)
+		done := make(chan struct{})
+		go func() { _ = c.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+			t.Fatal("Close still waiting for the background goroutine after 1 s")
+		}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), base)
+}
+
+// TestCalibrationAdoptsTheMeasuredCounter checks the default clock's path
+// where no register gives the rate: on the portable source at first, on
+// the measured counter after firstMeasurement, Rejected cleared.
+func TestCalibrationAdoptsTheMeasuredCounter(t *testing.T) {
+	c := defaultLike(t, realtime1GHz())
+	before := c.Info()
+	assert.Equal(t, "portable", before.Source)
+	assert.Empty(t, before.Rejected, "a counter about to be adopted is not rejected")
+	assert.Equal(t, measurePending("hw"), before.Pending)
+	require.Eventually(t, func() bool { return c.Info().Source == "hw" }, 2*time.Second, time.Millisecond)
+	in := c.Info()
+	assert.Contains(t, []RateOrigin{RateMeasured, RateRefined}, in.RateOrigin)
+	assert.InDelta(t, 1e9, float64(in.Rate), 1e9*(in.RateErrorPPM+1)*1e-6, "%+v", in)
+	assert.Empty(t, in.Rejected)
+	assert.Empty(t, in.Pending)
+}
+
+// TestCallerRegisterEndsCalibration checks that any Register by a caller,
+// even of the portable source the default clock starts on, ends the
+// background calibration: it must never switch the clock to the counter
+// it was measuring. Info().Rejected keeps saying why the hardware counter
+// is not used.
+func TestCallerRegisterEndsCalibration(t *testing.T) {
+	own := &FakeCounter{}
+	for _, src := range []Source{Portable(), own.Source("own", 64, 2e9)} {
+		c := defaultLike(t, realtime1GHz())
+		require.NoError(t, c.Register(src))
+		time.Sleep(firstMeasurement + calibrationSchedule[0] + 50*time.Millisecond)
+		in := c.Info()
+		assert.Equal(t, src.Name, in.Source, "calibration switched away from a registered source")
+		assert.Equal(t, fmt.Sprintf("hw: not adopted: Register(%q) took the clock over first", src.Name), in.Rejected)
+		assert.Empty(t, in.Pending)
+		c.mu.Lock()
+		assert.Nil(t, c.track)
+		c.unlock()
+	}
+}
+
+// fakeTimeClock returns a clock in the calling testing/synctest bubble on
+// a 64-bit counter at hz that follows the bubble's time (plus what jump
+// holds, in ns), adopted and watched against the bubble's time, its
+// background goroutine started.
+func fakeTimeClock(t *testing.T, hz float64, jump *atomic.Int64) (*Clock, *tracker) {
+	start := time.Now()
+	fake := func() int64 { return int64(time.Since(start)) }
+	hw := Source{Name: "hw", Bits: 64, Rate: uint64(hz), Read: func() uint64 { return uint64(float64(fake()+jump.Load()) * hz / 1e9) }}
+	tr := &tracker{ref: fake, witness: fake, src: hw, adopted: true}
+	c, err := newClock(hw, rating{hz: hz, origin: RateDeclared}, tr)
+	require.NoError(t, err)
+	c.start()
+	return c, tr
+}
+
+// TestRefinementsWaitForTheWatch makes the counter jump forward between
+// two of the watch's ticks, with the wall map in use, so that the
+// background goroutine also wakes every 100 ms for it: a refinement that
+// falls due then must wait for the watch, which sees the jump and
+// re-anchors, rather than measure a rate across the jump.
+func TestRefinementsWaitForTheWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var jump atomic.Int64
+		c, _ := fakeTimeClock(t, 1e9, &jump)
+		defer c.Close()
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+					c.Time(c.Now()) // keeps the wall map's 100 ms ticks going
+				}
+			}
+		}()
+		// The refinement schedule's 16 s point falls between the watch's
+		// ticks at 15.5 s and 17.5 s.
+		time.Sleep(15600 * time.Millisecond)
+		jump.Store(int64(time.Second))
+		worst := 0.0
+		for i := 0; i < 50; i++ {
+			time.Sleep(100 * time.Millisecond)
+			worst = max(worst, math.Abs(float64(c.Info().Rate)/1e9-1)*1e6)
+		}
+		close(stop)
+		<-done
+		in := c.Info()
+		assert.Less(t, worst, 1.0, "a refinement adopted a rate %.0f ppm off, measured across the jump", worst)
+		assert.Equal(t, 1, in.Reanchors)
+		assert.Contains(t, in.LastReanchor, "jumped forward")
+	})
+}
+
+// TestAPanickingReferenceNeverStopsTheFolds gives a clock on a narrow
+// counter (21 bits at 1 MHz: a wrap every 2.1 s, folded every 262 ms) a
+// reference that always panics: the tracking backs off, and the folds go
+// on, so that no wrap is lost and Now never goes back.
+func TestAPanickingReferenceNeverStopsTheFolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		fake := func() int64 { return int64(time.Since(start)) }
+		hw := Source{Name: "narrow", Bits: 21, Rate: 1_000_000, Read: func() uint64 { return uint64(fake() / 1000) }}
+		tr := &tracker{ref: func() int64 { panic("reference on fire") }, witness: fake, src: hw, adopted: true}
+		c, err := newClock(hw, rating{hz: 1e6, origin: RateDeclared}, tr)
+		require.NoError(t, err)
+		c.start()
+		defer c.Close()
+		prev, back := c.Now(), 0
+		for i := 0; i < 1000; i++ {
+			time.Sleep(10 * time.Millisecond)
+			if now := c.Now(); now < prev {
+				back++
+			} else {
+				prev = now
+			}
+		}
+		c.mu.Lock()
+		in, wakes := c.infoLocked(), c.wakes
+		c.unlock()
+		t.Logf("10 s: %d faults, %d wake-ups, clock %v, %d steps back", in.Faults, wakes, time.Duration(prev), back)
+		assert.Zero(t, back, "Now went back")
+		assert.InDelta(t, float64(10*time.Second), float64(prev), float64(20*time.Millisecond), "wraps lost")
+		assert.Zero(t, in.LostWraps)
+		assert.Positive(t, in.Faults)
+		assert.Less(t, wakes, 200, "the faults made the goroutine spin")
+	})
+}
+
+// BenchmarkRefine is one refinement of the rate against the raw clock:
+// the 32 bracketed samples and the switch to the new rate.
+func BenchmarkRefine(b *testing.B) {
+	c, err := New(Portable(), WithReference(rawNow))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	c.mu.Lock()
+	defer c.unlock()
+	tr := c.track
+	tr.startLocked(time.Now())
+	tr.step = len(calibrationSchedule) // the sliding phase: always adopts
+	tr.history = []ratePoint{tr.baseline}
+	for b.Loop() {
+		c.refineLocked(tr, time.Now())
+	}
+}

@@ -1,0 +1,177 @@
+package schedclock
+
+import (
+	"errors"
+	"math"
+	"runtime"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// hardwareExpected reports whether this machine offers a hardware counter
+// the default clock should end up on.
+func hardwareExpected(t *testing.T) (Source, bool) {
+	hw, _, _, err := probeHardware()
+	if err != nil {
+		assert.True(t, runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" || errorsIsAny(err),
+			"unexpected probe error: %v", err)
+		return Source{}, false
+	}
+	return hw, true
+}
+
+func errorsIsAny(err error) bool {
+	return errors.Is(err, ErrUnsupported) || errors.Is(err, ErrUntrusted)
+}
+
+// waitInfo polls the default clock's Info until cond holds or d passes.
+func waitInfo(d time.Duration, cond func(Info) bool) Info {
+	deadline := time.Now().Add(d)
+	for {
+		in := Default().Info()
+		if cond(in) || time.Now().After(deadline) {
+			return in
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestDefaultClockAdoptsAndRefinesTheHardwareCounter(t *testing.T) {
+	hw, ok := hardwareExpected(t)
+	if !ok {
+		in := Default().Info()
+		assert.Equal(t, "portable", in.Source)
+		assert.NotEmpty(t, in.Rejected, "a rejected counter must say why")
+		return
+	}
+	in := waitInfo(time.Second, func(in Info) bool { return in.Source == hw.Name })
+	require.Equal(t, hw.Name, in.Source, "default clock never adopted %s: %+v", hw.Name, in)
+	assert.Empty(t, in.Rejected)
+	assert.Contains(t, []RateOrigin{RateCPUID, RateHypervisor, RateMeasured, RateCNTFRQ, RateRefined}, in.RateOrigin)
+	assert.LessOrEqual(t, in.RateErrorPPM, 50.0, "first hardware rate")
+
+	// Within two seconds of the first use the refinement is at 1 ppm or
+	// better, on a counter that moves in steps of a few nanoseconds. A
+	// measurement's error is its two brackets over its baseline, and a
+	// bracket is never narrower than the counter's own step: a counter
+	// that moves in 1 µs steps (CNTVCT under qemu-user) needs a 2 s
+	// baseline for 1 ppm, which the schedule reaches at 4 s. So the wait
+	// is what the measured step needs, with a factor of 4 to spare.
+	stepNs := float64(counterStep(hw.Read)) / float64(Default().Info().Rate) * 1e9
+	need := max(2*time.Second, time.Duration(8e6*stepNs))
+	t.Logf("counter step %.0f ns: 1 ppm expected within %v of the first use", stepNs, need)
+	in = waitInfo(need-time.Duration(runtimeNano()-Default().policy.usedAt.Load()), func(in Info) bool {
+		return in.RateOrigin == RateRefined && in.RateErrorPPM <= 1
+	})
+	assert.Equal(t, RateRefined, in.RateOrigin)
+	assert.LessOrEqual(t, in.RateErrorPPM, 1.0, "%+v", in)
+
+	// Where the TSC's rate had to be measured, TSC() now takes the
+	// default clock's refined rate instead of measuring again.
+	if hw.Name == "tsc" && hw.Rate == 0 {
+		src, err := TSC()
+		require.NoError(t, err)
+		assert.Equal(t, Default().Info().Rate, src.Rate)
+	}
+}
+
+// TestDefaultClockTracksTheRawClock measures the default clock's rate
+// against CLOCK_MONOTONIC_RAW over a second, after the first refinements.
+func TestDefaultClockTracksTheRawClock(t *testing.T) {
+	if _, ok := hardwareExpected(t); !ok {
+		return
+	}
+	waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin == RateRefined && in.RateErrorPPM <= 1 })
+	pair := func() (clock, raw, best int64) {
+		best = int64(math.MaxInt64)
+		for i := 0; i < 50; i++ {
+			a := Now()
+			r := rawNow()
+			b := Now()
+			if b-a < best {
+				best, clock, raw = b-a, a+(b-a)/2, r
+			}
+		}
+		return clock, raw, best
+	}
+	c0, r0, w0 := pair()
+	time.Sleep(time.Second)
+	c1, r1, w1 := pair()
+	ppm := (float64(c1-c0) - float64(r1-r0)) / float64(r1-r0) * 1e6
+	// 1 ppm for the rate and 1 for the reference, plus the pairing's own
+	// uncertainty: the bracket widths at each end (tens of ns natively) and
+	// the clock's observable step (under qemu the emulated counter moves in
+	// steps of microseconds).
+	tolerance := 2 + float64(w0+w1+2*observableStep())/float64(r1-r0)*1e6
+	assert.InDelta(t, 0, ppm, tolerance, "clock advanced %d ns while the raw clock advanced %d ns (brackets %d and %d ns)", c1-c0, r1-r0, w0, w1)
+}
+
+// observableStep returns the largest of several first steps of the
+// default clock: how far apart two distinct readings can be.
+func observableStep() int64 {
+	var step int64
+	for i := 0; i < 20; i++ {
+		a := Now()
+		b := Now()
+		for b == a {
+			b = Now()
+		}
+		step = max(step, b-a)
+	}
+	return step
+}
+
+// TestAnIdleClockWakesRarely counts the background goroutine's wake-ups
+// of a clock like the default clock on a hardware counter the kernel
+// vouches for (a rate from a register, a reference, the kernel's verdict
+// polled, Coarse and the wall map used once), in the 10 s that follow its
+// first second, with nothing reading it. Each wake-up costs an idle
+// process CPU (about 250 µs in a KVM guest, where a timer's wake-up is a
+// cross-CPU interrupt), so the schedule must bunch its work: the watch
+// folds the counter, and refinements and the verdict ride on the watch's
+// ticks. It runs in a testing/synctest bubble, so the count is of the
+// schedule, not of how fast this machine is: the counter, the reference
+// and the witness all read the bubble's fake time.
+func TestAnIdleClockWakesRarely(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		fake := func() int64 { return int64(time.Since(start)) }
+		hw := Source{Name: "hw", Bits: 64, Rate: 2_100_000_000, Read: func() uint64 { return uint64(float64(fake()) * 2.1) }}
+		tr := &tracker{ref: fake, witness: fake, src: hw, adopted: true, endsOnRegister: true}
+		c, err := newClock(hw, rating{hz: 2.1e9, origin: RateCPUID, errPPM: 1}, tr)
+		require.NoError(t, err)
+		polls := 0
+		c.policy = &trustPolicy{verdict: func() string { polls++; return "" }}
+		c.start()
+		defer c.Close()
+		c.Now()
+		c.Coarse()
+		c.Time(c.Now())
+		time.Sleep(time.Second)
+		c.mu.Lock()
+		before, pollsBefore := c.wakes, polls
+		c.unlock()
+		time.Sleep(10 * time.Second)
+		c.mu.Lock()
+		wakes, in := c.wakes-before, c.infoLocked()
+		polled := polls - pollsBefore
+		c.unlock()
+		t.Logf("%d wake-ups in 10 s idle (watch every %v at the end; %d verdict polls; rate %s ±%.3f ppm)",
+			wakes, tr.watchEvery, polled, in.RateOrigin, in.RateErrorPPM)
+		// The watch: 400 ms, 800 ms, 1.6 s, then 2 s; folds, refinements
+		// and verdicts on the same ticks.
+		assert.LessOrEqual(t, wakes, 8, "wake-ups in 10 s idle")
+		assert.Equal(t, maxWatchPeriod, tr.watchEvery)
+		assert.GreaterOrEqual(t, polled, 1, "the kernel's verdict is still polled (every %v, on the watch's ticks)", verdictPeriod)
+		assert.Equal(t, RateRefined, in.RateOrigin, "refinements still run")
+		assert.Zero(t, in.Reanchors, in.LastReanchor)
+		// Coarse's ticker and the wall map's refreshing stopped once
+		// nothing read them.
+		assert.False(t, c.coarseRunning.Load(), "Coarse's ticker still runs")
+		assert.True(t, c.wall.Load().stale.Load(), "the wall map is still refreshed")
+	})
+}

@@ -1,0 +1,164 @@
+package schedclock_test
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock"
+)
+
+// The read path (now.go, now_amd64.{go,s}, now_other.go) through the
+// public API: what Now returns for every counter value, a counter below
+// the epoch, one far ahead of it, and that it allocates nothing.
+// now_internal_test.go holds the tests that publish lines by hand.
+
+func TestCounterSteppingBackwardsIsClamped(t *testing.T) {
+	c, f := newFake(t, 64, ghz)
+	f.Set(10_000)
+	c.Update()
+	assert.Equal(t, int64(10_000), c.Now())
+	// Below the epoch: read as a negative delta, clamped to the epoch,
+	// never as a jump of centuries.
+	f.Set(9_000)
+	assert.Equal(t, int64(10_000), c.Now())
+	f.Set(0)
+	assert.Equal(t, int64(10_000), c.Now())
+	// An update there re-anchors: time goes on from the epoch value.
+	c.Update()
+	assert.Equal(t, int64(10_000), c.Now())
+	f.Set(500)
+	assert.Equal(t, int64(10_500), c.Now())
+
+	// Narrow counters too: an 8-bit counter one count behind its epoch
+	// reads as 255 counts ahead without the clamp.
+	c8, f8 := newFake(t, 8, 100)
+	f8.Set(100)
+	c8.Update()
+	at := c8.Now()
+	f8.Set(99)
+	assert.Equal(t, at, c8.Now())
+}
+
+// Saturation: no counter value makes Now wrap int64 or fall below the
+// epoch.
+func TestNowSaturates(t *testing.T) {
+	c, f := newFake(t, 64, ghz)
+	f.Set(5000)
+	c.Update()
+	require.Equal(t, int64(5000), c.Now())
+	f.StepBack(1<<61 + 1) // just outside the negative zone: 2^64-2^61-1 cycles ahead
+	assert.Equal(t, int64(math.MaxInt64), c.Now())
+	f.Set(math.MaxUint64) // inside it: below the epoch
+	assert.Equal(t, int64(5000), c.Now())
+	c24, f24 := newFake(t, 64, 24_000_000)
+	f24.Set(1 << 62)
+	assert.Equal(t, int64(math.MaxInt64), c24.Now())
+}
+
+func TestStalledRefresherTakesThe128BitPath(t *testing.T) {
+	for _, rate := range []uint64{ghz, 3 * ghz, 24_000_000} {
+		c, f := newFake(t, 64, rate)
+		info := c.Info()
+		// Far past the point where delta*mult overflows 64 bits: for
+		// 3 GHz that is after about 2.4 hours; this is 2^44 cycles on top
+		// of a first step, hours to days of counter time.
+		for _, cycles := range []uint64{1 << 30, 1<<44 + 12345, 1<<50 + 1} {
+			f.Set(cycles)
+			require.Equal(t, exactNanos(cycles, info), c.Now(), "%d Hz after %d cycles", rate, cycles)
+		}
+		// An update folds it all in, exactly.
+		c.Update()
+		assert.Equal(t, exactNanos(1<<50+1, info), c.Now())
+		f.Add(rate)
+		assert.Equal(t, exactNanos(1<<50+1+rate, info), c.Now())
+	}
+}
+
+func TestNowAllocatesNothing(t *testing.T) {
+	c, f := newFake(t, 64, ghz)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { f.Add(1); c.Now() }))
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { schedclock.Now() }))
+	c.Suspend()
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { c.Now() }))
+}
+
+// TestHostileCounters runs counters of every width and a wide range of
+// rates through what real counters do wrong: steps back by one tick, by
+// as much as still reads as negative, and by one tick more; and a
+// refresher stalled far past the 64-bit overflow horizon. Now must equal
+// the definition (big-integer arithmetic, saturated at math.MaxInt64),
+// never fall below the epoch, and never wrap.
+func TestHostileCounters(t *testing.T) {
+	for _, bits := range []int{1, 8, 16, 63, 64} {
+		for _, rate := range []uint64{1, 32768, 24_000_000, ghz, 10 * ghz} {
+			name := fmt.Sprintf("%d bits at %d Hz", bits, rate)
+			f := &schedclock.FakeCounter{}
+			c, err := schedclock.New(f.Source("hostile", bits, rate))
+			wrap := new(big.Int).Lsh(big.NewInt(1), uint(bits))
+			wrap.Mul(wrap, big.NewInt(ghz)).Div(wrap, new(big.Int).SetUint64(rate))
+			if err != nil {
+				// Only counters that wrap too fast for the refresh
+				// goroutine are refused.
+				assert.ErrorIs(t, err, schedclock.ErrInvalidSource, name)
+				assert.True(t, wrap.Cmp(big.NewInt(int64(667*time.Millisecond))) < 0, "%s refused: %v", name, err)
+				continue
+			}
+			info := c.Info()
+			mask := ^uint64(0) >> (64 - bits)
+			// Forward, folding within each refresh period: exact.
+			step := max(1, uint64(info.RefreshPeriod)*rate/ghz/2)
+			var total uint64
+			for i := 0; i < 5; i++ {
+				total += step
+				f.Set(total & mask)
+				c.Update()
+			}
+			at := c.Now()
+			require.Equal(t, exactNanos(total, info), at, name)
+			epoch := total & mask
+			for _, back := range []uint64{1, mask >> 3, mask>>3 + 1} {
+				f.Set((epoch - back) & mask)
+				now := c.Now()
+				assert.GreaterOrEqual(t, now, at, "%s, %d cycles back: below the epoch", name, back)
+				switch {
+				case bits < 4:
+					// No negative zone: a step back reads as a step forward.
+				case back <= mask>>3:
+					assert.Equal(t, at, now, "%s, %d cycles back: not clamped to the epoch", name, back)
+				default:
+					// Just outside the negative zone: read as far ahead.
+					assert.Equal(t, saturatedNanos(total, mask-back+1, info), now, "%s, %d cycles back", name, back)
+				}
+			}
+			if bits >= 63 {
+				// Stalled far past the overflow horizon: the 128-bit path,
+				// then saturation.
+				for _, ahead := range []uint64{1 << 40, 1 << 52, 1 << 62} {
+					f.Set((epoch + ahead) & mask)
+					assert.Equal(t, saturatedNanos(total, ahead, info), c.Now(), "%s, %d cycles ahead", name, ahead)
+				}
+			}
+			require.NoError(t, c.Close())
+		}
+	}
+}
+
+// saturatedNanos is the clock's value, from a start at counter 0, when the
+// counter is ahead cycles past an epoch folded at total cycles: the
+// definition, saturated at math.MaxInt64.
+func saturatedNanos(total, ahead uint64, info schedclock.Info) int64 {
+	v := new(big.Int).SetUint64(total)
+	v.Add(v, new(big.Int).SetUint64(ahead))
+	v.Mul(v, big.NewInt(int64(info.Mult)))
+	v.Rsh(v, uint(info.Shift))
+	if !v.IsInt64() {
+		return math.MaxInt64
+	}
+	return v.Int64()
+}

@@ -1,0 +1,117 @@
+package schedclock
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Update's fold (schedclock.go) from inside: the epoch it stores, and
+// the wraps it adds back when it comes late. Each test fails when its
+// safeguard is removed (tools/mutants applies the removals).
+
+// TestUpdateMasksTheEpoch: Update keeps the line's epoch within the
+// counter's width when the counter sets bits above it (latch.go documents
+// bank.epochCyc as masked). No reading depends on it today: every reader
+// either masks the delta or takes the fast path only for deltas below the
+// mask, where masking changes nothing. The test keeps the documented
+// representation, which the freezer and the switch protocol read.
+func TestUpdateMasksTheEpoch(t *testing.T) {
+	counter := &FakeCounter{}
+	c, err := New(counter.Source("c", 16, 62_500))
+	require.NoError(t, err)
+	defer c.Close()
+	counter.Set(7<<16 | 1234) // bits above the counter's 16
+	c.Update()
+	c.mu.Lock()
+	cur := c.cur
+	c.unlock()
+	bank := c.latch.snapshot()
+	assert.Equal(t, uint64(1234), cur.epochCyc, "the line's epoch")
+	assert.Equal(t, uint64(1234), bank[1], "the published bank's epoch")
+	want := referenceNanos(cur, 7<<16|1300)
+	counter.Set(7<<16 | 1300)
+	assert.Equal(t, want, c.Now())
+}
+
+// TestAFoldLateByWholeWrapsAddsThemBack: a narrow counter whose fold
+// comes more than a wrap period late (here no goroutine folds it at all,
+// as when a non-preemptible stretch holds every P) has lost whole wraps
+// that its masked delta cannot show; the next fold finds them with the
+// runtime's monotonic clock, adds them back and counts them.
+func TestAFoldLateByWholeWrapsAddsThemBack(t *testing.T) {
+	const rate = 98_000 // 16 bits wrap every 669 ms: the narrowest accepted
+	start := runtimeNano()
+	read := func() uint64 { return uint64(runtimeNano()-start) * rate / 1e9 & 0xffff }
+	// newClock starts no goroutine: only this test folds.
+	c, err := newClock(Source{Name: "narrow", Read: read, Bits: 16, Rate: rate}, rating{hz: rate}, nil)
+	require.NoError(t, err)
+	wrap := c.conv.wrap()
+	t0, n0 := runtimeNano(), c.Now()
+	for time.Duration(runtimeNano()-t0) < 2*wrap+wrap/2 {
+		time.Sleep(wrap / 4)
+	}
+	before := time.Duration(runtimeNano() - t0)
+	require.NoError(t, c.Update())
+	elapsed, got := time.Duration(runtimeNano()-t0), time.Duration(c.Now()-n0)
+	// The counter counts in 10 µs steps and the fold reads it a little
+	// before elapsed is taken.
+	assert.InDelta(t, float64(elapsed), float64(got), float64(time.Millisecond),
+		"%v passed, the clock moved %v: wraps of %v were lost", elapsed, got, wrap)
+	lost := c.Info().LostWraps
+	assert.Contains(t, []int{int(before / wrap), int(elapsed / wrap)}, lost, "wraps counted")
+	// A fold on time adds nothing.
+	require.NoError(t, c.Update())
+	assert.Equal(t, lost, c.Info().LostWraps)
+}
+
+// TestLateFoldsAreExact folds a 16-bit counter that followed its rate for
+// every age of the last fold, in wraps, against the runtime's clock: on
+// time, late into the top eighth of a wrap (a delta readers clamp, which
+// the fold must take for the progress it is), and whole wraps late. The
+// fold must land exactly where the counter is, and count the wraps it
+// added. A counter that stepped back just after a fold, or that stopped,
+// is not second-guessed.
+func TestLateFoldsAreExact(t *testing.T) {
+	const rate = 98_000
+	counter := &FakeCounter{}
+	for _, tc := range []struct {
+		age        float64 // of the last fold, in wraps
+		counts     uint64  // counter moved, 0: age × the wrap's counts
+		want, lost int64   // want in counts, -1: age × the wrap's counts
+	}{
+		{age: 0.1, want: -1}, {age: 0.8, want: -1}, {age: 0.9, want: -1}, {age: 0.95, want: -1},
+		{age: 1.05, want: -1, lost: 1}, {age: 1.5, want: -1, lost: 1}, {age: 1.9, want: -1, lost: 1},
+		{age: 1.95, want: -1, lost: 1}, {age: 2.05, want: -1, lost: 2}, {age: 3.3, want: -1, lost: 3},
+		// Stepped back by 100 counts just after a fold: readers' clamp.
+		{age: 0.01, counts: 1<<16 - 100, want: 0},
+		// Stopped for most of a wrap: nothing to add.
+		{age: 0.95, counts: 1<<16 + 0, want: 0},
+	} {
+		t.Run(fmt.Sprintf("%v wraps, %d counts", tc.age, tc.counts), func(t *testing.T) {
+			counter.Set(0)
+			c, err := newClock(counter.Source("n16", 16, rate), rating{hz: rate}, nil)
+			require.NoError(t, err)
+			wrap := c.conv.wrap()
+			moved := uint64(tc.age * (1 << 16))
+			if tc.counts != 0 {
+				moved = tc.counts
+			}
+			counter.Set(moved & 0xffff)
+			c.mu.Lock()
+			c.fold.lastMono = runtimeNano() - int64(tc.age*float64(wrap))
+			c.unlock()
+			require.NoError(t, c.Update())
+			want := int64(moved)
+			if tc.want >= 0 {
+				want = tc.want
+			}
+			wantNs := int64(c.conv.nanos(uint64(want)))
+			assert.InDelta(t, wantNs, c.Now(), 1, "the fold is %v wraps late", tc.age)
+			assert.Equal(t, int(tc.lost), c.Info().LostWraps)
+		})
+	}
+}

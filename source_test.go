@@ -1,0 +1,77 @@
+package schedclock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock"
+)
+
+// Source (source.go): what New and Register refuse, the portable
+// source, and the names of the rate's origins.
+
+// TestPortable: the portable source counts Go's monotonic clock in
+// nanoseconds, so that over any interval it advances by what time.Since
+// measures around it.
+func TestPortable(t *testing.T) {
+	src := schedclock.Portable()
+	assert.Equal(t, "portable", src.Name)
+	assert.Equal(t, 63, src.Bits) // the runtime's nanotime is an int64
+	assert.Equal(t, uint64(1e9), src.Rate)
+	require.NotNil(t, src.Read)
+	outer := time.Now()
+	first := src.Read()
+	inner := time.Now()
+	time.Sleep(5 * time.Millisecond)
+	innerEnd := time.Now()
+	last := src.Read()
+	outerEnd := time.Now()
+	// Both clocks are the runtime's monotonic clock: the source's advance
+	// lies within the brackets' however loaded the machine is.
+	assert.GreaterOrEqual(t, time.Duration(last-first), innerEnd.Sub(inner), "slower than the monotonic clock")
+	assert.LessOrEqual(t, time.Duration(last-first), outerEnd.Sub(outer), "faster than the monotonic clock")
+	c, err := schedclock.New(src)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+}
+
+func TestInvalidSourcesAreRefused(t *testing.T) {
+	f := &schedclock.FakeCounter{}
+	for name, src := range map[string]schedclock.Source{
+		"nil read":  {Name: "x", Bits: 64, Rate: ghz},
+		"0 bits":    f.Source("x", 0, ghz),
+		"65 bits":   f.Source("x", 65, ghz),
+		"-1 bits":   f.Source("x", -1, ghz),
+		"0 Hz":      f.Source("x", 64, 0),
+		"too fast":  f.Source("x", 1, ghz), // a 1-bit counter at 1 GHz wraps every 2 ns
+		"rate 2^64": f.Source("x", 64, ^uint64(0)),
+	} {
+		c, err := schedclock.New(src)
+		assert.Nil(t, c, name)
+		assert.ErrorIs(t, err, schedclock.ErrInvalidSource, name)
+	}
+
+	// A refused Register changes nothing.
+	c, fc := newFake(t, 64, ghz)
+	fc.Add(1000)
+	before := c.Info()
+	for _, src := range []schedclock.Source{{Name: "nil", Bits: 64, Rate: 2 * ghz}, f.Source("x", 65, 2*ghz), f.Source("x", 64, 0)} {
+		assert.ErrorIs(t, c.Register(src), schedclock.ErrInvalidSource)
+	}
+	assert.Equal(t, before, c.Info())
+	assert.Equal(t, int64(1000), c.Now())
+	fc.Add(1)
+	assert.Equal(t, int64(1001), c.Now())
+}
+
+func TestRateOriginNames(t *testing.T) {
+	for o, name := range map[schedclock.RateOrigin]string{
+		schedclock.RateDeclared: "declared", schedclock.RateCPUID: "cpuid", schedclock.RateHypervisor: "hypervisor leaf",
+		schedclock.RateMeasured: "measured", schedclock.RateCNTFRQ: "cntfrq", schedclock.RateRefined: "refined", schedclock.RateOrigin(99): "RateOrigin(99)",
+	} {
+		assert.Equal(t, name, o.String())
+	}
+}

@@ -1,0 +1,334 @@
+package schedclock
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock/internal/kernel"
+	"github.com/schedclock/schedclock/internal/osthread"
+	"github.com/schedclock/schedclock/internal/warp"
+)
+
+// The default clock's trust policy (trust.go): the kernel's verdict for
+// life, the cross-CPU check, the evidence a counter is adopted on, and
+// the fall-back, each on a clock built as the default clock is.
+
+// TestKernelVerdictForLife checks that the default clock leaves the
+// hardware counter for the portable source when the kernel stops
+// trusting it, says why, and stops tracking it.
+func TestKernelVerdictForLife(t *testing.T) {
+	hw := realtime1GHz()
+	hw.Rate = 1e9
+	c, err := newClock(hw, rating{hz: 1e9, origin: RateCPUID}, &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true})
+	require.NoError(t, err)
+	var demoted atomic.Bool
+	c.policy = &trustPolicy{}
+	c.policy.verdict = func() string {
+		if demoted.Load() {
+			return "hw: the kernel's clocksource changed to hpet"
+		}
+		return ""
+	}
+	c.start()
+	defer c.Close()
+	time.Sleep(20 * time.Millisecond)
+	require.Equal(t, "hw", c.Info().Source)
+	before := c.Now()
+	demoted.Store(true)
+	c.mu.Lock()
+	c.policy.verdictDue = time.Now()
+	c.unlock()
+	c.kick()
+	require.Eventually(t, func() bool { return c.Info().Source == "portable" }, 2*time.Second, time.Millisecond)
+	assert.Contains(t, c.Info().Rejected, "hpet")
+	assert.GreaterOrEqual(t, c.Now(), before)
+	c.mu.Lock()
+	assert.Nil(t, c.track)
+	assert.Nil(t, c.policy.verdict)
+	c.unlock()
+}
+
+// needTwoCPUs skips the test unless the process may run on two CPUs at
+// once, and returns the allowed CPUs.
+func needTwoCPUs(t *testing.T) []int {
+	t.Helper()
+	cpus, err := osthread.CPUs()
+	if err != nil || len(cpus) < 2 || runtime.GOMAXPROCS(0) < 2 {
+		t.Skipf("needs two CPUs and GOMAXPROCS >= 2; have CPUs %v (%v), GOMAXPROCS %d", cpus, err, runtime.GOMAXPROCS(0))
+	}
+	return cpus
+}
+
+// TestWarpUntrusted: a warp is an error wrapping ErrUntrusted that says
+// what the check found; anything else is no error.
+func TestWarpUntrusted(t *testing.T) {
+	found := warp.Report{Verdict: warp.Found, CPUs: 8, Pairs: 7, Reads: 5000, Warps: 3,
+		Before: 4, After: 0, Cycles: 3_000_000, Ns: 1_000_000, Took: 21 * time.Millisecond}
+	err := warpUntrusted(found, "tsc")
+	assert.ErrorIs(t, err, ErrUntrusted)
+	assert.EqualError(t, err, "schedclock: counter not trusted \"tsc\": cross-CPU warp: a read on CPU 0 was 3000000 cycles (1 ms) "+
+		"behind an earlier read on CPU 4; 3 of 5000 cross-CPU reads went backwards (8 CPUs, 7 pairs, 21ms)")
+	assert.NoError(t, warpUntrusted(warp.Report{Verdict: warp.None, CPUs: 2, Pairs: 1}, "tsc"))
+	assert.NoError(t, warpUntrusted(warp.Report{Reason: "only CPU 0 is allowed"}, "tsc"))
+}
+
+// BenchmarkCheckWarp measures how long the default clock's cross-CPU
+// check (internal/warp) takes with the default budget, on the TSC where this build has it, else on the
+// portable source: `go test -run '^$' -bench CheckWarp -benchtime 20x`.
+func BenchmarkCheckWarp(b *testing.B) {
+	cpus, err := osthread.CPUs()
+	if err != nil || len(cpus) < 2 {
+		b.Skip("needs two CPUs")
+	}
+	read, name := readMono, "portable"
+	if tsc := tscReader(); tsc != nil {
+		read, name = tsc, "tsc"
+	}
+	unchecked := 0
+	var reads uint64
+	for i := 0; i < b.N; i++ {
+		r := warp.Check(read, 0, warp.DefaultBudget)
+		if r.Verdict == warp.Unchecked {
+			unchecked++
+		}
+		if r.Verdict == warp.Found {
+			b.Fatalf("%s: %s", name, r)
+		}
+		reads += r.Reads
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/check")
+	b.ReportMetric(float64(reads)/float64(b.N), "reads/check")
+	b.ReportMetric(float64(unchecked), "unchecked")
+}
+
+// TestDefaultClockFallsBackOnAWarp wires the check into the default
+// clock's start-up: a counter whose rate must be measured, 1 ms ahead on
+// one CPU, is never adopted; a counter that agrees across CPUs is.
+func TestDefaultClockFallsBackOnAWarp(t *testing.T) {
+	cpus := needTwoCPUs(t)
+	warped := realtime1GHz()
+	clean := warped.Read
+	warped.Read = func() uint64 {
+		if osthread.CurrentCPU() == cpus[1] {
+			return clean() + 1_000_000
+		}
+		return clean()
+	}
+	for _, tc := range []struct {
+		hw    Source
+		adopt bool
+	}{{warped, false}, {realtime1GHz(), true}} {
+		c := defaultLike(t, tc.hw)
+		c.mu.Lock()
+		c.policy.trustPending = true
+		c.unlock()
+		time.Sleep(firstMeasurement + 30*time.Millisecond)
+		assert.Equal(t, "portable", c.Info().Source, "adopted before the checks passed")
+		c.checkTrust()
+		in := c.Info()
+		t.Logf("cross-CPU: %s", in.CrossCPU)
+		if tc.adopt {
+			// Adopted whether the check found no warp or could not run
+			// (a machine too busy for two threads to run at once).
+			require.Eventually(t, func() bool { return c.Info().Source == "hw" }, 2*time.Second, time.Millisecond)
+			assert.Regexp(t, "no warp|not run", c.Info().CrossCPU)
+			continue
+		}
+		if strings.Contains(in.CrossCPU, "not run") {
+			t.Logf("the check could not run here (%s): nothing to fall back from", in.CrossCPU)
+			continue
+		}
+		assert.Contains(t, in.Rejected, "behind")
+		time.Sleep(firstMeasurement + 30*time.Millisecond)
+		assert.Equal(t, "portable", c.Info().Source)
+		c.mu.Lock()
+		assert.Nil(t, c.track, "calibration of a warped counter must end")
+		c.unlock()
+	}
+}
+
+// TestASuspendedClockSleeps: a suspended clock neither watches nor polls
+// the kernel's verdict, and a verdict that fell due while it was
+// suspended must not make its next tick one in the past (the goroutine
+// would spin until Resume).
+func TestASuspendedClockSleeps(t *testing.T) {
+	var jump atomic.Int64
+	c, _ := fakeTimeClock(t, 2.1e9, &jump)
+	defer c.Close()
+	polls := 0
+	c.mu.Lock()
+	c.policy = &trustPolicy{verdict: func() string { polls++; return "" }}
+	c.unlock()
+	require.NoError(t, c.Suspend())
+	now := time.Now()
+	c.mu.Lock()
+	c.policy.verdictDue = now.Add(-time.Second) // fell due while suspended
+	c.unlock()
+	next := c.tick(now)
+	assert.False(t, next.Before(now.Add(time.Second)), "a suspended clock's next tick is %v from now", next.Sub(now))
+	assert.Zero(t, polls, "the verdict was polled while suspended")
+	require.NoError(t, c.Resume())
+}
+
+// TestPendingTrustDoesNotSpin: while the default clock's checks of a
+// counter whose rate it measures are still running (a cross-CPU check
+// retried for up to 93 s), the measurement waits for them instead of
+// waking every 20 ms, and runs as soon as they end.
+func TestPendingTrustDoesNotSpin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		fake := func() int64 { return int64(time.Since(start)) }
+		hw := Source{Name: "hw", Bits: 64, Read: func() uint64 { return uint64(fake()) }}
+		c, err := newClock(Portable(), rating{hz: 1e9, origin: RateDeclared}, &tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
+		require.NoError(t, err)
+		c.policy = &trustPolicy{trustPending: true}
+		c.start()
+		defer c.Close()
+		time.Sleep(10 * time.Second)
+		c.mu.Lock()
+		wakes := c.wakes
+		c.unlock()
+		t.Logf("%d wake-ups in 10 s with the trust checks pending", wakes)
+		assert.LessOrEqual(t, wakes, 6)
+		assert.Equal(t, "portable", c.Info().Source)
+		c.mu.Lock()
+		c.trustSettledLocked(time.Now())
+		c.unlock()
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		assert.Equal(t, "hw", c.Info().Source, "the counter was not adopted once its checks ended")
+	})
+}
+
+// TestTheTSCIsTrustedOnlyOnEvidence builds the default clock as package
+// initialisation does, on a TSC whose rate CPUID gives, under each
+// kernel verdict: only the kernel's word that it runs on the TSC puts the
+// clock on it at once; where the verdict cannot be read (sysfs hidden or
+// missing, an empty file, a directory in its place) or names another
+// clocksource, the clock starts on the portable source, Kernel says what
+// was read, Rejected why, and Pending what the trust waits for.
+func TestTheTSCIsTrustedOnlyOnEvidence(t *testing.T) {
+	base := time.Now()
+	tsc := Source{Name: "tsc", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
+	probe := func() (Source, RateOrigin, float64, error) { return tsc, RateCPUID, 0, nil }
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(p, 0o755))
+		p = filepath.Join(p, "current_clocksource")
+		if content == "dir" {
+			require.NoError(t, os.Mkdir(p, 0o755))
+		} else {
+			require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name, path, kernel string
+		trusted            bool
+	}{
+		{"no sysfs", filepath.Join(dir, "hidden", "current_clocksource"), "kernel clocksource unknown", false},
+		{"empty", file("empty", ""), "kernel clocksource is empty", false},
+		{"a directory", file("directory", "dir"), "kernel clocksource unknown", false},
+		{"kvm-clock", file("kvm", "kvm-clock\n"), "kernel clocksource is kvm-clock, not tsc", false},
+		{"tsc", file("tsc", "tsc\n"), "kernel clocksource is tsc", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newDefaultClock([]*counter{{arch: runtime.GOARCH, probe: probe,
+				verdict: func() kernel.Verdict { return kernel.ReadVerdict(tc.path, "tsc") }}})
+			defer func() {
+				require.NoError(t, c.Close()) // unused: its checks never start
+			}()
+			in := *c.info.Load() // the snapshot, without the first use that Info makes
+			assert.Contains(t, in.Kernel, tc.kernel)
+			if tc.trusted {
+				assert.Equal(t, "tsc", in.Source)
+				assert.Empty(t, in.Rejected)
+				assert.Empty(t, in.Pending)
+				return
+			}
+			assert.Equal(t, "portable", in.Source, "trusted on CPUID alone")
+			assert.Contains(t, in.Rejected, "tsc: not trusted yet: "+tc.kernel)
+			assert.Equal(t, "the cross-CPU check", in.Pending)
+			c.mu.Lock()
+			assert.True(t, c.policy.trustPending, "the measured rate would be adopted before any check")
+			c.unlock()
+		})
+	}
+}
+
+// TestAnUncheckedTSCIsNeverAdopted: where the kernel's verdict is unknown
+// and the cross-CPU check cannot run (GOMAXPROCS=1, however many CPUs the
+// OS moves the thread between), the default clock retries the check
+// (3 s, doubling, five times) and stays on the portable source for good:
+// the TSC is adopted only after a check that ran and found no warp. In a
+// testing/synctest bubble, so that the 93 s of retries take none.
+func TestAnUncheckedTSCIsNeverAdopted(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		fake := func() int64 { return int64(time.Since(start)) }
+		hw := Source{Name: "tsc", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(fake()) }}
+		c, err := newClock(Portable(), rating{hz: 1e9, origin: RateDeclared},
+			&tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
+		require.NoError(t, err)
+		c.policy = &trustPolicy{hw: hw, kernel: "kernel clocksource unknown (hidden)", trustPending: true, needsEvidence: true}
+		c.start()
+		defer c.Close()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.checkTrust()
+		}()
+		tries := map[string]bool{}
+		for checking := true; checking; {
+			select {
+			case <-done:
+				checking = false
+			case <-time.After(time.Second):
+			}
+			in := c.Info()
+			tries[in.Pending] = true
+			if in.Source != "portable" {
+				require.True(t, strings.HasPrefix(in.CrossCPU, "no warp"), "on %s after %v, with CrossCPU %q", in.Source, time.Since(start), in.CrossCPU)
+			}
+		}
+		t.Logf("pending was: %v", tries)
+		assert.Contains(t, tries, "the cross-CPU check, again in 48s (try 6 of 6)", "the check is retried")
+		time.Sleep(time.Minute)
+		in := c.Info()
+		assert.Equal(t, "portable", in.Source)
+		assert.Contains(t, in.CrossCPU, "not run")
+		assert.Contains(t, in.Rejected, "no evidence")
+		assert.Empty(t, in.Pending)
+	})
+}
+
+// TestARefusedRegisterKeepsTheDefaultClocksChecks: a Register that fails
+// (its Source's Read panics) leaves the default clock as it was, its
+// calibration, its watch and its following of the kernel's verdict
+// included.
+func TestARefusedRegisterKeepsTheDefaultClocksChecks(t *testing.T) {
+	hw := realtime1GHz()
+	hw.Rate = 1e9
+	tr := &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true}
+	c, err := newClock(hw, rating{hz: 1e9, origin: RateMeasured}, tr)
+	require.NoError(t, err)
+	c.policy = &trustPolicy{verdict: func() string { return "" }}
+	err = c.Register(Source{Name: "broken", Bits: 64, Rate: 2e9, Read: func() uint64 { panic("broken counter") }})
+	assert.ErrorIs(t, err, ErrInvalidSource)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	assert.Same(t, tr, c.track, "the calibration and the watch go on")
+	assert.NotNil(t, c.policy.verdict, "the kernel's verdict is still followed")
+	assert.Equal(t, "hw", c.src.Name)
+}
