@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/internal/measure"
 )
 
 // A workload is one call of real work, the thing being timed.
@@ -173,14 +174,7 @@ func overhead(loop func(int) int64, n int) float64 {
 
 // calibrateCalls returns how many clock calls take about d.
 func calibrateCalls(d time.Duration) int {
-	n := 1000
-	for {
-		elapsed := timeLoop(loopTimeNow, n)
-		if elapsed >= d/8 || n >= 1<<30 {
-			return max(1000, int(float64(n)*float64(d)/float64(max(elapsed, 1))))
-		}
-		n *= 8
-	}
+	return measure.LoopLength(func(n int) time.Duration { return timeLoop(loopTimeNow, n) }, d, 8, 1000)
 }
 
 // sample times work with every timer for about perTimer each, in slices

@@ -45,9 +45,9 @@ type result struct {
 	buckets  []bucket
 }
 
-// measure runs the whole experiment: the clocks' own cost, then the
+// experiment runs the whole experiment: the clocks' own cost, then the
 // workload timed with each clock.
-func measure(w workload, perTimer time.Duration, rows int) (results []result, gcs uint32) {
+func experiment(w workload, perTimer time.Duration, rows int) (results []result, gcs uint32) {
 	n := calibrateCalls(min(50*time.Millisecond, perTimer/4))
 	for _, t := range timers {
 		results = append(results, result{timer: t, overhead: overhead(t.loop, n)})
@@ -76,7 +76,7 @@ func run(out io.Writer, w workload, perTimer time.Duration, rows int) []result {
 	}
 	fmt.Fprintln(out)
 
-	results, gcs := measure(w, perTimer, rows)
+	results, gcs := experiment(w, perTimer, rows)
 
 	fmt.Fprintln(out, "\nWhat one reading of each clock costs (a loop of calls, less the same loop empty):")
 	for _, r := range results {

@@ -27,7 +27,7 @@ func report(w io.Writer, results []*result, floor readCost, cfg config, cpus [2]
 	p("- ns/read: median of %d interleaved rounds of %v per clock (fastest-slowest round in brackets); every clock is called through a func value, and an empty func value costs %.1f ns here\n",
 		cfg.rounds, cfg.benchtime, floor.median)
 	p("- start-up: median of %d fresh processes: the clock's packages' init time (GODEBUG=inittrace=1) + its setup and first reading\n", cfg.startupRuns)
-	p("- ppm: the clock's advance against %s over the interval, from one bracketed pairing (fastest of 200) at the start; ± is the bound the brackets give\n", rawName)
+	p("- ppm: the clock's advance against %s over the interval, from one bracketed pairing (fastest of 200) at the start; ± is the bound the brackets give\n", rawName())
 	switch {
 	case cpuErr != nil:
 		p("- handoffs: not run (%v)\n", cpuErr)
