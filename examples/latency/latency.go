@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/measure"
 )
 
@@ -328,17 +329,10 @@ func bar(count, most, width int) string {
 	return strings.Repeat("█", eighths/8) + partial[eighths%8]
 }
 
-// formatDuration prints d with three significant digits.
+// formatDuration prints d with three significant digits and no space
+// before the unit ("1.5µs"), which keeps the histogram's columns narrow.
 func formatDuration(d time.Duration) string {
-	switch {
-	case d < time.Microsecond:
-		return fmt.Sprintf("%dns", d.Nanoseconds())
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.3gµs", float64(d)/float64(time.Microsecond))
-	case d < time.Second:
-		return fmt.Sprintf("%.3gms", float64(d)/float64(time.Millisecond))
-	}
-	return fmt.Sprintf("%.3gs", d.Seconds())
+	return strings.ReplaceAll(format.Ns(float64(d)), " ", "")
 }
 
 func sortedCopy(v []int64) []int64 {
