@@ -14,18 +14,13 @@
 //	go run ./tools/mutants [-fast] [-only regexp] [-v]
 //
 // -fast runs the CI subset (MUTANTS=fast in the environment does the
-// same); -check only checks that every mutation's edits still apply.
-// The mutations are data, in mutations.json beside this file (a table
-// of 50-odd entries of one shape, which as Go code was one long repeated
-// block). When the code a mutation edits changes, update its Old text
-// there: each pattern is kept to the one line or instruction it removes.
+// same). When the code a mutation edits changes, update its Old text:
+// each pattern is kept to the one line or instruction it removes.
 package main
 
 import (
 	"bytes"
 	"context"
-	_ "embed"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -66,38 +61,293 @@ type mutation struct {
 	Pkg string
 }
 
-// mutationsJSON is the list of mutations: data, kept beside the code
-// that applies it.
-//
-//go:embed mutations.json
-var mutationsJSON []byte
+const (
+	orderingTests = "^(TestCrossCPUOrdering|TestReadersUnderBackToBackPublications)$"
+	// Why the dependent loads after the counter read cannot be seen on
+	// an x86 CPU: see the README's mutation table.
+	afterReadWindow = "a later load can pass RDTSC only by RDTSC's own latency (two LFENCE;RDTSC in a row are 21 counts apart on the AMD EPYC this was measured on), while a reading is never closer than 63 counts (126-168 in most runs) to the writer's counter read after the next publication (TestReadersUnderBackToBackPublications logs the smallest A_j+1-t, the same with and without the dependency)"
+	qemuInOrder     = "qemu-user runs arm64 instructions one at a time: an MRS CNTVCT_EL0 with no barrier at all shows 0 inversions in 20M handoffs (TestCrossCPUOrdering/unfenced)"
+)
 
-// mutationFile is mutations.json: the mutations, and Texts, the tests'
-// regexps and the reasons that several mutations share: a mutation whose
-// Run or Unobservable is a key of Texts has that text there.
-type mutationFile struct {
-	Texts     map[string]string
-	Mutations []mutation
-}
-
-// loadMutations decodes mutationsJSON, refusing fields a mutation does
-// not have (a misspelt field would otherwise be silently empty).
-func loadMutations() ([]mutation, error) {
-	var f mutationFile
-	dec := json.NewDecoder(bytes.NewReader(mutationsJSON))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("mutations.json: %w", err)
-	}
-	for i := range f.Mutations {
-		m := &f.Mutations[i]
-		for _, field := range []*string{&m.Run, &m.Unobservable} {
-			if text, ok := f.Texts[*field]; ok {
-				*field = text
-			}
-		}
-	}
-	return f.Mutations, nil
+var mutations = []mutation{
+	{
+		Name: "clockNow: no LFENCE before RDTSC", File: "now_amd64.s",
+		Edits: []edit{{Old: "\tLFENCE // RDTSC waits until the loads of seq and of the bank's read function have completed.\n", Count: 1}},
+		Run:   orderingTests, Fast: true,
+	},
+	{
+		Name: "readTSC: no LFENCE before RDTSC", File: "source_tsc_amd64.s",
+		Edits: []edit{{Old: "\tLFENCE // RDTSC waits until the earlier loads of the latch bank have completed.\n", Count: 1}},
+		Run:   orderingTests, Fast: true,
+	},
+	{
+		Name: "clockNow: seq re-check without the dependent address", File: "now_amd64.s",
+		Edits:        []edit{{Old: "latch_seq(DI)(R10*1)", New: "latch_seq(DI)", Count: 1}},
+		Run:          orderingTests,
+		Unobservable: afterReadWindow,
+	},
+	{
+		Name: "readTSC: no dependent load after RDTSC", File: "source_tsc_amd64.s",
+		Edits:        []edit{{Old: "\tMOVQ 0(SP)(CX*1), CX // a load that cannot be performed before RDTSC", New: "\t// MOVQ 0(SP)(CX*1), CX // a load that cannot be performed before RDTSC", Count: 1}},
+		Run:          orderingTests,
+		Unobservable: afterReadWindow,
+	},
+	{
+		Name: "clockNow: no seq re-check", File: "now_amd64.s",
+		Edits: []edit{{Old: "\tCMPQ   R9, latch_seq(DI)(R10*1)\n\tJNE    retry\n\tMOVQ   AX, ret+8(FP)\n", New: "\tMOVQ   AX, ret+8(FP)\n", Count: 1}},
+		Run:   orderingTests,
+	},
+	{
+		Name: "generic reader: no seq re-check", File: "now.go",
+		Edits: []edit{{Old: "\t\tif c.latch.seq.Load() == seq {\n\t\t\treturn ns\n\t\t}\n\t}\n}", New: "\t\treturn ns\n\t}\n}", Count: 1}},
+		Run:   "^TestGenericReaderRechecksSeq$", Fast: true,
+	},
+	{
+		Name: "portable reader: no seq re-check", File: "now.go",
+		Edits: []edit{{Old: "\t\tif next == seq {", New: "\t\tif true {", Count: 1}},
+		Run:   orderingTests,
+	},
+	{
+		Name: "portable reader: no orderAfter", File: "now.go",
+		Edits:        []edit{{Old: "\t\torderAfter(cyc)\n", Count: 1}},
+		Run:          orderingTests,
+		Unobservable: "the vDSO's RDTSC is followed by the same kind of load as clockNow's re-check: " + afterReadWindow,
+	},
+	{
+		Name: "readMono: no orderAfter", File: "source.go",
+		Edits:        []edit{{Old: "\torderAfter(v)\n", Count: 1}},
+		Run:          orderingTests,
+		Unobservable: "the vDSO's RDTSC is followed by the same kind of load as clockNow's re-check: " + afterReadWindow,
+	},
+	{
+		Name: "freezer: pin without the clamp", File: "switch.go",
+		Edits: []edit{{Old: "delta := clampDelta((fz.old()-fz.epochCyc)&fz.mask, fz.mask)", New: "delta := (fz.old()-fz.epochCyc)&fz.mask", Count: 1}},
+		Run:   "^TestPinClampsACounterBelowTheEpoch$", Fast: true,
+	},
+	{
+		Name: "Update: unmasked epoch", File: "schedclock.go",
+		Edits: []edit{{Old: "next.epochCyc = cyc & c.cur.conv.mask", New: "next.epochCyc = cyc", Count: 1}},
+		Run:   "^TestUpdateMasksTheEpoch$", Fast: true,
+	},
+	{
+		Name: "window: fastMax off by one", File: "clocksource.go",
+		Edits: []edit{{Old: "return min(negativeFrom(cv.mask), cv.overflowFrom()) - 1", New: "return min(negativeFrom(cv.mask), cv.overflowFrom())", Count: 1}},
+		Run:   "^TestFastPathWindowEdges$", Fast: true,
+	},
+	{
+		Name: "addSaturating: no saturation", File: "latch.go",
+		Edits: []edit{{Old: "if room := uint64(math.MaxInt64) - uint64(epochNs); delta > room {", New: "if room := uint64(math.MaxInt64) - uint64(epochNs); false && delta > room {", Count: 1}},
+		Run:   "^(TestNowSaturates|TestHostileCounters)$", Fast: true,
+	},
+	{
+		Name: "fastMax: not bounded by saturation", File: "latch.go",
+		Edits: []edit{{Old: "\treturn min(ln.conv.window(), limit)", New: "\treturn min(ln.conv.window(), max(limit, ln.conv.window()))", Count: 1}},
+		Run:   "^FuzzLine$", Fast: true,
+	},
+	{
+		Name: "switchLine: no fold of a wrapping counter's anchor", File: "switch.go",
+		Edits: []edit{{Old: "\tif conv.wraps() {\n\t\t// The anchor's", New: "\tif false && conv.wraps() {\n\t\t// The anchor's", Count: 1}},
+		Run:   "^TestNarrowSwitchWithTheWriterStopped$", Fast: true,
+	},
+	{
+		Name: "tick: a suspended clock's verdict still scheduled", File: "trust.go",
+		Edits: []edit{{Old: "return time.Time{} // neither polled nor scheduled", New: "return p.verdictDue", Count: 1}},
+		Run:   "^TestASuspendedClockSleeps$", Fast: true,
+	},
+	{
+		Name: "tick: the tracking's faults not kept from the fold", File: "schedclock.go",
+		Edits: []edit{{Old: "\t\tc.trackSafelyLocked(tr, now)", New: "\t\tc.trackLocked(tr, now)", Count: 1}},
+		Run:   "^TestAPanickingReferenceNeverStopsTheFolds$", Fast: true,
+	},
+	{
+		Name: "trackLocked: a refinement without the watch's agreement", File: "calibrate.go",
+		Edits: []edit{{
+			Old:   "\t\tif now.Before(tr.watchDue) {\n\t\t\treturn\n\t\t}\n\t\ttr.watchDue = now.Add(tr.watchEvery)\n\t\tc.watchLocked(tr, now)\n\t\tif c.track != tr || tr.restart || tr.probe != nil {\n\t\t\treturn\n\t\t}\n",
+			New:   "\t\tif !now.Before(tr.watchDue) {\n\t\t\ttr.watchDue = now.Add(tr.watchEvery)\n\t\t\tc.watchLocked(tr, now)\n\t\t\tif c.track != tr || tr.restart || tr.probe != nil {\n\t\t\t\treturn\n\t\t\t}\n\t\t}\n",
+			Count: 1}},
+		Run: "^TestRefinementsWaitForTheWatch$", Fast: true,
+	},
+	{
+		Name: "refineLocked: a pending counter measured every 20 ms", File: "calibrate.go",
+		Edits: []edit{{Old: "\t\t\ttr.refineDue = now.Add(trustWait)", New: "\t\t\ttr.refineDue = now.Add(firstMeasurement)", Count: 1}},
+		Run:   "^TestPendingTrustDoesNotSpin$", Fast: true,
+	},
+	{
+		Name: "relateAnchor: not floored at the pinned value", File: "switch.go",
+		Edits: []edit{{Old: "if atNs > ns || atNs == ns && atFrac > frac {", New: "if true {", Count: 1}},
+		Run:   "^TestRelateAnchorNeverBelowThePin$", Fast: true,
+	},
+	{
+		Name: "freezer: pins before its publication", File: "switch.go",
+		Edits: []edit{{Old: "\tif fz.seq.Load() < fz.armedAt {\n\t\treturn fz.old()\n\t}\n", Count: 1}},
+		Run:   "^TestStaleReaderPinsFreezerEarly$", Fast: true,
+	},
+	{
+		Name: "updateLocked: lost wraps not added back", File: "schedclock.go",
+		Edits: []edit{{Old: "\tif lost > 0 {\n\t\t// The lost wraps", New: "\tif false {\n\t\t// The lost wraps", Count: 1}},
+		Run:   "^(TestAFoldLateByWholeWrapsAddsThemBack|TestLateFoldsAreExact)$", Fast: true,
+	},
+	{
+		Name: "updateLocked: a late fold's delta in the negative zone taken for a step back", File: "schedclock.go",
+		Edits: []edit{{Old: "mono-c.fold.lastMono); forward {", New: "mono-c.fold.lastMono); forward && false {", Count: 1}},
+		Run:   "^TestLateFoldsAreExact$", Fast: true,
+	},
+	{
+		Name: "switchLine: the fold's clock not restarted by a switch", File: "switch.go",
+		Edits: []edit{{Old: "\tc.fold.lastMono = mono\n", New: "\t_ = mono\n", Count: 1}},
+		Run:   "^TestASwitchRestartsTheFoldClock$", Fast: true,
+	},
+	{
+		Name: "Suspend: the old line not published again after a panic", File: "suspend.go",
+		Edits: []edit{{Old: "\t\t\tc.publishLocked(before)\n\t\t\tc.recordFaultLocked(\"Suspend\"", New: "\t\t\t_ = before\n\t\t\tc.recordFaultLocked(\"Suspend\"", Count: 1}},
+		Run:   "^TestAPanickingReadNeverWedgesAWriterPath$", Fast: true,
+	},
+	{
+		Name: "switch: the current source's panic blamed on the new one", File: "switch.go",
+		Edits: []edit{{Old: "case marked || same:", New: "case same:", Count: 1}},
+		Run:   "^TestRegisterBlamesTheSourceThatPanicked$", Fast: true,
+	},
+	{
+		Name: "switch: a panic of the same counter's Read blamed on an invalid Source", File: "switch.go",
+		Edits: []edit{{Old: "case marked || same:", New: "case marked:", Count: 1}},
+		Run:   "^TestASameCounterSwitchCountsItsFaults$", Fast: true,
+	},
+	{
+		Name: "switch: a panic of the reference blamed on the counter", File: "switch.go",
+		Edits: []edit{{Old: "case marked && f.reference:", New: "case false && f.reference:", Count: 1}},
+		Run:   "^TestASameCounterSwitchCountsItsFaults$", Fast: true,
+	},
+	{
+		Name: "Register: a refused Register drops the default clock's verdict", File: "trust.go",
+		Edits: []edit{{Old: "c.track, p.verdict, p.rejected, p.pending = tr, verdict, rejected, pending", New: "c.track, p.rejected, p.pending = tr, rejected, pending; _ = verdict", Count: 1}},
+		Run:   "^TestARefusedRegisterKeepsTheDefaultClocksChecks$", Fast: true,
+	},
+	{
+		Name: "Info: waits for the writer lock", File: "schedclock.go",
+		Edits: []edit{{Old: "\tif c.mu.TryLock() {", New: "\tif c.mu.Lock(); true {", Count: 1}},
+		Run:   "^TestInfoNeverWaitsForABlockedReference$", Fast: true,
+	},
+	{
+		Name: "default clock: the TSC trusted where the kernel's verdict is unknown", File: "default.go",
+		Edits: []edit{{Old: "p.vouched = v.Known() && v.Current == v.Want", New: "p.vouched = !v.Known() || v.Current == v.Want", Count: 1}},
+		Run:   "^TestTheTSCIsTrustedOnlyOnEvidence$", Fast: true,
+	},
+	{
+		Name: "checkTrust: the TSC adopted after a cross-CPU check that did not run", File: "trust.go",
+		Edits: []edit{{Old: "if err == nil && p.needsEvidence && rep.Verdict != warp.None {", New: "if err == nil && p.needsEvidence && rep.Verdict == warp.Found {", Count: 1}},
+		Run:   "^TestAnUncheckedTSCIsNeverAdopted$", Fast: true,
+	},
+	{
+		Name: "newConversion: rates converting more than 1 ppm off accepted", File: "clocksource.go",
+		Edits: []edit{{Old: "math.Abs(e) > maxConversionPPM || math.IsNaN(e)", New: "math.IsNaN(e)", Count: 1}},
+		Run:   "^TestRatesConvertWithinOnePPM$", Fast: true,
+	},
+	{
+		Name: "wallSegment.wallAt: no saturation", File: "wall.go",
+		Edits: []edit{{Old: "\treturn addSat(addSat(g.wall, d), mulShift32(d, g.slope))", New: "\treturn g.wall + d + mulShift32(d, g.slope)", Count: 1}},
+		Run:   "^TestTimeNeverWraps$", Fast: true,
+	},
+	{
+		Name: "Manual.add: a 64-bit counter not held below the negative zone", File: "manual.go",
+		Edits: []edit{{Old: "if next < v || next > top {", New: "if next < v {", Count: 1}},
+		Run:   "^TestAdvanceNeverMovesBack$", Fast: true,
+	},
+	{
+		Name: "options: a duplicate Option accepted", File: "options.go",
+		Edits: []edit{{Old: "\tif o.seen[name] {", New: "\tif false {", Count: 1}},
+		Run:   "^TestDuplicateOptionsAreRefused$", Fast: true,
+	},
+	{
+		Name: "referenceOff: a misbehaving reference followed", File: "calibrate.go",
+		Edits: []edit{{Old: "\tif abs(subSat(refElapsed, monoElapsed)) <= monoElapsed/1e6*refWitnessPPM+int64(refWitnessFloor) {", New: "\tif true {", Count: 1}},
+		Run:   "^TestMisbehavingReferences$", Fast: true,
+	},
+	{
+		Name: "readCNTVCT: no ISB before MRS (arm64)", File: "source_cntvct_arm64.s",
+		Edits: []edit{{Old: "\tISB  $15 // the counter read cannot be performed before the earlier loads of the latch bank.\n", Count: 1}},
+		Arch:  "arm64", Run: orderingTests,
+		Unobservable: qemuInOrder,
+	},
+	{
+		Name: "readCNTVCT: no dependent LDAR after MRS (arm64)", File: "source_cntvct_arm64.s",
+		Edits: []edit{{Old: "\tLDAR (R1), R1    // orders every later load", New: "\t// LDAR (R1), R1    // orders every later load", Count: 1}},
+		Arch:  "arm64", Run: orderingTests,
+		Unobservable: qemuInOrder,
+	},
+	{
+		Name: "vdso call: no 16-byte alignment of the C stack", File: "internal/vdso/call_linux_amd64.s", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tLEAQ (VDSO_FRAME-16)(SP), reg; \\\n\tANDQ $~15, reg\n", New: "\tLEAQ (VDSO_FRAME-16)(SP), reg\n", Count: 1}},
+		Run:   "^TestABIProbe$", Fast: true,
+	},
+	{
+		Name: "vdso call: C stack not moved onto the reserved frame", File: "internal/vdso/call_linux_amd64.s", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tMOVQ SI, SP            // move onto the reserved frame: the C function's pushes land inside it\n", Count: 1}},
+		Run:   "^TestABIProbe$", Fast: true,
+	},
+	{
+		Name: "vdso call: frame smaller than the C stack", File: "internal/vdso/call_linux_amd64.s", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "TEXT ·callClockGettime(SB), 0, $5120-28", New: "TEXT ·callClockGettime(SB), 0, $64-28", Count: 1}},
+		Run:   "^TestABIProbe$", Fast: true,
+	},
+	{
+		Name: "vdso call: Go SP kept in a caller-saved register", File: "internal/vdso/call_linux_amd64.s", Pkg: "internal/vdso",
+		Edits: []edit{
+			{Old: "\tMOVQ SP, R12           // the Go SP", New: "\tMOVQ SP, R11           // the Go SP", Count: 1},
+			{Old: "\tMOVQ R12, SP           // back on the Go SP", New: "\tMOVQ R11, SP           // back on the Go SP", Count: 1},
+		},
+		Run: "^TestABIProbe$",
+	},
+	{
+		Name: "vdso call: frame without NO_LOCAL_POINTERS", File: "internal/vdso/call_linux_amd64.s", Pkg: "internal/vdso",
+		Edits:        []edit{{Old: "TEXT ·callClockGettime(SB), 0, $5120-28\n\tNO_LOCAL_POINTERS\n", New: "TEXT ·callClockGettime(SB), 0, $5120-28\n", Count: 1}},
+		Run:          "^(TestProfileUnderLoad|TestSignalStorm)$",
+		Unobservable: "no stack walk that needs the frame's pointer map reaches it: the goroutine cannot stop inside an assembly function past its prologue (isAsyncSafePoint refuses FuncFlagAsm), and at the prologue's morestack call the frame has no locals yet",
+	},
+	{
+		Name: "vdso call (arm64): no g store in the g slot", File: "internal/vdso/call_linux_arm64.s", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tMOVD g, (R22); \\\n", Count: 1}},
+		Arch:  "arm64", Run: "^TestABIProbe$",
+	},
+	{
+		Name: "vdso call (arm64): g slot not cleared", File: "internal/vdso/call_linux_arm64.s", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tCBZ  R22, 2(PC); \\\n\tMOVD ZR, (R22)\n", New: "\tCBZ  R22, 2(PC); \\\n\tMOVD R22, R22\n", Count: 1}},
+		Arch:  "arm64", Run: "^TestABIProbe$",
+	},
+	{
+		Name: "vdso call (arm64): no 16-byte alignment of the C stack", File: "internal/vdso/call_linux_arm64.s", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tADD $(VDSO_FRAME+8-16), RSP, reg; \\\n\tBIC $15, reg\n", New: "\tADD $(VDSO_FRAME+8-16), RSP, reg\n", Count: 1}},
+		Arch:  "arm64", Run: "^TestABIProbe$",
+	},
+	{
+		Name: "vdso call (arm64): C stack not moved onto the reserved frame", File: "internal/vdso/call_linux_arm64.s", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tMOVD R1, RSP           // move onto the reserved frame: the C function's stack grows down inside it\n", Count: 1}},
+		Arch:  "arm64", Run: "^TestABIProbe$",
+	},
+	{
+		Name: "vdso g slot check (arm64): stack bounds not compared", File: "internal/vdso/call_linux_arm64.go", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tcase lo != ss.sp || hi-lo != ss.size:", New: "\tcase false:", Count: 1}},
+		Arch:  "arm64", Run: "^TestCompareSignalStack$",
+	},
+	{
+		Name: "vdso lookup: symbol index unbounded", File: "internal/vdso/elf.go", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tif i >= img.symCount {\n", New: "\tif false {\n", Count: 1}},
+		Run:   "^TestLookupIsTotal$", Fast: true,
+	},
+	{
+		Name: "vdso lookup: SysV hash tables unbounded", File: "internal/vdso/elf.go", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\tif !span(img.data, img.buckets, 4*(nbucket+nchain)) {", New: "\tif false {", Count: 1}},
+		Run:   "^TestLookupIsTotal$", Fast: true,
+	},
+	{
+		Name: "vdso lookup: a symbol outside executable code accepted", File: "internal/vdso/elf.go", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "\treturn 0, false, malformed(\"%s at %#x outside every executable segment\", sym, value)", New: "\treturn off, true, nil", Count: 1}},
+		Run:   "^TestLookupRefusals$", Fast: true,
+	},
+	{
+		Name: "vdso image: program headers not bounded to the first page", File: "internal/vdso/image_linux.go", Pkg: "internal/vdso",
+		Edits: []edit{{Old: "phoff > minPage || phnum*phentsize > minPage-phoff", New: "false", Count: 1}},
+		Run:   "^TestImageLength$", Fast: true,
+	},
 }
 
 type outcome struct {
@@ -116,25 +366,20 @@ func main() {
 	timeout := flag.Duration("timeout", 10*time.Minute, "limit for one go test run")
 	check := flag.Bool("check", false, "only check that every mutation's edits apply to the tree (after code moved), running no test")
 	flag.Parse()
-	mutations, err := loadMutations()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "mutants:", err)
-		os.Exit(1)
-	}
 	if *check {
-		if err := checkPatterns(mutations); err != nil {
+		if err := checkPatterns(); err != nil {
 			fmt.Fprintln(os.Stderr, "mutants:", err)
 			os.Exit(1)
 		}
 		return
 	}
-	if err := run(mutations, *fast, *only, *verbose, *timeout); err != nil {
+	if err := run(*fast, *only, *verbose, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(1)
 	}
 }
 
-func run(mutations []mutation, fast bool, only string, verbose bool, timeout time.Duration) error {
+func run(fast bool, only string, verbose bool, timeout time.Duration) error {
 	var sel []mutation
 	onlyRE, err := regexp.Compile(only)
 	if err != nil {
@@ -222,7 +467,7 @@ func run(mutations []mutation, fast bool, only string, verbose bool, timeout tim
 
 // checkPatterns reports every mutation whose file is missing or whose
 // edits do not occur as many times as they say, in the tree as it is.
-func checkPatterns(mutations []mutation) error {
+func checkPatterns() error {
 	root, err := repoRoot()
 	if err != nil {
 		return err
