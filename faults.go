@@ -33,6 +33,22 @@ func (c *Clock) lockWriter(method string) error {
 	return nil
 }
 
+// lockWriterUnless is lockWriter for a method that has nothing to do
+// while the clock's suspended state is already the one it leads to
+// (Update and Suspend on a suspended clock, Resume on a running one):
+// locked is false, and the lock not held, after an error or when
+// c.suspended == suspended; otherwise the caller defers c.unlock().
+func (c *Clock) lockWriterUnless(method string, suspended bool) (locked bool, err error) {
+	if err := c.lockWriter(method); err != nil {
+		return false, err
+	}
+	if c.suspended == suspended {
+		c.unlock()
+		return false, nil
+	}
+	return true, nil
+}
+
 // recordFaultLocked counts a panic of user code that the writer path
 // where recovered from.
 func (c *Clock) recordFaultLocked(where string, r any) {

@@ -199,6 +199,19 @@ func (l *latch) publish(ln *line, step func(string)) {
 	step("seq.even")
 }
 
+// fastNanos converts cyc, a counter value read under this bank, on the
+// fast path; ok is false where cyc is more than fastMax past the epoch,
+// for slowNanos to convert. Both readers (Clock.now and otherNow) call it
+// after their counter read, with the scale they loaded, so that the
+// bank's loads stay out of the read's way; it is small enough to be
+// inlined into each (go build -gcflags=-m says so).
+func (b *bank) fastNanos(cyc, scale uint64) (ns int64, ok bool) {
+	if cyc-b.epochCyc.Load() > b.fastMax.Load() {
+		return 0, false
+	}
+	return b.epochNs.Load() + int64((cyc*(scale>>32)+b.base.Load())>>(scale>>8&63)), true
+}
+
 // slowNanos converts the counter values the fast path refuses: below the
 // epoch (clamped to it), past a narrow counter's wrap (masked), with bits
 // set above the counter's width (masked), so far past the epoch that

@@ -35,10 +35,8 @@ func otherNow(c *Clock) int64 {
 		cyc := uint64(runtimeNano() - monoBase)
 		orderAfter(cyc)
 		scale := b.scale.Load()
-		var ns int64
-		if cyc-b.epochCyc.Load() <= b.fastMax.Load() {
-			ns = b.epochNs.Load() + int64((cyc*(scale>>32)+b.base.Load())>>(scale>>8&63))
-		} else {
+		ns, fast := b.fastNanos(cyc, scale)
+		if !fast {
 			ns = b.slowNanos(cyc, scale)
 		}
 		next := c.latch.seq.Load()
@@ -84,10 +82,8 @@ func (c *Clock) now() int64 {
 		}
 		cyc := ptrFunc(read)()
 		scale := b.scale.Load()
-		var ns int64
-		if cyc-b.epochCyc.Load() <= b.fastMax.Load() {
-			ns = b.epochNs.Load() + int64((cyc*(scale>>32)+b.base.Load())>>(scale>>8&63))
-		} else {
+		ns, fast := b.fastNanos(cyc, scale)
+		if !fast {
 			ns = b.slowNanos(cyc, scale)
 		}
 		if c.latch.seq.Load() == seq {

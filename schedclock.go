@@ -182,13 +182,10 @@ func (c *Clock) start() { go c.background() }
 // ErrClosed after Close. A Read that panics leaves the clock as it was:
 // the error wraps ErrFault and carries the panic's value.
 func (c *Clock) Update() (err error) {
-	if err := c.lockWriter("Update"); err != nil {
+	if locked, err := c.lockWriterUnless("Update", true); !locked {
 		return err
 	}
 	defer c.unlock()
-	if c.suspended {
-		return nil
-	}
 	defer c.recoverInto("Update", &err)
 	c.updateLocked()
 	return nil

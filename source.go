@@ -88,20 +88,13 @@ const (
 	RateRefined                      // refined in the background against the Clock's reference
 )
 
+// rateOriginNames are the RateOrigins' names, as Info prints them.
+var rateOriginNames = [...]string{RateDeclared: "declared", RateCPUID: "cpuid", RateHypervisor: "hypervisor leaf",
+	RateMeasured: "measured", RateCNTFRQ: "cntfrq", RateRefined: "refined"}
+
 func (o RateOrigin) String() string {
-	switch o {
-	case RateDeclared:
-		return "declared"
-	case RateCPUID:
-		return "cpuid"
-	case RateHypervisor:
-		return "hypervisor leaf"
-	case RateMeasured:
-		return "measured"
-	case RateCNTFRQ:
-		return "cntfrq"
-	case RateRefined:
-		return "refined"
+	if o >= 0 && int(o) < len(rateOriginNames) {
+		return rateOriginNames[o]
 	}
 	return fmt.Sprintf("RateOrigin(%d)", int(o))
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/schedclock/schedclock/internal/errata"
+	"github.com/schedclock/schedclock/internal/format"
 )
 
 // cntvctBits is the counter width the architecture guarantees: at least
@@ -165,7 +166,7 @@ func (t cntvctTrust) String() string {
 	} else {
 		fmt.Fprintf(&b, "%s (%s), kernel's workaround read: %s", t.Match.Erratum, t.Match.Where, t.Match.Erratum.Workaround())
 	}
-	fmt.Fprintf(&b, "; read %s, portable %s", formatNs(t.Cost.CounterNs), formatNs(t.Cost.PortableNs))
+	fmt.Fprintf(&b, "; read %s, portable %s", format.Ns(t.Cost.CounterNs), format.Ns(t.Cost.PortableNs))
 	if t.Fallback {
 		b.WriteString(": slower than the portable source (the kernel traps the counter?), falling back to it")
 	}
@@ -215,18 +216,4 @@ func checkCNTVCT() cntvctTrust {
 func checkCNTVCTOn(match errata.Match, reader func(errata.Erratum) func() uint64, measure func(func() uint64) readCost) cntvctTrust {
 	read := reader(match.Erratum)
 	return decideCNTVCT(match, read, measure(read))
-}
-
-// formatNs writes a duration given in (fractional) nanoseconds with a
-// unit that keeps three significant digits.
-func formatNs(ns float64) string {
-	switch {
-	case ns >= 1e9:
-		return fmt.Sprintf("%.3g s", ns/1e9)
-	case ns >= 1e6:
-		return fmt.Sprintf("%.3g ms", ns/1e6)
-	case ns >= 1e3:
-		return fmt.Sprintf("%.3g µs", ns/1e3)
-	}
-	return fmt.Sprintf("%.3g ns", ns)
 }

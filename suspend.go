@@ -23,13 +23,10 @@ import (
 // package of a program that owns the process's notion of time (a system
 // that really sleeps, a test binary); a library must not call them.
 func (c *Clock) Suspend() (err error) {
-	if err := c.lockWriter("Suspend"); err != nil {
+	if locked, err := c.lockWriterUnless("Suspend", true); !locked {
 		return err
 	}
 	defer c.unlock()
-	if c.suspended {
-		return nil
-	}
 	before := c.cur
 	defer func() {
 		if r := recover(); r != nil {
@@ -52,13 +49,10 @@ func (c *Clock) Suspend() (err error) {
 // panics leaves the clock suspended, as it was, and returns an error
 // wrapping ErrFault: call Resume again.
 func (c *Clock) Resume() (err error) {
-	if err := c.lockWriter("Resume"); err != nil {
+	if locked, err := c.lockWriterUnless("Resume", false); !locked {
 		return err
 	}
 	defer c.unlock()
-	if !c.suspended {
-		return nil
-	}
 	defer c.recoverInto("Resume", &err)
 	// Anchoring at a counter value read before the publication means
 	// every reader of the new line reads at least V.

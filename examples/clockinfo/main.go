@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/internal/measure"
 )
 
 func main() {
@@ -51,8 +52,8 @@ func main() {
 	}
 	fmt.Printf("  %-66s %5.1f ns a read\n", "schedclock.Now", perRead(func() { schedclock.Now() }))
 	fmt.Printf("  %-66s %5.1f ns a read\n", "time.Since", perRead(func() { time.Since(start) }))
-	if syscallRaw != nil {
-		fmt.Printf("  %-66s %5.1f ns a read\n", "CLOCK_MONOTONIC_RAW by the system call (x/sys unix.ClockGettime)", perRead(func() { syscallRaw() }))
+	if measure.RawIsSyscall {
+		fmt.Printf("  %-66s %5.1f ns a read\n", "CLOCK_MONOTONIC_RAW by the system call (x/sys unix.ClockGettime)", perRead(func() { measure.Raw() }))
 	}
 	if rawErr == nil && bootErr == nil {
 		fmt.Println("\nside by side, each read right after the one before (ns):")
@@ -64,15 +65,17 @@ func main() {
 		}
 	}
 
-	ref, refName := rawNow, rawName
+	ref, refName := measure.Raw, rawName()
 	if rawErr == nil {
 		ref, refName = func() int64 { return int64(raw.Read()) }, "CLOCK_MONOTONIC_RAW (Raw)"
 	}
 	fmt.Printf("\ndrift against %s over one second:\n", refName)
-	clock0, raw0, w0 := pair(ref)
+	// Each end: the reference read between two Nows, the tightest of 20.
+	at0 := measure.Tightest(schedclock.Now, ref, 20)
 	time.Sleep(time.Second)
-	clock1, raw1, w1 := pair(ref)
-	dClock, dRaw := clock1-clock0, raw1-raw0
+	at1 := measure.Tightest(schedclock.Now, ref, 20)
+	dClock, dRaw := at1.Mid-at0.Mid, at1.Inner-at0.Inner
+	w0, w1 := at0.Width, at1.Width
 	fmt.Printf("  clock advanced %d ns, the reference %d ns: %+.3f ppm (brackets %d and %d ns: ±%.3f ppm)\n",
 		dClock, dRaw, float64(dClock-dRaw)/float64(dRaw)*1e6, w0, w1, float64(w0+w1)/2/float64(dRaw)*1e6)
 
@@ -93,19 +96,12 @@ func perRead(read func()) float64 {
 	return float64(time.Since(t0)) / n
 }
 
-// pair reads the clock and the reference back to back, keeping the
-// tightest of a few (Now, reference, Now) brackets, and returns its width.
-func pair(ref func() int64) (clock, raw, width int64) {
-	width = 1 << 62
-	for i := 0; i < 20; i++ {
-		a := schedclock.Now()
-		r := ref()
-		b := schedclock.Now()
-		if b-a < width {
-			width, clock, raw = b-a, a+(b-a)/2, r
-		}
+// rawName names measure.Raw in the output.
+func rawName() string {
+	if measure.RawIsSyscall {
+		return "CLOCK_MONOTONIC_RAW (the system call)"
 	}
-	return clock, raw, width
+	return "Go's monotonic clock"
 }
 
 func printInfo(when string, in schedclock.Info) {

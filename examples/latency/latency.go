@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/internal/format"
+	"github.com/schedclock/schedclock/internal/measure"
 )
 
 // A workload is one call of real work, the thing being timed.
@@ -173,14 +175,7 @@ func overhead(loop func(int) int64, n int) float64 {
 
 // calibrateCalls returns how many clock calls take about d.
 func calibrateCalls(d time.Duration) int {
-	n := 1000
-	for {
-		elapsed := timeLoop(loopTimeNow, n)
-		if elapsed >= d/8 || n >= 1<<30 {
-			return max(1000, int(float64(n)*float64(d)/float64(max(elapsed, 1))))
-		}
-		n *= 8
-	}
+	return measure.LoopLength(func(n int) time.Duration { return timeLoop(loopTimeNow, n) }, d, 8, 1000)
 }
 
 // sample times work with every timer for about perTimer each, in slices
@@ -334,17 +329,10 @@ func bar(count, most, width int) string {
 	return strings.Repeat("█", eighths/8) + partial[eighths%8]
 }
 
-// formatDuration prints d with three significant digits.
+// formatDuration prints d with three significant digits and no space
+// before the unit ("1.5µs"), which keeps the histogram's columns narrow.
 func formatDuration(d time.Duration) string {
-	switch {
-	case d < time.Microsecond:
-		return fmt.Sprintf("%dns", d.Nanoseconds())
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.3gµs", float64(d)/float64(time.Microsecond))
-	case d < time.Second:
-		return fmt.Sprintf("%.3gms", float64(d)/float64(time.Millisecond))
-	}
-	return fmt.Sprintf("%.3gs", d.Seconds())
+	return strings.ReplaceAll(format.Ns(float64(d)), " ", "")
 }
 
 func sortedCopy(v []int64) []int64 {

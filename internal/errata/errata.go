@@ -72,33 +72,29 @@ const (
 	Sun50iUnknown1
 )
 
+// errataText is each erratum's name and what its read does (see
+// Workaround).
+var errataText = [...]struct{ name, workaround string }{
+	None:               {"none", "plain read"},
+	FSLA008585:         {"Freescale erratum A-008585", "reads twice until both agree (at most 200 times)"},
+	HiSilicon161010101: {"HiSilicon erratum 161010101", "reads twice until the second is less than 32 past the first (at most 50 times)"},
+	ARM858921:          {"ARM erratum 858921", "reads twice, keeps the first if bit 32 changed"},
+	Sun50iUnknown1:     {"Allwinner erratum UNKNOWN1", "reads until bits 8:0 are neither all ones nor all zeros (at most 150 times)"},
+}
+
+func (e Erratum) known() bool { return e >= 0 && int(e) < len(errataText) }
+
 func (e Erratum) String() string {
-	switch e {
-	case None:
-		return "none"
-	case FSLA008585:
-		return "Freescale erratum A-008585"
-	case HiSilicon161010101:
-		return "HiSilicon erratum 161010101"
-	case ARM858921:
-		return "ARM erratum 858921"
-	case Sun50iUnknown1:
-		return "Allwinner erratum UNKNOWN1"
+	if e.known() {
+		return errataText[e].name
 	}
 	return fmt.Sprintf("errata.Erratum(%d)", int(e))
 }
 
 // Workaround says in words what the erratum's read does.
 func (e Erratum) Workaround() string {
-	switch e {
-	case FSLA008585:
-		return "reads twice until both agree (at most 200 times)"
-	case HiSilicon161010101:
-		return "reads twice until the second is less than 32 past the first (at most 50 times)"
-	case ARM858921:
-		return "reads twice, keeps the first if bit 32 changed"
-	case Sun50iUnknown1:
-		return "reads until bits 8:0 are neither all ones nor all zeros (at most 150 times)"
+	if e.known() {
+		return errataText[e].workaround
 	}
 	return "plain read"
 }

@@ -1,12 +1,16 @@
 //go:build gc && !purego
 
+// Per-architecture code that cannot be shared: this file does for
+// amd64 (SysV registers, ABI and stack rules) what call_linux_arm64.s
+// does for arm64. The functions of the two files have the same outline
+// (load the arguments, move onto the reserved frame, call, read the
+// timespec, come back, store) in instructions that differ, and the
+// duplicates command lists them as a pair. What is the same in both, the
+// frame size and the fill pattern, is in call_linux.h.
+
 #include "funcdata.h"
 #include "textflag.h"
-
-// The stack reserved for the C function: reservedFrame in
-// call_linux_amd64.go, where the choice is explained. The TEXT lines
-// spell it out ($5120): go vet's asmdecl reads them before macros expand.
-#define VDSO_FRAME 5120
+#include "call_linux.h"
 
 // After the prologue the frame is [SP, SP+VDSO_FRAME) (the assembler
 // keeps the caller's BP and the return address above it). C_STACK_TOP
@@ -43,9 +47,6 @@ TEXT ·callClockGettime(SB), 0, $5120-28
 	MOVQ CX, ns+16(FP)
 	MOVL AX, ret+24(FP)
 	RET
-
-// The pattern callClockGettimeMeasured fills the C stack with.
-#define STACK_PATTERN $0x5a5a5a5a5a5a5a5a
 
 // func callClockGettimeMeasured(entry uintptr, clockid int32) (ns int64, ret int32, used uintptr, avail uintptr)
 TEXT ·callClockGettimeMeasured(SB), 0, $5120-48

@@ -19,29 +19,18 @@ const (
 	Boottime        ID = 7 // CLOCK_BOOTTIME: CLOCK_MONOTONIC plus the time spent in suspend
 )
 
+// idNames are the known IDs' names, Linux's; the other slots are empty.
+var idNames = [...]string{Realtime: "CLOCK_REALTIME", Monotonic: "CLOCK_MONOTONIC",
+	MonotonicRaw: "CLOCK_MONOTONIC_RAW", MonotonicCoarse: "CLOCK_MONOTONIC_COARSE", Boottime: "CLOCK_BOOTTIME"}
+
 func (id ID) String() string {
-	switch id {
-	case Realtime:
-		return "CLOCK_REALTIME"
-	case Monotonic:
-		return "CLOCK_MONOTONIC"
-	case MonotonicRaw:
-		return "CLOCK_MONOTONIC_RAW"
-	case MonotonicCoarse:
-		return "CLOCK_MONOTONIC_COARSE"
-	case Boottime:
-		return "CLOCK_BOOTTIME"
+	if id.known() {
+		return idNames[id]
 	}
 	return fmt.Sprintf("clock %d", int32(id))
 }
 
-func (id ID) known() bool {
-	switch id {
-	case Realtime, Monotonic, MonotonicRaw, MonotonicCoarse, Boottime:
-		return true
-	}
-	return false
-}
+func (id ID) known() bool { return id >= 0 && int(id) < len(idNames) && idNames[id] != "" }
 
 // ErrUnsupported: the clock does not exist on this system (another OS
 // without it, a kernel that predates it, an ID this package does not

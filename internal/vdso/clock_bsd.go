@@ -27,6 +27,28 @@ func openClock(id ID, _ func() (uintptr, string)) (*Clock, error) {
 	return &Clock{native: native, id: id, path: path}, nil
 }
 
+// osClock is the OS's clock for an ID (native), or why it has none.
+type osClock struct {
+	native int32
+	why    string
+}
+
+// nativeClock maps an ID to the OS's clock of the same meaning, or says
+// why there is none: CLOCK_REALTIME and CLOCK_MONOTONIC are the same
+// everywhere, the rest is the OS's osClocks.
+func nativeClock(id ID) (int32, string) {
+	switch id {
+	case Realtime:
+		return unix.CLOCK_REALTIME, ""
+	case Monotonic:
+		return unix.CLOCK_MONOTONIC, ""
+	}
+	if c, ok := osClocks[id]; ok {
+		return c.native, c.why
+	}
+	return 0, "unknown clock"
+}
+
 func (c *Clock) syscallNow() int64 {
 	var ts unix.Timespec
 	if unix.ClockGettime(c.native, &ts) != nil {

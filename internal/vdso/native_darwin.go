@@ -2,21 +2,10 @@ package vdso
 
 import "golang.org/x/sys/unix"
 
-// nativeClock maps an ID to darwin's clock of the same meaning, or says
-// why there is none.
-func nativeClock(id ID) (int32, string) {
-	switch id {
-	case Realtime:
-		return unix.CLOCK_REALTIME, ""
-	case Monotonic:
-		return unix.CLOCK_MONOTONIC, ""
-	case MonotonicRaw:
-		// Unslewed like Linux's, but it counts the time asleep.
-		return unix.CLOCK_MONOTONIC_RAW, ""
-	case Boottime:
-		return 0, "darwin has no CLOCK_BOOTTIME (its CLOCK_MONOTONIC counts sleep)"
-	case MonotonicCoarse:
-		return 0, "darwin has no CLOCK_MONOTONIC_COARSE"
-	}
-	return 0, "unknown clock"
+// osClocks is what darwin has for the IDs beyond CLOCK_REALTIME and
+// CLOCK_MONOTONIC (see nativeClock).
+var osClocks = map[ID]osClock{
+	MonotonicRaw:    {native: unix.CLOCK_MONOTONIC_RAW}, // unslewed like Linux's, but it counts the time asleep
+	Boottime:        {why: "darwin has no CLOCK_BOOTTIME (its CLOCK_MONOTONIC counts sleep)"},
+	MonotonicCoarse: {why: "darwin has no CLOCK_MONOTONIC_COARSE"},
 }

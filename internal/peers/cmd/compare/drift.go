@@ -1,8 +1,9 @@
 package main
 
 import (
-	"math"
 	"time"
+
+	"github.com/schedclock/schedclock/internal/measure"
 )
 
 // A pairing is a clock reading and the raw clock at the same instant:
@@ -13,17 +14,11 @@ type pairing struct {
 	width      int64 // of the bracket: the raw time is known to ±width/2
 }
 
+// pair pairs read with rawNow: the tightest of tries (raw, read, raw)
+// brackets.
 func pair(read func() int64, tries int) pairing {
-	best := pairing{width: math.MaxInt64}
-	for range tries {
-		before := rawNow()
-		c := read()
-		after := rawNow()
-		if after-before < best.width {
-			best = pairing{clock: c, raw: before + (after-before)/2, width: after - before}
-		}
-	}
-	return best
+	b := measure.Tightest(rawNow, read, tries)
+	return pairing{clock: b.Inner, raw: b.Mid, width: b.Width}
 }
 
 // drift is a clock's rate error against the raw clock over one interval,

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/schedclock/schedclock/internal/measure"
 )
 
 // readSink keeps the compiler from dropping the timed reads.
@@ -24,14 +26,7 @@ func readLoop(read func() int64, n int) time.Duration {
 
 // loopLength returns how many reads take about d.
 func loopLength(read func() int64, d time.Duration) int {
-	n := 1000
-	for {
-		elapsed := readLoop(read, n)
-		if elapsed >= d/4 || n >= 1<<30 {
-			return max(1, int(float64(n)*float64(d)/float64(max(elapsed, 1))))
-		}
-		n *= 4
-	}
+	return measure.LoopLength(func(n int) time.Duration { return readLoop(read, n) }, d, 4, 1)
 }
 
 // readCost is a clock's ns per read: the median of rounds, and the

@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/schedclock/schedclock/internal/format"
 )
 
 // report prints the Markdown: a header that says where and how the
@@ -27,7 +29,7 @@ func report(w io.Writer, results []*result, floor readCost, cfg config, cpus [2]
 	p("- ns/read: median of %d interleaved rounds of %v per clock (fastest-slowest round in brackets); every clock is called through a func value, and an empty func value costs %.1f ns here\n",
 		cfg.rounds, cfg.benchtime, floor.median)
 	p("- start-up: median of %d fresh processes: the clock's packages' init time (GODEBUG=inittrace=1) + its setup and first reading\n", cfg.startupRuns)
-	p("- ppm: the clock's advance against %s over the interval, from one bracketed pairing (fastest of 200) at the start; ± is the bound the brackets give\n", rawName)
+	p("- ppm: the clock's advance against %s over the interval, from one bracketed pairing (fastest of 200) at the start; ± is the bound the brackets give\n", rawName())
 	switch {
 	case cpuErr != nil:
 		p("- handoffs: not run (%v)\n", cpuErr)
@@ -114,19 +116,12 @@ func startupCell(r *result) string {
 	return fmt.Sprintf("%s + %s", init, short(r.startup.first))
 }
 
-// short prints a duration with three significant digits.
+// short prints a duration with three significant digits, and 0 as "0".
 func short(d time.Duration) string {
-	switch {
-	case d == 0:
+	if d == 0 {
 		return "0"
-	case d < time.Microsecond:
-		return fmt.Sprintf("%d ns", d.Nanoseconds())
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.3g µs", float64(d)/float64(time.Microsecond))
-	case d < time.Second:
-		return fmt.Sprintf("%.3g ms", float64(d)/float64(time.Millisecond))
 	}
-	return fmt.Sprintf("%.3g s", d.Seconds())
+	return format.Ns(float64(d))
 }
 
 func handoffCell(r *result) string {

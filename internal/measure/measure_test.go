@@ -1,0 +1,50 @@
+package measure
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestTightestKeepsTheNarrowestBracket feeds scripted clocks: the outer
+// one's brackets are 10, 4, 7 and 4 wide, and the first bracket of width 4
+// must be the one kept, its midpoint and its own inner reading.
+func TestTightestKeepsTheNarrowestBracket(t *testing.T) {
+	outerReads := []int64{100, 110, 200, 204, 300, 307, 400, 404}
+	innerReads := []int64{1, 2, 3, 4}
+	var o, i int
+	outer := func() int64 { o++; return outerReads[o-1] }
+	inner := func() int64 { i++; return innerReads[i-1] }
+	b := Tightest(outer, inner, 4)
+	assert.Equal(t, Bracket{Mid: 202, Inner: 2, Width: 4}, b)
+	assert.Equal(t, 8, o, "two outer reads a try")
+	assert.Equal(t, 4, i, "one inner read a try")
+}
+
+// TestLoopLength scripts a loop that takes 3 ns an iteration: the rounds
+// grow by growth until one takes d/growth, and that round's count is
+// scaled to d; floor bounds the answer from below.
+func TestLoopLength(t *testing.T) {
+	var rounds []int
+	loop := func(n int) time.Duration { rounds = append(rounds, n); return time.Duration(3 * n) }
+	assert.Equal(t, 1_000_000, LoopLength(loop, 3*time.Millisecond, 4, 1))
+	// 1000 iterations take 3 µs < 750 µs, ... 256000 take 768 µs >= 750 µs.
+	assert.Equal(t, []int{1000, 4000, 16000, 64000, 256000}, rounds)
+
+	rounds = nil
+	assert.Equal(t, 700, LoopLength(loop, 1500*time.Nanosecond, 8, 700), "the floor, above the 500 the round scales to")
+	assert.Equal(t, []int{1000}, rounds)
+}
+
+// TestRawAdvances checks that Raw is a clock: it never goes back, and it
+// moves across a sleep by about the sleep (bounded below only: a loaded
+// machine can make the sleep longer).
+func TestRawAdvances(t *testing.T) {
+	a := Raw()
+	time.Sleep(10 * time.Millisecond)
+	b := Raw()
+	require.GreaterOrEqual(t, b, a)
+	assert.GreaterOrEqual(t, b-a, int64(9*time.Millisecond), "a 10 ms sleep")
+}
