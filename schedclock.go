@@ -162,6 +162,9 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 		tr.restart = true
 	}
 	c.manual.Store(src.manual)
+	if src.manual != nil {
+		src.manual.attach(c)
+	}
 	c.publishLocked(line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask})
 	c.fold.due = time.Now().Add(conv.refreshPeriod())
 	c.fold.lastMono = runtimeNano()
@@ -210,7 +213,9 @@ func (c *Clock) updateLocked() {
 	clamped := clampDelta(delta, c.cur.conv.mask)
 	var lost uint64
 	saturated := false
-	if c.cur.conv.wraps() && !c.suspended {
+	// A Manual's wraps are Advance's to fold (see Manual.foldAcross):
+	// its counter follows no clock, so the runtime's says nothing of it.
+	if c.cur.conv.wraps() && !c.suspended && c.manual.Load() == nil {
 		var forward bool
 		if lost, forward = lateFold(c.cur, cyc, mono-c.fold.lastMono); forward {
 			clamped = delta

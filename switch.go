@@ -85,6 +85,9 @@ func (c *Clock) Register(src Source) error {
 	}
 	c.declared = src.Rate
 	c.manual.Store(src.manual)
+	if src.manual != nil {
+		src.manual.attach(c)
+	}
 	if c.track != nil {
 		// A clock made by New with a reference: calibration and the
 		// watch move to src.
