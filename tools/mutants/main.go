@@ -183,6 +183,11 @@ var mutations = []mutation{
 		Run:   "^TestStaleReaderPinsFreezerEarly$", Fast: true,
 	},
 	{
+		Name: "wall map: a step replaces the map (earlier readings move)", File: "wall.go",
+		Edits: []edit{{Old: "c.wall.Store(old.with(wallSegment{at: at, wall: addSat(wall, at-clock)}))", New: "c.wall.Store(&wallMap{segs: []wallSegment{{at: clock, wall: wall}}})", Count: 1}},
+		Run:   "^TestTimeOfAReadingSurvivesStepsAndSlew$", Fast: true,
+	},
+	{
 		Name: "Manual.foldAcross: no fold before the move", File: "manual.go",
 		Edits: []edit{{Old: "\t\tc.updateLocked() // the epoch is now the counter before the move\n", Count: 1}},
 		Run:   "^TestManualFoldsEveryClockOnIt$", Fast: true,
