@@ -204,7 +204,9 @@ func WallNow() time.Time {
 // startWall maps the clock provisionally, from one quick pairing, and
 // has the background goroutine refine the map at once and keep it fresh.
 func (c *Clock) startWall() *wallMap {
-	c.wakeFirstUse()
+	// The first use's wake-up goes last: the woken thread may take this
+	// CPU at the next system call (a loaded machine of two CPUs).
+	defer c.wakeFirstUse()
 	c.mu.Lock()
 	// Nothing Info shows changes here: no snapshot to take (c.unlock
 	// allocates one, and a first call that allocates touches fresh pages).
@@ -225,8 +227,9 @@ func (c *Clock) startWall() *wallMap {
 }
 
 // quickWallNow reads the wall clock the cheapest way at hand: the vDSO
-// once it has been looked up (the background goroutine does that), the
-// system call until then; a test's fake wall clock if it has one.
+// once it has been looked up (the background goroutine does that);
+// until then time.Now, when it is not a testing/synctest bubble's fake
+// time, or else the system call; a test's fake wall clock if it has one.
 func (c *Clock) quickWallNow() time.Time {
 	if c.wallNow != nil {
 		return c.wallNow()
@@ -234,7 +237,26 @@ func (c *Clock) quickWallNow() time.Time {
 	if wc := realtimeResolved.Load(); wc != nil {
 		return time.Unix(0, wc.Now())
 	}
+	if t, ok := runtimeWallNow(); ok {
+		return t
+	}
 	return syscallRealtime()
+}
+
+// initWall and initMono are time.Now and the runtime's monotonic clock
+// at initialisation, which no testing/synctest bubble can be in.
+var initWall, initMono = time.Now(), runtimeNano()
+
+// runtimeWallNow is time.Now, and whether it is the real wall clock: a
+// bubble's time.Now carries the bubble's fake monotonic reading (from
+// 2000-01-01 on), which disagrees with the runtime's own clock since
+// initialisation by decades; the real one agrees to within a
+// millisecond.
+func runtimeWallNow() (time.Time, bool) {
+	t := time.Now()
+	mono := runtimeNano()
+	d := t.Sub(initWall) - time.Duration(mono-initMono)
+	return t, -time.Millisecond < d && d < time.Millisecond
 }
 
 // tickWallLocked is the background goroutine's wall work: refresh the
