@@ -4,6 +4,7 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+	"weak"
 )
 
 // Coarse's resolution: its default and the range WithCoarseResolution
@@ -92,7 +93,7 @@ func (c *Clock) coarseSlow() int64 {
 func (c *Clock) startCoarseLocked() {
 	if c.coarseWanted.Swap(false) && !c.stoppedLocked() {
 		c.coarseWG.Add(1)
-		go c.tickCoarse(c.coarseEvery)
+		go tickCoarse(weak.Make(c), c.clockState, c.coarseEvery)
 	}
 }
 
@@ -101,17 +102,23 @@ func (c *Clock) startCoarseLocked() {
 // and Coarse's start race safely: the goroutine marks itself stopped and
 // then looks at the value, Coarse stores the value and then looks at the
 // mark, so at least one of them sees the other (sequentially consistent
-// atomics), and a stored value is never left uncleared.
-func (c *Clock) tickCoarse(every time.Duration) {
-	defer c.coarseWG.Done()
+// atomics), and a stored value is never left uncleared. It holds the
+// Clock weakly, as the background goroutine does, and stops when nothing
+// else holds it.
+func tickCoarse(w weak.Pointer[Clock], st *clockState, every time.Duration) {
+	defer st.coarseWG.Done()
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
 	idle := 0
 	for {
 		select {
-		case <-c.stop:
+		case <-st.stop:
 			return
 		case <-ticker.C:
+		}
+		c := w.Value()
+		if c == nil {
+			return
 		}
 		if atomic.SwapInt64(&c.coarse.value, 0) != 0 {
 			idle = 0
@@ -120,8 +127,8 @@ func (c *Clock) tickCoarse(every time.Duration) {
 		if idle++; idle < coarseIdleTicks {
 			continue
 		}
-		c.coarseRunning.Store(false)
-		if atomic.LoadInt64(&c.coarse.value) == 0 || !c.coarseRunning.CompareAndSwap(false, true) {
+		st.coarseRunning.Store(false)
+		if atomic.LoadInt64(&c.coarse.value) == 0 || !st.coarseRunning.CompareAndSwap(false, true) {
 			return
 		}
 		idle = 0 // read just now: go on ticking

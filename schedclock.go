@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
+	"weak"
 )
 
 // A Clock turns a free-running counter into monotonic nanoseconds. Now is
@@ -139,6 +141,9 @@ func New(src Source, opts ...Option) (*Clock, error) {
 	c.mu.Lock()
 	c.unlock()
 	c.start()
+	// Dropped without Close, the clock stops its goroutines: they hold it
+	// only weakly (see runBackground), and this wakes them.
+	runtime.AddCleanup(c, stopUnreachable, c.clockState)
 	return c, nil
 }
 
@@ -173,7 +178,7 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 	return c, nil
 }
 
-func (c *Clock) start() { go c.background() }
+func (c *Clock) start() { go runBackground(weak.Make(c), c.clockState, 0) }
 
 // Update folds the counter elapsed since the epoch into the epoch, so that
 // the counter can wrap without time being lost. The refresh goroutine
@@ -192,8 +197,10 @@ func (c *Clock) Update() (err error) {
 	if c.suspended {
 		return nil
 	}
-	defer c.recoverInto("Update", &err)
+	returned := false
+	defer c.recoverInto("Update", &err, &returned)
 	c.updateLocked()
+	returned = true
 	return nil
 }
 
@@ -332,19 +339,77 @@ func (c *Clock) kick() {
 // background is the kernel's sched_clock_poll hrtimer and more: it folds
 // the counter into the epoch every refresh period (see
 // conversion.refreshPeriod), and, on a clock with a reference, calibrates
-// and watches the counter (see calibrate.go).
-func (c *Clock) background() {
-	defer close(c.stopped)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		timer.Reset(time.Until(c.tick(time.Now())))
-		select {
-		case <-c.stop:
+// and watches the counter (see calibrate.go). It runs on the goroutine
+// that calls it (the default clock's parked one).
+func (c *Clock) background() { runBackground(weak.Make(c), c.clockState, 0) }
+
+// runBackground is a clock's background goroutine. It holds the Clock
+// only weakly, and strongly only during a tick, so that a Clock nothing
+// else holds can be collected: then it exits (the cleanup New registers
+// wakes it). A runtime.Goexit of user code in a tick (see goexit) ends
+// the goroutine whatever it does: its deferred function starts another,
+// which waits out the tick's backoff and goes on with the work; the
+// goroutine count stays what it was. It first waits delay.
+func runBackground(w weak.Pointer[Clock], st *clockState, delay time.Duration) {
+	exited := true
+	defer func() {
+		if exited {
+			go runBackground(w, st, st.faults.retry)
 			return
-		case <-c.wake:
+		}
+		close(st.stopped)
+	}()
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	if delay > 0 {
+		select {
+		case <-st.stop:
+			exited = false
+			return
 		case <-timer.C:
 		}
+	}
+	for {
+		next, ok := tickIfAlive(w, time.Now())
+		if !ok {
+			exited = false
+			return
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-st.stop:
+			exited = false
+			return
+		case <-st.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// tickIfAlive ticks the Clock w points to, if it is still reachable: the
+// only strong reference the background goroutine takes, dropped on
+// return.
+func tickIfAlive(w weak.Pointer[Clock], now time.Time) (next time.Time, ok bool) {
+	c := w.Value()
+	if c == nil {
+		return time.Time{}, false
+	}
+	return c.tick(now), true
+}
+
+// stopUnreachable is the cleanup of a Clock made by New that became
+// unreachable without Close: it stops its goroutines as Close would
+// (nothing can read the clock any more). A Clock made in a
+// testing/synctest bubble must be closed there (its channels belong to
+// the bubble, and closing one from the cleanup's goroutine panics: the
+// recover keeps that from ending the process).
+func stopUnreachable(st *clockState) {
+	defer func() { _ = recover() }()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.closed {
+		st.closed = true
+		close(st.stop)
 	}
 }
 
@@ -356,16 +421,19 @@ func (c *Clock) background() {
 func (c *Clock) tick(now time.Time) (next time.Time) {
 	c.mu.Lock()
 	defer c.unlock()
+	c.faults.exiting = false
 	c.wakes++
+	returned := false
 	defer func() {
-		if r := recover(); r != nil {
+		if r := exitOrPanic(recover(), returned); r != nil {
 			c.recordFaultLocked("background", r)
 			c.faults.streak++
-			retry := min(watchPeriod<<min(c.faults.streak-1, 6), c.conv.refreshPeriod(), verdictPeriod)
-			next = now.Add(retry)
+			c.faults.retry = min(watchPeriod<<min(c.faults.streak-1, 6), c.conv.refreshPeriod(), verdictPeriod)
+			next = now.Add(c.faults.retry)
 		}
 	}()
 	if c.stoppedLocked() {
+		returned = true
 		return now.Add(time.Hour)
 	}
 	policyDue := c.policy.tickLocked(c, now)
@@ -395,6 +463,7 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 	if tr := c.track; tr != nil && !c.suspended && tr.nextDue().Before(next) {
 		next = tr.nextDue()
 	}
+	returned = true
 	return next
 }
 

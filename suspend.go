@@ -31,8 +31,9 @@ func (c *Clock) Suspend() (err error) {
 		return nil
 	}
 	before := c.cur
+	returned := false
 	defer func() {
-		if r := recover(); r != nil {
+		if r := exitOrPanic(recover(), returned); r != nil {
 			c.publishLocked(before)
 			c.recordFaultLocked("Suspend", r)
 			err = fmt.Errorf("%w: %q: Read panicked during Suspend: %v", ErrFault, c.src.Name, faultValue(r))
@@ -43,6 +44,7 @@ func (c *Clock) Suspend() (err error) {
 	c.publishLocked(frozenLine(frozen, c.conv))
 	c.suspended = true
 	c.step("suspend.published")
+	returned = true
 	return nil
 }
 
@@ -59,7 +61,8 @@ func (c *Clock) Resume() (err error) {
 	if !c.suspended {
 		return nil
 	}
-	defer c.recoverInto("Resume", &err)
+	returned := false
+	defer c.recoverInto("Resume", &err, &returned)
 	// Anchoring at a counter value read before the publication means
 	// every reader of the new line reads at least V.
 	cyc := c.src.Read()
@@ -74,5 +77,6 @@ func (c *Clock) Resume() (err error) {
 		c.kick()
 	}
 	c.step("resume.published")
+	returned = true
 	return nil
 }
