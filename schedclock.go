@@ -171,6 +171,7 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 		src.manual.attach(c)
 	}
 	c.publishLocked(line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask})
+	c.adoptWallOriginLocked(src)
 	c.fold.due = time.Now().Add(conv.refreshPeriod())
 	c.fold.lastMono = runtimeNano()
 	in := c.infoLocked() // Info's snapshot exists before any writer runs

@@ -177,6 +177,9 @@ func (c *Clock) Time(ns int64) time.Time {
 	if mc := c.manual.Load(); mc != nil {
 		return time.Unix(0, mc.wallAt(ns))
 	}
+	if o := c.wallOrigin.Load(); o != nil {
+		return time.Unix(0, addSat(*o, ns))
+	}
 	m := c.wall.Load()
 	if m == nil || m.stale.Load() {
 		m = c.startWall()
@@ -377,6 +380,9 @@ type wallState struct {
 	wallDue      time.Time        // zero until Time is first called
 	lastWallPair [2]int64         // the last pairing: clock, wall
 	wallIdle     int              // refreshes in a row that Time did not use
+	// wallOrigin, on a clock on a Bubble Source, is the wall time of
+	// its reading 0: Time is that plus the reading, no map.
+	wallOrigin atomic.Pointer[int64]
 	// firstWall is the first version of the map, firstWallSeg its
 	// segment (see aimWallLocked).
 	firstWall    wallMap
