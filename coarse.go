@@ -32,14 +32,15 @@ type coarseLine struct {
 // of a goroutine of the clock's, which clears it at every tick; so
 // Coarse writes shared memory at most once per tick, and a reading is no
 // older than one resolution plus how late the Go scheduler runs that
-// goroutine. There is no fixed bound: measured by TestCoarseStaleness on
-// a 2-vCPU AMD EPYC KVM guest (Go 1.26.8), read every 0-0.6 ms, the
-// median reading was 0.1 µs old, p99 1.2 ms and 3.6 ms at worst idle
-// (1.1 ms and 1.9 ms on a 16-vCPU Intel Xeon guest); at a load average
-// of 8 (4 CPU-bound processes and a test run beside it) p99 2.2-2.9 ms
-// and 6.4-8.0 ms at worst.
+// goroutine. There is no fixed bound: the goroutine needs a CPU, and a
+// loaded machine makes it late. Measured by TestCoarseStaleness (a busy
+// reader, one Coarse every 50µs) on a 2-vCPU AMD EPYC KVM guest (Go
+// 1.26.8): at a load average of 3.4 the median reading was 0.55-0.65 ms
+// old, p99 1.2-79 ms, the worst 6.4-92 ms; at 4.5-5.4 (four CPU-bound
+// processes beside it), median 0.9-1.6 ms, p99 36-117 ms, the worst
+// 94-140 ms (see the package doc, "Coarse time").
 // The goroutine runs only while Coarse is being read: after
-// coarseIdleTicks (8) ticks without a read it stops, and the next Coarse
+// coarseIdleTicks (3) ticks without a read it stops, and the next Coarse
 // reads Now itself (so its value is current) and has the clock's
 // goroutine start it again.
 //
@@ -56,8 +57,11 @@ func (c *Clock) Coarse() int64 {
 	return c.coarseSlow()
 }
 
-// coarseIdleTicks is how many ticks without a Coarse stop the goroutine.
-const coarseIdleTicks = 8
+// coarseIdleTicks is how many ticks without a Coarse stop the goroutine:
+// each tick is a wake-up (about 250µs of CPU in a KVM guest), and after
+// the last read every one is waste; a reader that pauses longer pays a
+// restart (its Coarse reads Now and has the goroutine started again).
+const coarseIdleTicks = 3
 
 // coarseSlow is Coarse after a tick cleared the value: it reads Now,
 // stores it unless another goroutine stored one first, and makes sure the

@@ -105,13 +105,17 @@ func monoRaw() int64 {
 const firstCallEnv = "SCHEDCLOCK_FIRST_CALL"
 
 // TestMain measures a first call, in a child that TestFirstCallsAreCheap
+// started, or the idle cost, in one that TestIdleCostAfterCoarse
 // started, before the testing package starts anything: the process is
 // then as close to a program's start as a test binary gets (its test
-// goroutines, timers and output would otherwise run beside the call on a
+// goroutines, timers and output would otherwise run beside it on a
 // machine of two CPUs). Otherwise it runs the tests.
 func TestMain(m *testing.M) {
 	if name := os.Getenv(firstCallEnv); name != "" {
 		os.Exit(firstCallChild(name))
+	}
+	if mode := os.Getenv(idleEnv); mode != "" {
+		os.Exit(idleChild(mode))
 	}
 	os.Exit(m.Run())
 }
