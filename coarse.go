@@ -51,6 +51,9 @@ type coarseLine struct {
 // On a clock on a Manual counter, Coarse is Now: exact at once after
 // Advance and Set. After Close, Coarse stands still.
 func (c *Clock) Coarse() int64 {
+	if c == nil {
+		return 0
+	}
 	if v := atomic.LoadInt64(&c.coarse.value); v != 0 {
 		return v - 1
 	}

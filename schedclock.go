@@ -16,8 +16,12 @@ import (
 // wait-free and safe for any number of goroutines; Register, Update,
 // Suspend, Resume and Close are serialised by the Clock.
 //
-// A Clock must be created with New. A zero Clock reads 0 and behaves as a
-// closed one.
+// A Clock must be created with New. A zero Clock, and a nil *Clock,
+// behave as a closed clock that never ran, and no method panics on them:
+// Now, Since and Coarse return 0, Time returns the zero time.Time (no
+// wall time: test it with IsZero), Info returns Info{Closed: true}, and
+// Register, Update, Suspend, Resume and Close return errors wrapping
+// ErrClosed.
 type Clock struct {
 	// latch must stay the first field: its first 64 bytes (seq and bank 0)
 	// must start on a 64-byte boundary. See latch.
@@ -302,7 +306,7 @@ func (c *Clock) publishLocked(ln line) {
 // A Clock made inside a testing/synctest bubble must be closed there, so
 // that its goroutines leave the bubble before it ends.
 func (c *Clock) Close() error {
-	if c.clockState == nil {
+	if c == nil || c.clockState == nil {
 		return ErrClosed
 	}
 	if c == defaultClock {
@@ -544,7 +548,7 @@ type Info struct {
 // last writer finished, so Info never waits for a writer, nor for the user
 // code (a Read, a reference) a writer may be blocked in.
 func (c *Clock) Info() Info {
-	if c.clockState == nil {
+	if c == nil || c.clockState == nil {
 		return Info{Closed: true}
 	}
 	c.policy.wakeFirstUse()

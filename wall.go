@@ -162,17 +162,19 @@ func (m *wallMap) with(g wallSegment) *wallMap {
 // time.Now is the bubble's fake time, and Time stays on the real one. On
 // a clock on a Manual counter, Time is the Manual's wall origin plus ns
 // (see Manual), exactly; on a clock on Bubble, the bubble's wall clock
-// at the reading, exactly (see Bubble). Time saturates: readings before
-// the clock's first pairing map through its first segment, so Time(-1)
-// and Time(math.MinInt64) are before the clock's start (as far back as
-// 1677, time.Unix(0, math.MinInt64)), and Time(math.MaxInt64) is in 2262.
+// at the reading, exactly (see Bubble). Readings no Now of the clock
+// returned (before its start) map through its first segment: Time(-1) is
+// a nanosecond before Time(0), before the clock's start, and
+// Time(math.MinInt64) about 292 years before it (1734 for a clock started
+// in 2026). Time saturates: Time(math.MaxInt64) is in 2262, and nothing
+// maps outside what time.Unix(0, ns) can say.
 //
 // The map is refreshed only while Time is called: wallIdlePeriods
 // periods without a call stop the refreshing, and the next Time pairs
 // the clock with the wall clock again, the same quick way as the first.
 func (c *Clock) Time(ns int64) time.Time {
-	if c.clockState == nil {
-		return time.Unix(0, ns) // a zero Clock
+	if c == nil || c.clockState == nil {
+		return time.Time{} // a zero or nil Clock has no wall time
 	}
 	if mc := c.manual.Load(); mc != nil {
 		return time.Unix(0, mc.wallAt(ns))
