@@ -62,9 +62,13 @@
 // Now has moved only by the real time that passed, WallNow stays on the
 // real wall clock, and nothing called in a bubble starts a goroutine
 // that joins it. Code that should follow the bubble's time reads a Clock
-// made inside the bubble on a Source that reads the bubble's time, and
-// the test closes it there (the package example Synctest). Timers and
-// sleeping are the bubble's job, not this package's.
+// made inside the bubble on [Bubble], the Source that reads the time
+// package's clock (the bubble's fake time there; the real time outside a
+// bubble; its rate declared, never refined), and the test closes it there
+// (the package example Synctest). Such a clock's Time is the bubble's
+// wall time: Time(c.Now()) is the bubble's time.Now, and a reading's Time
+// never changes. Timers and sleeping are the bubble's job, not this
+// package's.
 //
 // # Coarse time
 //
