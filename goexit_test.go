@@ -111,6 +111,20 @@ func TestGoexitInTheBackground(t *testing.T) {
 	}
 }
 
+// exitsAfter is a 2 GHz Source whose Read exits its goroutine after
+// reads reads.
+func exitsAfter(reads int32) schedclock.Source {
+	next := schedclock.NewManual(2e9, 64)
+	var left atomic.Int32
+	left.Store(reads)
+	return schedclock.Source{Name: "next", Bits: 64, Rate: 2e9, Read: func() uint64 {
+		if left.Add(-1) < 0 {
+			runtime.Goexit()
+		}
+		return next.Read()
+	}}
+}
+
 // TestGoexitOnTheWriterPaths: a Read that exits the caller's goroutine
 // in Register, Update, Suspend or Resume leaves the clock as it was (or
 // as the call left it whole), the writer lock free, and the exit counted.
@@ -144,26 +158,10 @@ func TestGoexitOnTheWriterPaths(t *testing.T) {
 			_ = c.Resume() // left suspended, as a panic leaves it
 		}},
 		{"Register, the new Read at once", func(c *schedclock.Clock, _ *schedclock.Manual, exit *atomic.Int32) {
-			next := schedclock.NewManual(2e9, 64)
-			n := atomic.Int32{}
-			n.Store(1)
-			_ = c.Register(schedclock.Source{Name: "next", Bits: 64, Rate: 2e9, Read: func() uint64 {
-				if n.Add(-1) < 0 {
-					runtime.Goexit()
-				}
-				return next.Read()
-			}})
+			_ = c.Register(exitsAfter(0)) // its first read, which checks it
 		}},
 		{"Register, the new Read mid-switch", func(c *schedclock.Clock, _ *schedclock.Manual, exit *atomic.Int32) {
-			next := schedclock.NewManual(2e9, 64)
-			n := atomic.Int32{}
-			n.Store(2) // the check read passes; the switch's next read exits
-			_ = c.Register(schedclock.Source{Name: "next", Bits: 64, Rate: 2e9, Read: func() uint64 {
-				if n.Add(-1) < 0 {
-					runtime.Goexit()
-				}
-				return next.Read()
-			}})
+			_ = c.Register(exitsAfter(1)) // the check passes; the switch's read exits
 		}},
 		{"Register, the old Read mid-switch", func(c *schedclock.Clock, _ *schedclock.Manual, exit *atomic.Int32) {
 			next := schedclock.NewManual(2e9, 64)
