@@ -345,7 +345,10 @@ func (c *Clock) aimWallLocked(clock, wall int64, provisional bool) {
 		c.wall.Store(&c.firstWall)
 		return
 	}
-	off := abs(old.wallAt(clock) - wall)
+	behind := wall - old.wallAt(clock)
+	refining := c.wallProvisional && !provisional
+	c.wallProvisional = provisional
+	off := abs(behind)
 	if off <= int64(wallTolerance) {
 		if old.stale.Load() {
 			c.wall.Store(&wallMap{segs: old.segs})
@@ -356,7 +359,11 @@ func (c *Clock) aimWallLocked(clock, wall int64, provisional bool) {
 	// ahead of the pairing, or now if the writer was held up longer), so
 	// that no reading maps differently than it did when it was taken.
 	at := max(clock+int64(wallLead), c.Now()+1)
-	if off > int64(wallStep) {
+	// A provisional map behind the first full pairing (its one read
+	// was slow: a loaded or emulated machine) catches up at once, as a
+	// step forward; ahead of it, it slews back, so that WallNow never
+	// goes back for it.
+	if off > int64(wallStep) || refining && behind > 0 {
 		// A step of the wall clock: taken from at on, at the wall
 		// clock's own pace.
 		c.wall.Store(old.with(wallSegment{at: at, wall: addSat(wall, at-clock)}))
@@ -382,6 +389,9 @@ type wallState struct {
 	wallDue      time.Time        // zero until Time is first called
 	lastWallPair [2]int64         // the last pairing: clock, wall
 	wallIdle     int              // refreshes in a row that Time did not use
+	// wallProvisional says the map's last segment is from a provisional
+	// pairing (see aimWallLocked).
+	wallProvisional bool
 	// wallOrigin, on a clock on a Bubble Source, is the wall time of
 	// its reading 0: Time is that plus the reading, no map.
 	wallOrigin atomic.Pointer[int64]
