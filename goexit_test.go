@@ -87,12 +87,19 @@ func TestGoexitInTheBackground(t *testing.T) {
 				opts = append(opts, schedclock.WithReference(func() int64 { exit(); return int64(time.Since(time.Time{})) }))
 			}
 			before := clockGoroutines()
+			for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); before = clockGoroutines() {
+				time.Sleep(20 * time.Millisecond) // until other tests' clocks have gone
+				if clockGoroutines() == before {
+					break
+				}
+			}
 			c, err := schedclock.New(src, opts...)
 			require.NoError(t, err)
 			// Closed only at the end: Close waits for the background
 			// goroutine, which must not hang a test that found it gone.
-			running := clockGoroutines()
-			require.Equal(t, before+1, running, "the clock's goroutine")
+			running := before + 1
+			require.Eventually(t, func() bool { return clockGoroutines() == running }, 2*time.Second, 10*time.Millisecond,
+				"the clock's goroutine (%d before New, other tests' may still be exiting)", before)
 			armed.Store(true)
 			keepsTime(t, c, 3*time.Second)
 			require.True(t, fired.Load(), "the %s never exited the background goroutine", where)
@@ -101,7 +108,8 @@ func TestGoexitInTheBackground(t *testing.T) {
 			assert.Contains(t, in.LastFault, "Goexit")
 			assert.Equal(t, running, clockGoroutines(), "the clock's goroutines after the exit")
 			require.NoError(t, c.Close())
-			assert.Equal(t, before, clockGoroutines(), "the clock's goroutines after Close")
+			assert.Eventually(t, func() bool { return clockGoroutines() == before }, 2*time.Second, 10*time.Millisecond,
+				"the clock's goroutines after Close")
 		})
 	}
 }
