@@ -244,8 +244,9 @@ func (tr *tracker) startLocked(now time.Time) {
 // counted in Info, and never the fold and the rest of the tick that
 // follow it.
 func (c *Clock) trackSafelyLocked(tr *tracker, now time.Time) {
+	returned := false
 	defer func() {
-		if r := recover(); r != nil {
+		if r := exitOrPanic(recover(), returned); r != nil {
 			c.recordFaultLocked("background", r)
 			tr.faults++
 			tr.restart = true
@@ -256,6 +257,7 @@ func (c *Clock) trackSafelyLocked(tr *tracker, now time.Time) {
 	if !tr.restart {
 		tr.faults = 0 // ran through; not waiting out a backoff
 	}
+	returned = true
 }
 
 // trackLocked does what calibration and the watch have due.

@@ -4,6 +4,7 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+	"weak"
 )
 
 // Coarse's resolution: its default and the range WithCoarseResolution
@@ -31,14 +32,15 @@ type coarseLine struct {
 // of a goroutine of the clock's, which clears it at every tick; so
 // Coarse writes shared memory at most once per tick, and a reading is no
 // older than one resolution plus how late the Go scheduler runs that
-// goroutine. There is no fixed bound: measured by TestCoarseStaleness on
-// a 2-vCPU AMD EPYC KVM guest (Go 1.26.8), read every 0-0.6 ms, the
-// median reading was 0.1 µs old, p99 1.2 ms and 3.6 ms at worst idle
-// (1.1 ms and 1.9 ms on a 16-vCPU Intel Xeon guest); at a load average
-// of 8 (4 CPU-bound processes and a test run beside it) p99 2.2-2.9 ms
-// and 6.4-8.0 ms at worst.
+// goroutine. There is no fixed bound: the goroutine needs a CPU, and a
+// loaded machine makes it late. Measured by TestCoarseStaleness (a busy
+// reader, one Coarse every 50µs) on a 2-vCPU AMD EPYC KVM guest (Go
+// 1.26.8): at a load average of 3.4 the median reading was 0.55-0.65 ms
+// old, p99 1.2-79 ms, the worst 6.4-92 ms; at 4.5-5.4 (four CPU-bound
+// processes beside it), median 0.9-1.6 ms, p99 36-117 ms, the worst
+// 94-140 ms (see the package doc, "Coarse time").
 // The goroutine runs only while Coarse is being read: after
-// coarseIdleTicks (8) ticks without a read it stops, and the next Coarse
+// coarseIdleTicks (3) ticks without a read it stops, and the next Coarse
 // reads Now itself (so its value is current) and has the clock's
 // goroutine start it again.
 //
@@ -49,14 +51,20 @@ type coarseLine struct {
 // On a clock on a Manual counter, Coarse is Now: exact at once after
 // Advance and Set. After Close, Coarse stands still.
 func (c *Clock) Coarse() int64 {
+	if c == nil {
+		return 0
+	}
 	if v := atomic.LoadInt64(&c.coarse.value); v != 0 {
 		return v - 1
 	}
 	return c.coarseSlow()
 }
 
-// coarseIdleTicks is how many ticks without a Coarse stop the goroutine.
-const coarseIdleTicks = 8
+// coarseIdleTicks is how many ticks without a Coarse stop the goroutine:
+// each tick is a wake-up (about 250µs of CPU in a KVM guest), and after
+// the last read every one is waste; a reader that pauses longer pays a
+// restart (its Coarse reads Now and has the goroutine started again).
+const coarseIdleTicks = 3
 
 // coarseSlow is Coarse after a tick cleared the value: it reads Now,
 // stores it unless another goroutine stored one first, and makes sure the
@@ -92,7 +100,7 @@ func (c *Clock) coarseSlow() int64 {
 func (c *Clock) startCoarseLocked() {
 	if c.coarseWanted.Swap(false) && !c.stoppedLocked() {
 		c.coarseWG.Add(1)
-		go c.tickCoarse(c.coarseEvery)
+		go tickCoarse(weak.Make(c), c.clockState, c.coarseEvery)
 	}
 }
 
@@ -101,17 +109,23 @@ func (c *Clock) startCoarseLocked() {
 // and Coarse's start race safely: the goroutine marks itself stopped and
 // then looks at the value, Coarse stores the value and then looks at the
 // mark, so at least one of them sees the other (sequentially consistent
-// atomics), and a stored value is never left uncleared.
-func (c *Clock) tickCoarse(every time.Duration) {
-	defer c.coarseWG.Done()
+// atomics), and a stored value is never left uncleared. It holds the
+// Clock weakly, as the background goroutine does, and stops when nothing
+// else holds it.
+func tickCoarse(w weak.Pointer[Clock], st *clockState, every time.Duration) {
+	defer st.coarseWG.Done()
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
 	idle := 0
 	for {
 		select {
-		case <-c.stop:
+		case <-st.stop:
 			return
 		case <-ticker.C:
+		}
+		c := w.Value()
+		if c == nil {
+			return
 		}
 		if atomic.SwapInt64(&c.coarse.value, 0) != 0 {
 			idle = 0
@@ -120,8 +134,8 @@ func (c *Clock) tickCoarse(every time.Duration) {
 		if idle++; idle < coarseIdleTicks {
 			continue
 		}
-		c.coarseRunning.Store(false)
-		if atomic.LoadInt64(&c.coarse.value) == 0 || !c.coarseRunning.CompareAndSwap(false, true) {
+		st.coarseRunning.Store(false)
+		if atomic.LoadInt64(&c.coarse.value) == 0 || !st.coarseRunning.CompareAndSwap(false, true) {
 			return
 		}
 		idle = 0 // read just now: go on ticking

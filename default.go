@@ -33,6 +33,8 @@ import (
 // over.
 var defaultClock = newDefaultClock(counters)
 
+func init() { warmFirstCalls() }
+
 // newDefaultClock builds the default clock at package initialisation:
 // a few CPUIDs (or one MRS) and a few small file reads (the kernel's
 // clocksource), and one goroutine, parked until the clock's first use.

@@ -21,8 +21,9 @@
 // them.
 //
 // Deadlines, caches, rate limits: [Coarse], one atomic load (under a
-// nanosecond to a few), a reading of Now at most about one resolution
-// old (1 ms; see Coarse time below).
+// nanosecond to a few), a reading of Now about half a resolution old (of
+// 1 ms) when the machine has a CPU for its ticker, and with no fixed
+// bound: tens of milliseconds on a loaded machine (see Coarse time below).
 //
 // Timestamps: [WallNow], wall-clock time read from the counter, cheaper
 // than time.Now (which reads two clocks, WallNow one). It carries no
@@ -59,22 +60,32 @@
 // Now has moved only by the real time that passed, WallNow stays on the
 // real wall clock, and nothing called in a bubble starts a goroutine
 // that joins it. Code that should follow the bubble's time reads a Clock
-// made inside the bubble on a Source that reads the bubble's time, and
-// the test closes it there (the package example Synctest). Timers and
-// sleeping are the bubble's job, not this package's.
+// made inside the bubble on [Bubble], the Source that reads the time
+// package's clock (the bubble's fake time there; the real time outside a
+// bubble; its rate declared, never refined), and the test closes it there
+// (the package example Synctest). Such a clock's Time is the bubble's
+// wall time: Time(c.Now()) is the bubble's time.Now, and a reading's Time
+// never changes. Timers and sleeping are the bubble's job, not this
+// package's.
 //
 // # Coarse time
 //
 // [Coarse] returns a reading of Now taken by the first Coarse after each
 // tick of a ticker (1 ms, [WithCoarseResolution]), so it is at most one
 // resolution old plus how late the Go scheduler runs the ticker: there
-// is no fixed bound. Measured (TestCoarseStaleness, reads every
-// 0-0.6 ms, two- and 16-CPU KVM guests): median under a microsecond old,
-// p99 1.1-1.3 ms, the worst 2-4 ms when idle; on two CPUs at a load
-// average of 8 (four CPU-bound processes and a test run beside it), p99
-// 2.2-2.9 ms and the worst 6.4-8.0 ms. It never runs ahead of Now and
-// never goes backwards. The ticker runs only while Coarse is read: after
-// 8 ticks without a read it stops, and the next Coarse reads Now itself.
+// is no fixed bound. Measured for a hot-path reader (TestCoarseStaleness:
+// a busy goroutine reading Coarse every 50µs, 20,000 reads; go test -run
+// TestCoarseStaleness -v) on a 2-vCPU AMD EPYC KVM guest, Go 1.26.8: with
+// other builds running beside it (load average 3.4) the median reading
+// was 0.55-0.65 ms old, p99 1.2-79 ms, the worst 6.4-92 ms; with four
+// CPU-bound processes beside it as well (load average 4.5-5.4), median
+// 0.9-1.6 ms, p99 36-117 ms, the worst 94-140 ms. The ticker needs a CPU
+// like any goroutine: a reader that keeps one of two CPUs busy, on a
+// loaded machine, makes it as late as the OS makes any thread. A deadline
+// read with Coarse fires that much late, never early: Coarse never runs
+// ahead of Now, and never goes backwards. The ticker runs only while
+// Coarse is read: after 3 ticks without a read it stops, and the next
+// Coarse reads Now itself.
 //
 // # The default clock, at start-up and for life
 //

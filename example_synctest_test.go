@@ -23,18 +23,12 @@ func (s *Session) Touch() { s.lastUsed = s.clock.Now() }
 
 func (s *Session) Expired() bool { return s.clock.Since(s.lastUsed) >= time.Minute }
 
-// bubbleClock returns a Clock on a Source that follows the
-// testing/synctest bubble's fake time. Made inside the bubble, its
-// goroutine belongs to the bubble, and the test's cleanup closes it there
-// so that the bubble can end.
+// bubbleClock returns a Clock on schedclock.Bubble, the Source that
+// follows the testing/synctest bubble's fake time. Made inside the bubble,
+// its goroutine belongs to the bubble, and the test's cleanup closes it
+// there so that the bubble can end.
 func bubbleClock(t *testing.T) *schedclock.Clock {
-	start := time.Now() // inside a bubble: the bubble's fake time
-	c, err := schedclock.New(schedclock.Source{
-		Name: "synctest",
-		Read: func() uint64 { return uint64(time.Since(start)) },
-		Bits: 64,
-		Rate: 1_000_000_000,
-	})
+	c, err := schedclock.New(schedclock.Bubble())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,9 +58,10 @@ func testSessionExpiry(t *testing.T) {
 }
 
 // Testing code that reads schedclock with testing/synctest: the code
-// takes a *schedclock.Clock, and its tests give it one on a Source that
-// follows the bubble's fake time (bubbleClock), so that sleeping in the
-// bubble moves the code's time without waiting. Where the test drives
+// takes a *schedclock.Clock, and its tests give it one on
+// schedclock.Bubble, the Source that follows the bubble's fake time
+// (bubbleClock), so that sleeping in the bubble moves the code's time
+// without waiting, and its Time is the bubble's time.Now. Where the test drives
 // time by hand instead, NewManualClock is exact and needs no bubble.
 func Example_synctest() {
 	// In a _test.go file:

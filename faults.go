@@ -13,9 +13,39 @@ import (
 
 // faultLog is what Info reports of the faults recovered.
 type faultLog struct {
-	count  int    // panics recovered, on every path
+	count  int    // panics and exits recovered from, on every path
 	last   string // the last one: where, what, when
 	streak int    // consecutive faulting ticks of the background goroutine
+	// exiting says a runtime.Goexit of user code is unwinding the
+	// current writer and has been recorded: the deferred functions it
+	// runs through on its way out undo their part without counting it
+	// again. The next writer clears it.
+	exiting bool
+	// retry is the backoff after the background goroutine's last fault,
+	// which the goroutine that replaces an exited one waits out.
+	retry time.Duration
+}
+
+// goexit stands for a runtime.Goexit of user code (t.Fatal, t.FailNow,
+// testify's require, in a test's fake Source or reference): nothing can
+// stop the goroutine from exiting, but the deferred functions it runs
+// through see it, as a deferred function that recovered nothing and ran
+// before its function returned (exitOrPanic), and undo and record it as
+// they would a panic.
+type goexit struct{}
+
+func (goexit) String() string {
+	return "runtime.Goexit (user code exited the goroutine: t.Fatal, t.FailNow or require in a Read or reference?)"
+}
+
+// exitOrPanic is what a deferred function must handle: r, the value it
+// recovered, or a goexit when it recovered nothing and returned says the
+// function it was deferred by did not return.
+func exitOrPanic(r any, returned bool) any {
+	if r == nil && !returned {
+		return goexit{}
+	}
+	return r
 }
 
 // lockWriter takes the writer lock for method, or returns an error
@@ -26,6 +56,7 @@ func (c *Clock) lockWriter(method string) error {
 		return fmt.Errorf("%w: %s on a zero Clock", ErrClosed, method)
 	}
 	c.mu.Lock()
+	c.faults.exiting = false
 	if c.closed {
 		c.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrClosed, method)
@@ -49,19 +80,30 @@ func (c *Clock) lockWriterUnless(method string, suspended bool) (locked bool, er
 	return true, nil
 }
 
-// recordFaultLocked counts a panic of user code that the writer path
-// where recovered from.
+// recordFaultLocked counts a panic or an exit (a goexit) of user code
+// that the writer path where recovered from; an exit once, however many
+// deferred functions it unwinds through.
 func (c *Clock) recordFaultLocked(where string, r any) {
+	if _, exit := faultValue(r).(goexit); exit {
+		if c.faults.exiting {
+			return
+		}
+		c.faults.exiting = true
+		c.faults.count++
+		c.faults.last = fmt.Sprintf("%s: %v (at %s)", where, goexit{}, time.Now().Format(time.RFC3339Nano))
+		return
+	}
 	c.faults.count++
 	c.faults.last = fmt.Sprintf("%s: panic: %v (at %s)", where, faultValue(r), time.Now().Format(time.RFC3339Nano))
 }
 
 // recoverInto is deferred by a writer method that holds the lock: a panic
 // of user code becomes an error wrapping ErrFault in *err, counted in
-// Info. The method must publish nothing it has not finished computing,
-// so that the clock is as it was.
-func (c *Clock) recoverInto(method string, err *error) {
-	if r := recover(); r != nil {
+// Info; an exit of the goroutine (*returned still false) is counted. The
+// method must publish nothing it has not finished computing, so that the
+// clock is as it was.
+func (c *Clock) recoverInto(method string, err *error, returned *bool) {
+	if r := exitOrPanic(recover(), *returned); r != nil {
 		c.recordFaultLocked(method, r)
 		*err = fmt.Errorf("%w: %q: Read panicked during %s: %v", ErrFault, c.src.Name, method, faultValue(r))
 	}
@@ -75,7 +117,9 @@ type culprit struct {
 	v         any
 }
 
-// blamed calls f, re-panicking a panic of it as a culprit.
+// blamed calls f, re-panicking a panic of it as a culprit. An exit of
+// the goroutine in f cannot be re-raised as anything: it goes on, and
+// the switch's own deferred function sees it (see goexit).
 func blamed[T any](reference bool, f func() T) T {
 	defer func() {
 		if r := recover(); r != nil {

@@ -3,8 +3,10 @@ package schedclock
 import (
 	"math"
 	"math/bits"
+	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 )
 
 // Manual is a counter that moves only when told to: the way to test code
@@ -33,6 +35,19 @@ type Manual struct {
 	origin atomic.Int64  // the wall origin, Unix ns
 	rate   uint64
 	bits   int
+
+	// advancing serialises the Advances of a narrow counter, each of
+	// which folds the clocks on it across the move (see foldAcross).
+	advancing sync.Mutex
+	// clocksMu guards clocks, the Clocks made on or switched to this
+	// counter, held weakly: a Manual does not keep a dropped Clock alive.
+	// It is taken under a Clock's writer lock (Register) and never
+	// holds one, so it orders after every other lock.
+	clocksMu sync.Mutex
+	// Each is a weak.Pointer[Clock], held as an any: a field that names
+	// Clock would make the types recursive (Clock's padding is sized
+	// with unsafe.Sizeof).
+	clocks []any
 }
 
 // manualWallOrigin is where a Manual's wall time starts unless
@@ -83,44 +98,99 @@ func (m *Manual) wallAt(ns int64) int64 { return addSat(m.origin.Load(), ns) }
 // fractions of a count carried to the next Advance. A negative d does
 // nothing (use Set to move the counter back). It never moves the counter
 // back: a 64-bit counter saturates 1/8 of its range below the top (where
-// a Clock would take it for a counter that stepped back), and a narrower
-// one moves by at most half its range in one Advance (it wraps, and a
-// Clock on it must be folded, by its goroutine or Update, at least once
-// per half range to keep every count).
+// a Clock would take it for a counter that stepped back). A narrower
+// counter wraps, as often as d says, and Advance folds every running
+// Clock on it across the move, exactly (NewManual(1e9, 32) advanced by a
+// second ten times reads 10 s later, not 10 s modulo 4.29 s): no wrap is
+// ever lost, whatever the Clock's goroutine does. A Clock that is
+// suspended or closed is not folded (it does not follow the counter).
 func (m *Manual) Advance(d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	limit := m.maxStep()
+	if !m.wide() {
+		m.advancing.Lock()
+		defer m.advancing.Unlock()
+	}
 	for {
 		carry := m.carry.Load()
-		hi, lo := bits.Mul64(uint64(d), m.rate)
-		lo, c := bits.Add64(lo, carry, 0)
-		hi += c
-		counts, rem := limit, uint64(0)
-		if hi < uint64(time.Second) {
-			if counts, rem = bits.Div64(hi, lo, uint64(time.Second)); counts > limit {
-				counts, rem = limit, 0
-			}
-		}
+		counts, rem := countsFor(d, m.rate, carry)
 		if m.carry.CompareAndSwap(carry, rem) {
-			m.add(counts)
+			if m.wide() {
+				m.add(counts)
+			} else {
+				m.foldAcross(counts)
+			}
 			return
 		}
+	}
+}
+
+// countsFor is d at rate Hz in counts, plus carry (in 1/1e9 counts), and
+// what remains of a count; saturated at 2^64-1 counts.
+func countsFor(d time.Duration, rate, carry uint64) (counts, rem uint64) {
+	hi, lo := bits.Mul64(uint64(d), rate)
+	lo, c := bits.Add64(lo, carry, 0)
+	hi += c
+	if hi >= uint64(time.Second) {
+		return math.MaxUint64, 0
+	}
+	return bits.Div64(hi, lo, uint64(time.Second))
+}
+
+// attach records c as a Clock on this counter, for Advance to fold.
+func (m *Manual) attach(c *Clock) {
+	m.clocksMu.Lock()
+	defer m.clocksMu.Unlock()
+	live := m.clocks[:0]
+	for _, w := range m.clocks {
+		if w.(weak.Pointer[Clock]).Value() != nil {
+			live = append(live, w)
+		}
+	}
+	m.clocks = append(live, weak.Make(c))
+}
+
+// foldAcross moves a narrow counter on by counts, any number of wraps,
+// with every running Clock on it folded just before and just after, all
+// under their writer locks: each then moves by exactly counts, the whole
+// wraps included (the masked counter cannot show them). Readers between
+// the move and the fold see at most the masked part of it, or, where
+// that is in the negative zone, the fold before: never a step back.
+func (m *Manual) foldAcross(counts uint64) {
+	m.clocksMu.Lock()
+	var held []*Clock
+	for _, w := range m.clocks {
+		if c := w.(weak.Pointer[Clock]).Value(); c != nil {
+			held = append(held, c)
+		}
+	}
+	m.clocksMu.Unlock()
+	n := 0
+	for _, c := range held {
+		c.mu.Lock()
+		if c.stoppedLocked() || c.suspended || c.manual.Load() != m {
+			c.mu.Unlock()
+			continue
+		}
+		c.updateLocked() // the epoch is now the counter before the move
+		held[n] = c
+		n++
+	}
+	m.value.Add(counts)
+	for _, c := range held[:n] {
+		next := c.cur
+		next.epochNs, next.frac = c.cur.atDelta(counts)
+		next.epochCyc = m.Read()
+		c.publishLocked(next)
+		c.fold.lastMono = runtimeNano()
+		c.unlock()
 	}
 }
 
 // wide reports whether the counter is 64 bits wide (a width outside 1..63
 // reads unmasked).
 func (m *Manual) wide() bool { return m.bits < 1 || m.bits >= 64 }
-
-// maxStep is the most one Advance moves the counter by.
-func (m *Manual) maxStep() uint64 {
-	if m.wide() {
-		return math.MaxUint64
-	}
-	return maskOf(m.bits) >> 1
-}
 
 // add moves the counter on by counts, saturating a 64-bit one below its
 // negative zone (see negativeFrom).

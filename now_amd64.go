@@ -8,9 +8,16 @@ package schedclock
 // for a counter narrower than 64 bits, a refresh goroutine that runs
 // within its refresh period (see Source for a fold that comes late).
 //
+// A nil *Clock reads 0, as a zero Clock does.
+//
 // (On amd64 it is assembly, clockNow: this wrapper is inlined into its
 // callers.)
-func (c *Clock) Now() int64 { return clockNow(c) }
+func (c *Clock) Now() int64 {
+	if c == nil {
+		return 0
+	}
+	return clockNow(c)
+}
 
 // clockNow is Clock.Now in assembly; see now_amd64.s.
 //

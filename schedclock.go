@@ -4,18 +4,24 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
+	"weak"
 )
 
 // A Clock turns a free-running counter into monotonic nanoseconds. Now is
 // wait-free and safe for any number of goroutines; Register, Update,
 // Suspend, Resume and Close are serialised by the Clock.
 //
-// A Clock must be created with New. A zero Clock reads 0 and behaves as a
-// closed one.
+// A Clock must be created with New. A zero Clock, and a nil *Clock,
+// behave as a closed clock that never ran, and no method panics on them:
+// Now, Since and Coarse return 0, Time returns the zero time.Time (no
+// wall time: test it with IsZero), Info returns Info{Closed: true}, and
+// Register, Update, Suspend, Resume and Close return errors wrapping
+// ErrClosed.
 type Clock struct {
 	// latch must stay the first field: its first 64 bytes (seq and bank 0)
 	// must start on a 64-byte boundary. See latch.
@@ -139,6 +145,9 @@ func New(src Source, opts ...Option) (*Clock, error) {
 	c.mu.Lock()
 	c.unlock()
 	c.start()
+	// Dropped without Close, the clock stops its goroutines: they hold it
+	// only weakly (see runBackground), and this wakes them.
+	runtime.AddCleanup(c, stopUnreachable, c.clockState)
 	return c, nil
 }
 
@@ -162,7 +171,11 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 		tr.restart = true
 	}
 	c.manual.Store(src.manual)
+	if src.manual != nil {
+		src.manual.attach(c)
+	}
 	c.publishLocked(line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask})
+	c.adoptWallOriginLocked(src)
 	c.fold.due = time.Now().Add(conv.refreshPeriod())
 	c.fold.lastMono = runtimeNano()
 	in := c.infoLocked() // Info's snapshot exists before any writer runs
@@ -170,7 +183,7 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 	return c, nil
 }
 
-func (c *Clock) start() { go c.background() }
+func (c *Clock) start() { go runBackground(weak.Make(c), c.clockState, 0) }
 
 // Update folds the counter elapsed since the epoch into the epoch, so that
 // the counter can wrap without time being lost. The refresh goroutine
@@ -186,8 +199,10 @@ func (c *Clock) Update() (err error) {
 		return err
 	}
 	defer c.unlock()
-	defer c.recoverInto("Update", &err)
+	returned := false
+	defer c.recoverInto("Update", &err, &returned)
 	c.updateLocked()
+	returned = true
 	return nil
 }
 
@@ -207,7 +222,9 @@ func (c *Clock) updateLocked() {
 	clamped := clampDelta(delta, c.cur.conv.mask)
 	var lost uint64
 	saturated := false
-	if c.cur.conv.wraps() && !c.suspended {
+	// A Manual's wraps are Advance's to fold (see Manual.foldAcross):
+	// its counter follows no clock, so the runtime's says nothing of it.
+	if c.cur.conv.wraps() && !c.suspended && c.manual.Load() == nil {
 		var forward bool
 		if lost, forward = lateFold(c.cur, cyc, mono-c.fold.lastMono); forward {
 			clamped = delta
@@ -286,7 +303,7 @@ func (c *Clock) publishLocked(ln line) {
 // A Clock made inside a testing/synctest bubble must be closed there, so
 // that its goroutines leave the bubble before it ends.
 func (c *Clock) Close() error {
-	if c.clockState == nil {
+	if c == nil || c.clockState == nil {
 		return ErrClosed
 	}
 	if c == defaultClock {
@@ -324,19 +341,77 @@ func (c *Clock) kick() {
 // background is the kernel's sched_clock_poll hrtimer and more: it folds
 // the counter into the epoch every refresh period (see
 // conversion.refreshPeriod), and, on a clock with a reference, calibrates
-// and watches the counter (see calibrate.go).
-func (c *Clock) background() {
-	defer close(c.stopped)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		timer.Reset(time.Until(c.tick(time.Now())))
-		select {
-		case <-c.stop:
+// and watches the counter (see calibrate.go). It runs on the goroutine
+// that calls it (the default clock's parked one).
+func (c *Clock) background() { runBackground(weak.Make(c), c.clockState, 0) }
+
+// runBackground is a clock's background goroutine. It holds the Clock
+// only weakly, and strongly only during a tick, so that a Clock nothing
+// else holds can be collected: then it exits (the cleanup New registers
+// wakes it). A runtime.Goexit of user code in a tick (see goexit) ends
+// the goroutine whatever it does: its deferred function starts another,
+// which waits out the tick's backoff and goes on with the work; the
+// goroutine count stays what it was. It first waits delay.
+func runBackground(w weak.Pointer[Clock], st *clockState, delay time.Duration) {
+	exited := true
+	defer func() {
+		if exited {
+			go runBackground(w, st, st.faults.retry)
 			return
-		case <-c.wake:
+		}
+		close(st.stopped)
+	}()
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	if delay > 0 {
+		select {
+		case <-st.stop:
+			exited = false
+			return
 		case <-timer.C:
 		}
+	}
+	for {
+		next, ok := tickIfAlive(w, time.Now())
+		if !ok {
+			exited = false
+			return
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-st.stop:
+			exited = false
+			return
+		case <-st.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// tickIfAlive ticks the Clock w points to, if it is still reachable: the
+// only strong reference the background goroutine takes, dropped on
+// return.
+func tickIfAlive(w weak.Pointer[Clock], now time.Time) (next time.Time, ok bool) {
+	c := w.Value()
+	if c == nil {
+		return time.Time{}, false
+	}
+	return c.tick(now), true
+}
+
+// stopUnreachable is the cleanup of a Clock made by New that became
+// unreachable without Close: it stops its goroutines as Close would
+// (nothing can read the clock any more). A Clock made in a
+// testing/synctest bubble must be closed there (its channels belong to
+// the bubble, and closing one from the cleanup's goroutine panics: the
+// recover keeps that from ending the process).
+func stopUnreachable(st *clockState) {
+	defer func() { _ = recover() }()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.closed {
+		st.closed = true
+		close(st.stop)
 	}
 }
 
@@ -348,16 +423,19 @@ func (c *Clock) background() {
 func (c *Clock) tick(now time.Time) (next time.Time) {
 	c.mu.Lock()
 	defer c.unlock()
+	c.faults.exiting = false
 	c.wakes++
+	returned := false
 	defer func() {
-		if r := recover(); r != nil {
+		if r := exitOrPanic(recover(), returned); r != nil {
 			c.recordFaultLocked("background", r)
 			c.faults.streak++
-			retry := min(watchPeriod<<min(c.faults.streak-1, 6), c.conv.refreshPeriod(), verdictPeriod)
-			next = now.Add(retry)
+			c.faults.retry = min(watchPeriod<<min(c.faults.streak-1, 6), c.conv.refreshPeriod(), verdictPeriod)
+			next = now.Add(c.faults.retry)
 		}
 	}()
 	if c.stoppedLocked() {
+		returned = true
 		return now.Add(time.Hour)
 	}
 	policyDue := c.policy.tickLocked(c, now)
@@ -387,6 +465,7 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 	if tr := c.track; tr != nil && !c.suspended && tr.nextDue().Before(next) {
 		next = tr.nextDue()
 	}
+	returned = true
 	return next
 }
 
@@ -466,7 +545,7 @@ type Info struct {
 // last writer finished, so Info never waits for a writer, nor for the user
 // code (a Read, a reference) a writer may be blocked in.
 func (c *Clock) Info() Info {
-	if c.clockState == nil {
+	if c == nil || c.clockState == nil {
 		return Info{Closed: true}
 	}
 	c.policy.wakeFirstUse()

@@ -45,6 +45,8 @@ type Source struct {
 
 	// manual is the Manual behind a Source from Manual.Source.
 	manual *Manual
+	// bubble is where a Source from Bubble started.
+	bubble *bubbleOrigin
 }
 
 // Sentinel errors. Errors returned by this package wrap one of these, so

@@ -28,8 +28,9 @@ func (c *Clock) Suspend() (err error) {
 	}
 	defer c.unlock()
 	before := c.cur
+	returned := false
 	defer func() {
-		if r := recover(); r != nil {
+		if r := exitOrPanic(recover(), returned); r != nil {
 			c.publishLocked(before)
 			c.recordFaultLocked("Suspend", r)
 			err = fmt.Errorf("%w: %q: Read panicked during Suspend: %v", ErrFault, c.src.Name, faultValue(r))
@@ -40,6 +41,7 @@ func (c *Clock) Suspend() (err error) {
 	c.publishLocked(frozenLine(frozen, c.conv))
 	c.suspended = true
 	c.step("suspend.published")
+	returned = true
 	return nil
 }
 
@@ -53,7 +55,8 @@ func (c *Clock) Resume() (err error) {
 		return err
 	}
 	defer c.unlock()
-	defer c.recoverInto("Resume", &err)
+	returned := false
+	defer c.recoverInto("Resume", &err, &returned)
 	// Anchoring at a counter value read before the publication means
 	// every reader of the new line reads at least V.
 	cyc := c.src.Read()
@@ -68,5 +71,6 @@ func (c *Clock) Resume() (err error) {
 		c.kick()
 	}
 	c.step("resume.published")
+	returned = true
 	return nil
 }

@@ -79,12 +79,22 @@ func (c *Clock) Register(src Source) error {
 		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.src.Name, c.declared)
 	}
 	undo := c.policy.registerLocked(c, src)
+	switched := false
+	defer func() {
+		if !switched { // refused, or the goroutine exits (see goexit)
+			undo()
+		}
+	}()
 	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: RateDeclared}); err != nil {
-		undo()
 		return err
 	}
+	switched = true
 	c.declared = src.Rate
 	c.manual.Store(src.manual)
+	if src.manual != nil {
+		src.manual.attach(c)
+	}
+	c.adoptWallOriginLocked(src)
 	if c.track != nil {
 		// A clock made by New with a reference: calibration and the
 		// watch move to src.
@@ -164,22 +174,18 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 	// The same counter (a new rate for it, a re-anchoring) is the current
 	// source: a panic of its Read is a fault, not an invalid Source.
 	same := funcPtr(src.Read) == funcPtr(c.src.Read)
-	if _, err := readOnce(src); err != nil {
-		var p panicError
-		if same && errors.As(err, &p) {
-			c.recordFaultLocked("switch to "+src.Name, p.v)
-			return fmt.Errorf("%w: %q: Read panicked before the switch: %v", ErrFault, src.Name, p.v)
-		}
-		return err
-	}
 	before := c.cur
+	returned := false
 	defer func() {
-		if r := recover(); r != nil {
+		if r := exitOrPanic(recover(), returned); r != nil {
 			// Readers saw at most the old line's value at the pin; the old
 			// line read later is at least that.
 			c.publishLocked(before)
 			f, marked := r.(culprit)
+			_, exited := r.(goexit)
 			switch {
+			case exited: // a Read or the reference: either way the switch is undone
+				c.recordFaultLocked("switch to "+src.Name, r)
 			case marked && f.reference:
 				c.recordFaultLocked("reference, anchoring "+src.Name, f.v)
 				err = fmt.Errorf("%w: the reference panicked while anchoring %q: %v", ErrFault, src.Name, f.v)
@@ -191,6 +197,15 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 			}
 		}
 	}()
+	if _, err := readOnce(src); err != nil {
+		returned = true
+		var p panicError
+		if same && errors.As(err, &p) {
+			c.recordFaultLocked("switch to "+src.Name, p.v)
+			return fmt.Errorf("%w: %q: Read panicked before the switch: %v", ErrFault, src.Name, p.v)
+		}
+		return err
+	}
 	if c.suspended {
 		c.publishLocked(frozenLine(c.cur, conv))
 	} else {
@@ -199,6 +214,7 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 	c.src, c.conv, c.rate = src, conv, rate
 	c.fold.due = time.Now().Add(conv.refreshPeriod())
 	c.kick()
+	returned = true
 	return nil
 }
 

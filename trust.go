@@ -148,6 +148,10 @@ func (p *trustPolicy) fillInfo(in *Info) {
 	in.CrossCPU, in.CounterCheck = p.crossCPU, p.counterCheck
 }
 
+// firstUseGrace is how long the default clock's background work waits
+// after the first use before it starts.
+const firstUseGrace = 10 * time.Millisecond
+
 // parked is the default clock's one goroutine: it waits for the first
 // use, puts the counter's own read function back in the line, starts the
 // checks of the hardware counter and runs the background loop. Being
@@ -157,6 +161,13 @@ func (c *Clock) parked(checks bool) {
 	select {
 	case <-c.policy.firstUse:
 	case <-c.stop: // closed unused (the tests' default-like clocks)
+		close(c.stopped)
+		return
+	}
+	// The caller of the first use goes on at once; on a machine with few
+	// CPUs the work below (the checks' pinned threads, calibration)
+	// would otherwise preempt it there.
+	if !c.sleepUnlessClosed(firstUseGrace) {
 		close(c.stopped)
 		return
 	}

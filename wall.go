@@ -12,14 +12,24 @@ import (
 
 // Wall time. Time maps a reading of the clock to the wall clock through a
 // piecewise-linear map that the clock's background goroutine keeps close
-// to time.Now: every wallPeriod it pairs a reading with the wall clock (a
-// bracket, fastest of wallSamples) and aims the map at it. The map
-// follows NTP's slewing (its slope is re-estimated at every pairing) and
-// its steps (a disagreement beyond wallStep is taken at once, backwards
-// too), and it is never discontinuous otherwise: each new segment starts
-// wallLead in the future, where the current one would have gone, so a
-// goroutine that reads the clock and then the map sees an increasing
-// wall time whether it gets the old map or the new one.
+// to the wall clock: every wallPeriod it pairs a reading with the wall
+// clock (a bracket, fastest of wallSamples) and, when the map has drifted
+// from it by more than wallTolerance, aims the map at it with a new
+// segment. The map follows NTP's slewing (its slope is re-estimated at
+// every new segment) and its steps (a disagreement beyond wallStep is
+// taken at once, backwards too). A new segment only ever starts after
+// every reading the clock has returned (wallLead ahead of the pairing, or
+// later if the writer was slow), and the segments before it are kept: the
+// wall time of a reading never changes once the reading was taken
+// (within the wallHistory segments kept), and the map is continuous
+// except across a step, so a goroutine that reads the clock and then the
+// map sees an increasing wall time whether it gets the old map or the
+// new one.
+//
+// The first Time of a clock does not wait for that pairing: it answers
+// from a provisional map made of one (clock, wall) pair, read through the
+// cheapest path at hand, and has the background goroutine refine it,
+// which it does with a new segment like any other.
 
 const (
 	// wallPeriod is how often the map is aimed again at the wall clock.
@@ -34,6 +44,13 @@ const (
 	// wallSamples is how many (clock, wall, clock) brackets a pairing
 	// takes.
 	wallSamples = 8
+	// wallTolerance is how far the map may drift from a pairing before a
+	// new segment re-aims it: well inside what Time promises (about
+	// 100µs), and few enough segments that the history lasts.
+	wallTolerance = 5 * time.Microsecond
+	// wallHistory is how many segments the map keeps: a reading older
+	// than the oldest kept segment's start maps through that segment.
+	wallHistory = 4096
 )
 
 // wallSegment maps clock readings to Unix nanoseconds linearly: at clock
@@ -77,11 +94,13 @@ func mulShift32(d, s int64) int64 {
 	return q
 }
 
-// wallMap is one version of the map: cur from cur.at on, the previous
-// segment before it. A new version keeps the previous one's segment,
-// bit for bit, up to where the new segment takes over.
+// wallMap is one version of the map: segs in increasing order of at,
+// the last one current. A new version keeps every segment of the one
+// before, bit for bit (see wallHistory), and adds one that takes over
+// from its start on. Versions share segs' backing array: only the writer
+// appends, past the end of every published version.
 type wallMap struct {
-	prev, cur wallSegment
+	segs []wallSegment
 	// used says Time read this version (set once per version, by the
 	// first Time); stale says the map is no longer refreshed, so the next
 	// Time pairs the clock with the wall clock again.
@@ -90,24 +109,47 @@ type wallMap struct {
 
 // wallAt maps the clock reading ns to Unix nanoseconds.
 func (m *wallMap) wallAt(ns int64) int64 {
-	if ns < m.cur.at {
-		return m.prev.wallAt(ns)
-	}
-	return m.cur.wallAt(ns)
+	g := m.segmentAt(ns)
+	return g.wallAt(ns)
 }
 
-// segmentAt is the segment that maps ns.
+// segmentAt is the segment that maps ns: the last one that starts at or
+// before ns, or the first one for a reading before them all.
 func (m *wallMap) segmentAt(ns int64) wallSegment {
-	if ns < m.cur.at {
-		return m.prev
+	last := len(m.segs) - 1
+	if ns >= m.segs[last].at {
+		return m.segs[last]
 	}
-	return m.cur
+	lo, hi := 0, last // segs[hi].at > ns
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if m.segs[mid].at > ns {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return m.segs[max(lo-1, 0)]
+}
+
+// with returns a new version: this one's segments and g after them.
+func (m *wallMap) with(g wallSegment) *wallMap {
+	segs := m.segs
+	if len(segs) >= wallHistory {
+		segs = append(make([]wallSegment, 0, wallHistory), segs[len(segs)-wallHistory/2:]...)
+	}
+	return &wallMap{segs: append(segs, g)}
 }
 
 // Time returns the wall-clock time at which the clock read ns (a value
-// Now returned), mapped through the pairings of the clock with time.Now
-// that the clock's goroutine keeps fresh (see wall.go). The first call
-// takes the first pairing and starts the refreshing.
+// Now returned), mapped through the pairings of the clock with the wall
+// clock that the clock's goroutine keeps fresh (see wall.go). The wall
+// time of a reading never changes once the reading was taken: a new
+// pairing, a step of the wall clock included, maps only readings taken
+// after it, and the map keeps its last wallHistory (4096) segments (a
+// new one only when the map has drifted from the wall clock by more than
+// 5µs: hours to days of them). The first call answers at once from one
+// (clock, wall) pair and has the clock's goroutine refine the map.
 //
 // The result carries no monotonic clock reading (as time.Unix's results
 // do not): it is a wall time computed from a reading of another clock,
@@ -119,18 +161,26 @@ func (m *wallMap) segmentAt(ns int64) wallSegment {
 // the vDSO on Linux), not time.Now: inside a testing/synctest bubble
 // time.Now is the bubble's fake time, and Time stays on the real one. On
 // a clock on a Manual counter, Time is the Manual's wall origin plus ns
-// (see Manual), exactly. Time saturates: Time(math.MaxInt64) is in 2262,
-// never before the clock's start.
+// (see Manual), exactly; on a clock on Bubble, the bubble's wall clock
+// at the reading, exactly (see Bubble). Readings no Now of the clock
+// returned (before its start) map through its first segment: Time(-1) is
+// a nanosecond before Time(0), before the clock's start, and
+// Time(math.MinInt64) about 292 years before it (1734 for a clock started
+// in 2026). Time saturates: Time(math.MaxInt64) is in 2262, and nothing
+// maps outside what time.Unix(0, ns) can say.
 //
 // The map is refreshed only while Time is called: wallIdlePeriods
 // periods without a call stop the refreshing, and the next Time pairs
-// the clock with the wall clock again before it answers.
+// the clock with the wall clock again, the same quick way as the first.
 func (c *Clock) Time(ns int64) time.Time {
-	if c.clockState == nil {
-		return time.Unix(0, ns) // a zero Clock
+	if c == nil || c.clockState == nil {
+		return time.Time{} // a zero or nil Clock has no wall time
 	}
 	if mc := c.manual.Load(); mc != nil {
 		return time.Unix(0, mc.wallAt(ns))
+	}
+	if o := c.wallOrigin.Load(); o != nil {
+		return time.Unix(0, addSat(*o, ns))
 	}
 	m := c.wall.Load()
 	if m == nil || m.stale.Load() {
@@ -156,25 +206,62 @@ func WallNow() time.Time {
 	return defaultClock.Time(defaultClock.Now())
 }
 
-// startWall takes the first pairing and has the background goroutine
-// keep it fresh.
+// startWall maps the clock provisionally, from one quick pairing, and
+// has the background goroutine refine the map at once and keep it fresh.
 func (c *Clock) startWall() *wallMap {
-	c.wakeFirstUse()
+	// The first use's wake-up goes last: the woken thread may take this
+	// CPU at the next system call (a loaded machine of two CPUs).
+	defer c.wakeFirstUse()
 	c.mu.Lock()
-	defer c.unlock()
+	// Nothing Info shows changes here: no snapshot to take (c.unlock
+	// allocates one, and a first call that allocates touches fresh pages).
+	defer c.mu.Unlock()
 	if m := c.wall.Load(); m != nil && !m.stale.Load() {
 		return m
 	}
-	if c.wallNow == nil {
-		c.wallNow = realWallNow
-	}
-	c.refreshWallLocked()
+	before := c.Now()
+	w := c.quickWallNow()
+	after := c.Now()
+	c.aimWallLocked(before+(after-before)/2, w.UnixNano(), true)
 	c.wallIdle = 0
 	if !c.stoppedLocked() {
-		c.wallDue = time.Now().Add(wallPeriod)
+		c.wallDue = time.Now() // refined at the goroutine's next look
 		c.kick()
 	}
 	return c.wall.Load()
+}
+
+// quickWallNow reads the wall clock the cheapest way at hand: the vDSO
+// once it has been looked up (the background goroutine does that);
+// until then time.Now, when it is not a testing/synctest bubble's fake
+// time, or else the system call; a test's fake wall clock if it has one.
+func (c *Clock) quickWallNow() time.Time {
+	if c.wallNow != nil {
+		return c.wallNow()
+	}
+	if wc := realtimeResolved.Load(); wc != nil {
+		return time.Unix(0, wc.Now())
+	}
+	if t, ok := runtimeWallNow(); ok {
+		return t
+	}
+	return syscallRealtime()
+}
+
+// initWall and initMono are time.Now and the runtime's monotonic clock
+// at initialisation, which no testing/synctest bubble can be in.
+var initWall, initMono = time.Now(), runtimeNano()
+
+// runtimeWallNow is time.Now, and whether it is the real wall clock: a
+// bubble's time.Now carries the bubble's fake monotonic reading (from
+// 2000-01-01 on), which disagrees with the runtime's own clock since
+// initialisation by decades; the real one agrees to within a
+// millisecond.
+func runtimeWallNow() (time.Time, bool) {
+	t := time.Now()
+	mono := runtimeNano()
+	d := t.Sub(initWall) - time.Duration(mono-initMono)
+	return t, -time.Millisecond < d && d < time.Millisecond
 }
 
 // tickWallLocked is the background goroutine's wall work: refresh the
@@ -205,18 +292,26 @@ func realWallNow() time.Time {
 }
 
 // realtimeVDSO is CLOCK_REALTIME through internal/vdso, nil where it has
-// none; looked up at the first Time, not at import.
+// none; looked up by the first refinement of a wall map (in the
+// background), not at import nor on a caller's first Time.
+// realtimeResolved holds it once it is known.
 var realtimeVDSO = sync.OnceValue(func() *vdso.Clock {
 	c, err := vdso.Open(vdso.Realtime)
 	if err != nil {
 		return nil
 	}
+	realtimeResolved.Store(c)
 	return c
 })
+
+var realtimeResolved atomic.Pointer[vdso.Clock]
 
 // refreshWallLocked pairs the clock with the wall clock and aims the map
 // at the pairing.
 func (c *Clock) refreshWallLocked() {
+	if c.wallNow == nil {
+		c.wallNow = realWallNow
+	}
 	best, clock, wall := int64(math.MaxInt64), int64(0), int64(0)
 	for i := 0; i < wallSamples; i++ {
 		before := c.Now()
@@ -226,30 +321,65 @@ func (c *Clock) refreshWallLocked() {
 			best, clock, wall = after-before, before+(after-before)/2, w
 		}
 	}
+	c.aimWallLocked(clock, wall, false)
+}
+
+// aimWallLocked aims the map at the pairing (clock, wall): the first
+// segment if there is no map; a new segment if the map has drifted from
+// the pairing by more than wallTolerance; the map as it is otherwise
+// (made fresh again if it was stale). A provisional pairing (one quick
+// read, for a caller waiting on it) is not kept as the last pairing
+// whose pace the next one measures.
+func (c *Clock) aimWallLocked(clock, wall int64, provisional bool) {
 	old := c.wall.Load()
 	pair := c.lastWallPair
-	c.lastWallPair = [2]int64{clock, wall}
-	if old == nil || abs(old.wallAt(clock)-wall) > int64(wallStep) {
-		// The first pairing, or a step of the wall clock: take it at once.
-		g := wallSegment{at: clock, wall: wall}
-		c.wall.Store(&wallMap{prev: g, cur: g})
+	if !provisional {
+		c.lastWallPair = [2]int64{clock, wall}
+	}
+	if old == nil {
+		// The first map lives in the Clock: a first Time allocates
+		// nothing (fresh heap pages cost a first call tens of µs each
+		// in a virtual machine).
+		c.firstWallSeg[0] = wallSegment{at: clock, wall: wall}
+		c.firstWall.segs = c.firstWallSeg[:]
+		c.wall.Store(&c.firstWall)
 		return
 	}
-	// The new segment starts wallLead ahead, where the map already goes,
-	// with the slope that brings it to the wall clock a period later, the
-	// wall clock's own pace taken from the last two pairings.
+	behind := wall - old.wallAt(clock)
+	refining := c.wallProvisional && !provisional
+	c.wallProvisional = provisional
+	off := abs(behind)
+	if off <= int64(wallTolerance) {
+		if old.stale.Load() {
+			c.wall.Store(&wallMap{segs: old.segs})
+		}
+		return
+	}
+	// The new segment starts after every reading taken so far (wallLead
+	// ahead of the pairing, or now if the writer was held up longer), so
+	// that no reading maps differently than it did when it was taken.
+	at := max(clock+int64(wallLead), c.Now()+1)
+	// A provisional map behind the first full pairing (its one read
+	// was slow: a loaded or emulated machine) catches up at once, as a
+	// step forward; ahead of it, it slews back, so that WallNow never
+	// goes back for it.
+	if off > int64(wallStep) || refining && behind > 0 {
+		// A step of the wall clock: taken from at on, at the wall
+		// clock's own pace.
+		c.wall.Store(old.with(wallSegment{at: at, wall: addSat(wall, at-clock)}))
+		return
+	}
+	// The new segment starts where the map already goes, with the slope
+	// that brings it to the wall clock a period later, the wall clock's
+	// own pace taken from the last two pairings.
 	pace := 1.0
 	if pair[0] != 0 && clock > pair[0] {
 		pace = float64(wall-pair[1]) / float64(clock-pair[0])
 	}
-	at := clock + int64(wallLead)
 	from := old.wallAt(at)
 	target := float64(wall) + float64(at+int64(wallPeriod)-clock)*pace
 	slope := min(max((target-float64(from))/float64(wallPeriod), 1-wallMaxSlew), 1+wallMaxSlew)
-	c.wall.Store(&wallMap{
-		prev: old.segmentAt(at),
-		cur:  wallSegment{at: at, wall: from, slope: int64(math.Round((slope - 1) * (1 << 32)))},
-	})
+	c.wall.Store(old.with(wallSegment{at: at, wall: from, slope: int64(math.Round((slope - 1) * (1 << 32)))}))
 }
 
 // wallState is the Clock's side of the wall map.
@@ -259,4 +389,14 @@ type wallState struct {
 	wallDue      time.Time        // zero until Time is first called
 	lastWallPair [2]int64         // the last pairing: clock, wall
 	wallIdle     int              // refreshes in a row that Time did not use
+	// wallProvisional says the map's last segment is from a provisional
+	// pairing (see aimWallLocked).
+	wallProvisional bool
+	// wallOrigin, on a clock on a Bubble Source, is the wall time of
+	// its reading 0: Time is that plus the reading, no map.
+	wallOrigin atomic.Pointer[int64]
+	// firstWall is the first version of the map, firstWallSeg its
+	// segment (see aimWallLocked).
+	firstWall    wallMap
+	firstWallSeg [1]wallSegment
 }

@@ -113,19 +113,72 @@ func TestWallFollowsSlewAndSteps(t *testing.T) {
 }
 
 func TestWallMapIsMonotonicAcrossVersions(t *testing.T) {
-	// The old map and the new one agree bit for bit from the old map's
-	// current segment up to the new segment's start, and each only rises.
-	old := &wallMap{prev: wallSegment{at: 0, wall: 1e18}, cur: wallSegment{at: 1e9, wall: 1e18 + 1e9, slope: -2147483}}
-	next := &wallMap{prev: old.segmentAt(3e9), cur: wallSegment{at: 3e9, wall: old.wallAt(3e9), slope: 1 << 21}}
-	for ns := int64(0); ns < 6e9; ns += 999_983 {
-		if ns >= old.cur.at && ns < next.cur.at {
+	// A new version keeps every segment of the old one, bit for bit, up
+	// to the new segment's start, and each only rises.
+	old := (&wallMap{segs: []wallSegment{{at: 0, wall: 1e18}}}).with(wallSegment{at: 1e9, wall: 1e18 + 1e9, slope: -2147483})
+	next := old.with(wallSegment{at: 3e9, wall: old.wallAt(3e9), slope: 1 << 21})
+	for ns := int64(-2e9); ns < 6e9; ns += 999_983 {
+		if ns < next.segs[len(next.segs)-1].at {
 			require.Equal(t, old.wallAt(ns), next.wallAt(ns), "at %d", ns)
 		}
 		require.LessOrEqual(t, next.wallAt(ns), next.wallAt(ns+1), "at %d", ns)
 		require.LessOrEqual(t, old.wallAt(ns), old.wallAt(ns+1), "at %d", ns)
 	}
+	// The history is bounded: past wallHistory segments the older half
+	// goes, and the rest maps as before.
+	m := old
+	for i := range wallHistory + 10 {
+		at := int64(4e9) + int64(i)*1e6
+		m = m.with(wallSegment{at: at, wall: m.wallAt(at), slope: int64(i%7) << 16})
+	}
+	assert.LessOrEqual(t, len(m.segs), wallHistory)
+	for ns := m.segs[0].at; ns < m.segs[len(m.segs)-1].at+1e9; ns += 333_331 {
+		require.LessOrEqual(t, m.wallAt(ns), m.wallAt(ns+1), "at %d", ns)
+	}
 	// Far from the anchor the 128-bit product keeps it exact.
 	g := wallSegment{at: 0, wall: 0, slope: -(1 << 20)}
 	assert.Equal(t, int64(math.Floor(-1e15*float64(-(1<<20))/(1<<32)))-1e15, g.wallAt(-1e15))
 	assert.Equal(t, int64(math.Floor(1e15*float64(-(1<<20))/(1<<32)))+1e15, g.wallAt(1e15))
+}
+
+// TestTimeOfAReadingSurvivesStepsAndSlew: the wall clock slews and steps
+// both ways while Time is called; the wall time of readings taken before
+// each change stays what it was, bit for bit, through every later
+// version of the map.
+func TestTimeOfAReadingSurvivesStepsAndSlew(t *testing.T) {
+	fake := newFakeWall()
+	c := wallClock(t, fake)
+	var readings []int64
+	var times []time.Time
+	took := func() {
+		r := c.Now()
+		readings, times = append(readings, r), append(times, c.Time(r))
+	}
+	// follow calls Time until the map has taken the fake wall clock's
+	// latest change (a period or two; bounded by a generous multiple).
+	follow := func() {
+		deadline := time.Now().Add(50 * wallPeriod)
+		for time.Now().Before(deadline) {
+			took()
+			if abs(c.Time(c.Now()).UnixNano()-fake.now().UnixNano()) < int64(100*time.Microsecond) {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Fatalf("the map did not follow the wall clock within %v", 50*wallPeriod)
+	}
+	follow()
+	fake.setSlew(500)
+	time.Sleep(3 * wallPeriod)
+	follow()
+	fake.step.Add(int64(3 * time.Second))
+	follow()
+	fake.step.Add(-int64(5 * time.Second))
+	follow()
+	fake.setSlew(-500)
+	time.Sleep(3 * wallPeriod)
+	follow()
+	for i, r := range readings {
+		require.Equal(t, times[i], c.Time(r), "reading %d of %d changed its wall time", i, len(readings))
+	}
 }

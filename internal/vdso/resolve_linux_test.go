@@ -257,3 +257,23 @@ func TestLiveImage(t *testing.T) {
 		assert.NotZero(t, entry, path)
 	}
 }
+
+// TestMappedFor: mincore's answer agrees with /proc/self/maps on the
+// vDSO's mapping: all of it mapped, and a range that runs a page past
+// its end mapped only if /proc/self/maps maps that page too.
+func TestMappedFor(t *testing.T) {
+	base, image, err := liveImage()
+	if errors.Is(err, errNoVDSO) {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	mapped, known := mappedFor(base, uintptr(len(image)))
+	require.True(t, known, "mincore")
+	assert.True(t, mapped, "the vDSO's image")
+	end, ok := mappingEnd(base)
+	require.True(t, ok, "/proc/self/maps")
+	beyond, known := mappedFor(base, end-base+minPage)
+	require.True(t, known)
+	next, _ := mappingEnd(end) // end itself when no mapping holds it
+	assert.Equal(t, next > end, beyond, "the page after the vDSO's mapping")
+}

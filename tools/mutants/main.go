@@ -183,6 +183,31 @@ var mutations = []mutation{
 		Run:   "^TestStaleReaderPinsFreezerEarly$", Fast: true,
 	},
 	{
+		Name: "exitOrPanic: a Goexit taken for a normal return", File: "faults.go",
+		Edits: []edit{{Old: "\tif r == nil && !returned {\n\t\treturn goexit{}\n\t}\n", Count: 1}},
+		Run:   "^TestGoexit", Fast: true,
+	},
+	{
+		Name: "runBackground: an exited goroutine not replaced", File: "schedclock.go",
+		Edits: []edit{{Old: "\t\t\tgo runBackground(w, st, st.faults.retry)\n", Count: 1}},
+		Run:   "^TestGoexitInTheBackground$", Fast: true,
+	},
+	{
+		Name: "New: no cleanup for a dropped clock", File: "schedclock.go",
+		Edits: []edit{{Old: "runtime.AddCleanup(c, stopUnreachable, c.clockState)", New: "runtime.AddCleanup(c, func(*clockState) {}, c.clockState)", Count: 1}},
+		Run:   "^TestUnreachableClocksStop$", Fast: true,
+	},
+	{
+		Name: "wall map: a step replaces the map (earlier readings move)", File: "wall.go",
+		Edits: []edit{{Old: "c.wall.Store(old.with(wallSegment{at: at, wall: addSat(wall, at-clock)}))", New: "c.wall.Store(&wallMap{segs: []wallSegment{{at: clock, wall: wall}}})", Count: 1}},
+		Run:   "^TestTimeOfAReadingSurvivesStepsAndSlew$", Fast: true,
+	},
+	{
+		Name: "Manual.foldAcross: no fold before the move", File: "manual.go",
+		Edits: []edit{{Old: "\t\tc.updateLocked() // the epoch is now the counter before the move\n", Count: 1}},
+		Run:   "^TestManualFoldsEveryClockOnIt$", Fast: true,
+	},
+	{
 		Name: "updateLocked: lost wraps not added back", File: "schedclock.go",
 		Edits: []edit{{Old: "\tif lost > 0 {\n\t\t// The lost wraps", New: "\tif false {\n\t\t// The lost wraps", Count: 1}},
 		Run:   "^(TestAFoldLateByWholeWrapsAddsThemBack|TestLateFoldsAreExact)$", Fast: true,

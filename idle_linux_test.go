@@ -1,0 +1,87 @@
+//go:build linux
+
+package schedclock_test
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/schedclock/schedclock"
+)
+
+// idleEnv names, in a child process, what it does before idling: "use"
+// reads Now and Coarse for a second, "none" never touches the clock.
+const idleEnv = "SCHEDCLOCK_IDLE_CHILD"
+
+// idleFor is how long a child idles while its CPU time is measured.
+const idleFor = 10 * time.Second
+
+// TestIdleCostAfterCoarse measures, from outside (getrusage of each child
+// process), the CPU a process spends in the idleFor that follow a second
+// of Now and Coarse, against one that never reads the clock (the package
+// imported, its goroutine parked: what a program without the import
+// spends, plus nothing): at most 5 ms more (issue 25), which leaves room
+// for about 20 timer wake-ups at the 250 µs each costs in this KVM guest.
+// Both children run at once, so the test takes idleFor and a second.
+func TestIdleCostAfterCoarse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 11 s")
+	}
+	line := regexp.MustCompile(`idlecpu (\w+) (\d+)`)
+	var wg sync.WaitGroup
+	cpu := map[string]time.Duration{}
+	var mu sync.Mutex
+	for _, mode := range []string{"use", "none"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := runTestChild(t, idleEnv+"="+mode)
+			if !assert.NoError(t, err, "child:\n%s", out) {
+				return
+			}
+			m := line.FindSubmatch(out)
+			if !assert.NotNil(t, m, "child:\n%s", out) {
+				return
+			}
+			ns, _ := strconv.ParseInt(string(m[2]), 10, 64)
+			mu.Lock()
+			cpu[mode] = time.Duration(ns)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	require.Len(t, cpu, 2)
+	t.Logf("CPU over %v idle: %v after a second of Now and Coarse, %v never reading the clock", idleFor, cpu["use"], cpu["none"])
+	assert.LessOrEqual(t, cpu["use"]-cpu["none"], 5*time.Millisecond, "idle CPU above a process that never read the clock")
+}
+
+// processCPUTime is the CPU time (user and system) of the process so far.
+func processCPUTime() time.Duration {
+	var ru unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func idleChild(mode string) int {
+	if mode == "use" {
+		for start := time.Now(); time.Since(start) < time.Second; {
+			schedclock.Now()
+			schedclock.Coarse()
+			time.Sleep(50 * time.Microsecond)
+		}
+	} else {
+		time.Sleep(time.Second)
+	}
+	before := processCPUTime()
+	time.Sleep(idleFor)
+	fmt.Printf("idlecpu %s %d\n", mode, processCPUTime()-before)
+	return 0
+}

@@ -1,0 +1,69 @@
+package schedclock_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock"
+)
+
+// TestNilAndZeroClocks: a nil *Clock and a zero Clock{} never panic: they
+// read 0, have no wall time (Time returns the zero time.Time), and every
+// writer refuses with ErrClosed, as the docs say.
+func TestNilAndZeroClocks(t *testing.T) {
+	for name, c := range map[string]*schedclock.Clock{"nil": nil, "zero": {}} {
+		t.Run(name, func(t *testing.T) {
+			require.NotPanics(t, func() {
+				assert.Zero(t, c.Now())
+				assert.Zero(t, c.Since(0))
+				assert.Zero(t, c.Coarse())
+				assert.True(t, c.Time(0).IsZero(), "Time(0) = %v", c.Time(0))
+				assert.True(t, c.Time(c.Now()).IsZero())
+				assert.True(t, c.Info().Closed)
+				assert.ErrorIs(t, c.Update(), schedclock.ErrClosed)
+				assert.ErrorIs(t, c.Suspend(), schedclock.ErrClosed)
+				assert.ErrorIs(t, c.Resume(), schedclock.ErrClosed)
+				assert.ErrorIs(t, c.Register(schedclock.Portable()), schedclock.ErrClosed)
+				assert.ErrorIs(t, c.Close(), schedclock.ErrClosed)
+			})
+		})
+	}
+}
+
+// TestTimeAtItsEdges: readings before the clock's start (which no Now of
+// it returns) map through its first segment, Time(math.MinInt64) about
+// 292 years before the start, as Time's doc says; the largest saturates
+// in 2262. Every one keeps the map's order.
+func TestTimeAtItsEdges(t *testing.T) {
+	c, err := schedclock.New(schedclock.Portable())
+	require.NoError(t, err)
+	defer c.Close()
+	now := c.Now()
+	at := c.Time(now)
+	assert.True(t, c.Time(-1).Before(c.Time(0)))
+	assert.True(t, c.Time(0).Before(at) || c.Time(0).Equal(at))
+	// Time(0) + math.MinInt64, to within the reading the first pairing
+	// took (where the subtraction saturates).
+	assert.InDelta(t, c.Time(0).UnixNano()+math.MinInt64, c.Time(math.MinInt64).UnixNano(), float64(c.Now()))
+	assert.Equal(t, time.Unix(0, math.MaxInt64), c.Time(math.MaxInt64))
+	assert.True(t, c.Time(math.MinInt64+1).After(c.Time(math.MinInt64)) || c.Time(math.MinInt64+1).Equal(c.Time(math.MinInt64)))
+}
+
+// TestAClosedClockSaturates: a closed 1 GHz clock, no longer folded,
+// whose counter jumps 300 years in one step (past math.MaxInt64 ns, and
+// short of the negative zone at 7/8 of the range) reads
+// math.MaxInt64, not 0 nor a wrapped value.
+func TestAClosedClockSaturates(t *testing.T) {
+	m := schedclock.NewManual(1e9, 64)
+	c, err := schedclock.New(m.Source())
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	const threeHundredYears = 300 * 365.25 * 24 * 3600 * 1e9
+	m.Set(uint64(threeHundredYears))
+	assert.Equal(t, int64(math.MaxInt64), c.Now())
+	assert.Equal(t, time.Duration(math.MaxInt64), c.Since(0))
+}
