@@ -88,6 +88,15 @@ const (
 	RateRefined                      // refined in the background against the Clock's reference
 )
 
+// The rate origins of the riscv64, ppc64le, s390x and loong64 counters
+// (source_timer.go), numbered on from RateRefined.
+const (
+	RateDeviceTree  RateOrigin = RateRefined + 1 + iota // riscv64 device tree /cpus/timebase-frequency
+	RateCPUInfo                                         // ppc64le /proc/cpuinfo timebase line
+	RateArchitected                                     // fixed by the architecture (s390x TOD: bit 51 is 1 µs)
+	RateCPUCFG                                          // loong64 CPUCFG leaves 4 and 5
+)
+
 func (o RateOrigin) String() string {
 	switch o {
 	case RateDeclared:
@@ -102,6 +111,14 @@ func (o RateOrigin) String() string {
 		return "cntfrq"
 	case RateRefined:
 		return "refined"
+	case RateDeviceTree:
+		return "device tree"
+	case RateCPUInfo:
+		return "cpuinfo"
+	case RateArchitected:
+		return "architected"
+	case RateCPUCFG:
+		return "cpucfg"
 	}
 	return fmt.Sprintf("RateOrigin(%d)", int(o))
 }

@@ -30,6 +30,12 @@ import (
 // give a usable rate.
 var ErrNoRate = errors.New("timebase: no counter rate")
 
+// ErrNoTimebaseLine is wrapped (with ErrNoRate) by CPUInfoTimebase's
+// error for a file without a timebase line: not a ppc64 kernel's, as
+// under qemu-user, which passes the host's /proc/cpuinfo through. The
+// caller may measure the rate instead.
+var ErrNoTimebaseLine = errors.New("cpuinfo has no timebase line")
+
 // DeviceTreePath is where Linux exposes the riscv64 timer's rate: the
 // property the kernel's riscv_timer_init reads (time_init, arch/riscv/kernel/time.c).
 const DeviceTreePath = "/proc/device-tree/cpus/timebase-frequency"
@@ -92,7 +98,7 @@ func CPUInfoTimebase(cpuinfo []byte) (uint64, error) {
 		return 0, fmt.Errorf("%w: reading cpuinfo: %v", ErrNoRate, err)
 	}
 	if !found {
-		return 0, fmt.Errorf("%w: cpuinfo has no timebase line", ErrNoRate)
+		return 0, fmt.Errorf("%w: %w", ErrNoRate, ErrNoTimebaseLine)
 	}
 	return hz, nil
 }
