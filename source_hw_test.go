@@ -81,7 +81,7 @@ func TestProbeHardware(t *testing.T) {
 	}
 	t.Logf("hardware counter %q, %d bits, %d Hz (%v, ±%.2f ppm)", src.Name, src.Bits, src.Rate, origin, errPPM)
 	require.NotNil(t, src.Read)
-	assert.Contains(t, []string{"tsc", "cntvct"}, src.Name)
+	assert.Contains(t, []string{"tsc", "cntvct", "rdtime", "timebase", "tod", "stablecounter"}, src.Name)
 	assert.GreaterOrEqual(t, src.Bits, 56)
 	assertCounts(t, src)
 	if origin == RateMeasured {
@@ -231,6 +231,13 @@ func TestProbeHardwareOnThisArch(t *testing.T) {
 	case "arm64":
 		_, _, _, cntvctErr := probeCNTVCT()
 		assert.Equal(t, cntvctErr, err)
+	case "riscv64", "ppc64le", "s390x", "loong64":
+		for _, e := range timerEntries {
+			if e.entry.arch == runtime.GOARCH {
+				_, _, _, ownErr := e.entry.probe()
+				assert.Equal(t, ownErr, err)
+			}
+		}
 	default:
 		require.ErrorIs(t, err, ErrUnsupported)
 		assert.Contains(t, err.Error(), runtime.GOARCH)

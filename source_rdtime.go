@@ -13,6 +13,12 @@ import (
 // time CSR (drivers/clocksource/timer-riscv.c).
 const rdtimeClocksource = "riscv_clocksource"
 
+// rdtimeCounter is the time CSR's entry in the default clock's table:
+// trusted on the kernel's word (its clocksource is riscv_clocksource),
+// which it follows for life, and only where a read costs no more than
+// the portable source's (some SBI implementations trap the CSR).
+var rdtimeCounter = counter{arch: "riscv64", probe: probeRDTIME, verdict: clocksourceVerdict(rdtimeClocksource), prepare: prepareReadCost}
+
 // RDTIME returns the riscv64 time CSR as a Source: 64 bits, read with
 // RDTIME between two fences (source_rdtime_riscv64.s says why both).
 //

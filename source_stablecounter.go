@@ -10,6 +10,14 @@ import (
 // the stable counter (clocksource_const, arch/loongarch/kernel/time.c).
 const stableCounterClocksource = "Constant"
 
+// stableCounterCounter is the stable counter's entry in the default
+// clock's table: trusted on the kernel's word (its clocksource is
+// Constant), which it follows for life, and only where a read costs no
+// more than the portable source's. It runs on the CPUCFG rate, as the
+// kernel does; under qemu-user, whose counter does not follow CPUCFG,
+// the kernel's verdict is the host's and the entry is never adopted.
+var stableCounterCounter = counter{arch: "loong64", probe: probeStableCounter, verdict: clocksourceVerdict(stableCounterClocksource), prepare: prepareReadCost}
+
 // StableCounter returns the loong64 stable counter as a Source: 64 bits,
 // read with RDTIME.D between a barrier and a dependent acquire
 // (source_stablecounter_loong64.s says why). Its Rate is what CPUCFG

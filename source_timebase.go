@@ -13,6 +13,12 @@ import (
 // time base (clocksource_timebase, arch/powerpc/kernel/time.c).
 const timebaseClocksource = "timebase"
 
+// timebaseCounter is the time base's entry in the default clock's table:
+// trusted on the kernel's word (its clocksource is timebase), which it
+// follows for life, and only where a read costs no more than the
+// portable source's.
+var timebaseCounter = counter{arch: "ppc64le", probe: probeTimeBase, verdict: clocksourceVerdict(timebaseClocksource), prepare: prepareReadCost}
+
 // TimeBase returns the ppc64le time base register as a Source: 64 bits,
 // read with mftb between an isync and an acquire load
 // (source_timebase_ppc64le.s says why).

@@ -3,8 +3,9 @@ package schedclock
 import (
 	"fmt"
 	"math"
-	"strings"
 	"time"
+
+	"github.com/schedclock/schedclock/internal/kernel"
 )
 
 // What the riscv64, ppc64le, s390x and loong64 counters share: each is a
@@ -74,20 +75,30 @@ func statedRateHolds(src Source) bool {
 	return offPPM <= rateCheckPPM+errPPM
 }
 
-// kernelVerdictOn is the default clock's condition for adopting a
-// counter: the kernel's current clocksource (the content of
-// current_clocksource; "" where there is none to read) must be want, the
-// name under which the kernel registers that counter. The kernel has
-// checked what user space cannot (a counter that stops in idle, a
-// hypervisor that traps it); a counter it does not use is not ours to
-// trust. Unlike the TSC's check, an unreadable file is a refusal too:
-// these counters have no CPUID-like feature bit to fall back on.
-func kernelVerdictOn(counter, want, current string) error {
-	switch current = strings.TrimSpace(current); current {
-	case want:
-		return nil
-	case "":
-		return fmt.Errorf("%w %q: no kernel clocksource to read (want %s)", ErrUntrusted, counter, want)
+// clocksourceVerdict returns a counter's verdict for the default clock's
+// table: the kernel's current clocksource must be want, the name under
+// which the kernel registers that counter, as the TSC's must be tsc. The
+// kernel has checked what user space cannot (a counter that stops in
+// idle, one a hypervisor traps) and keeps checking it; a counter it does
+// not run on is not ours to trust. Under qemu-user sysfs is the host's
+// (kvm-clock here), so the default clock stays on the portable source
+// there.
+func clocksourceVerdict(want string) func() kernel.Verdict {
+	return func() kernel.Verdict { return kernel.ReadVerdict(kernel.ClocksourcePath, want) }
+}
+
+// prepareReadCost is the check these counters' entries run before the
+// default clock adopts them, as CNTVCT's does: a read that costs more
+// than the portable source's (an instruction a hypervisor or the kernel
+// traps and emulates) is refused, and the default clock falls back.
+func prepareReadCost(src Source) (Source, func() (string, error)) {
+	return src, func() (string, error) {
+		cost := measureReadCost(src.Read)
+		found := fmt.Sprintf("%s: read %s, portable %s", src.Name, formatNs(cost.CounterNs), formatNs(cost.PortableNs))
+		if cost.counterSlower() {
+			return found + ": slower than the portable source", fmt.Errorf("%w %q: read %s, slower than the portable source's %s (the counter is trapped?)",
+				ErrUntrusted, src.Name, formatNs(cost.CounterNs), formatNs(cost.PortableNs))
+		}
+		return found, nil
 	}
-	return fmt.Errorf("%w %q: kernel clocksource is %s, not %s", ErrUntrusted, counter, current, want)
 }

@@ -2,6 +2,8 @@ package schedclock
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
@@ -9,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock/internal/kernel"
 )
 
 // timerCounter is one of the counters source_timer.go serves, as its
@@ -160,31 +164,81 @@ func TestWithMeasuredRate(t *testing.T) {
 	assert.EqualError(t, err, `schedclock: counter not trusted "stuck": measuring its rate against `+rawClockName+": counter or reference did not advance")
 }
 
-func TestKernelVerdictOn(t *testing.T) {
-	for _, tt := range []struct {
-		current, msg string
-	}{
-		{"riscv_clocksource\n", ""},
-		{"riscv_clocksource", ""},
-		{"", `schedclock: counter not trusted "rdtime": no kernel clocksource to read (want riscv_clocksource)`},
-		{"kvm-clock\n", `schedclock: counter not trusted "rdtime": kernel clocksource is kvm-clock, not riscv_clocksource`},
-		{"jiffies\n", `schedclock: counter not trusted "rdtime": kernel clocksource is jiffies, not riscv_clocksource`},
-	} {
-		err := kernelVerdictOn("rdtime", rdtimeClocksource, tt.current)
-		if tt.msg == "" {
-			assert.NoError(t, err, "%q", tt.current)
+// timerEntries are the four counters' entries, with the clocksource the
+// kernel registers each under.
+var timerEntries = []struct {
+	entry *counter
+	name  string
+	want  string
+}{
+	{&rdtimeCounter, "rdtime", "riscv_clocksource"},
+	{&timebaseCounter, "timebase", "timebase"},
+	{&todCounter, "tod", "tod"},
+	{&stableCounterCounter, "stablecounter", "Constant"},
+}
+
+func TestTimerCountersInTheTable(t *testing.T) {
+	for _, e := range timerEntries {
+		assert.Contains(t, counters, e.entry, e.name)
+		assert.Equal(t, e.want, e.entry.verdict().Want, "%s follows the kernel's word on its own clocksource", e.name)
+		assert.NotNil(t, e.entry.prepare, "%s checks what a read costs", e.name)
+		src, _, _, err := e.entry.probe()
+		if e.entry.arch != runtime.GOARCH {
+			assert.ErrorIs(t, err, ErrUnsupported)
 			continue
 		}
-		assert.ErrorIs(t, err, ErrUntrusted)
-		assert.EqualError(t, err, tt.msg)
+		if err == nil {
+			assert.Equal(t, e.name, src.Name)
+		}
 	}
-	// Each counter's word, as its kernel driver registers it.
-	for counter, want := range map[string]string{"rdtime": rdtimeClocksource, "timebase": timebaseClocksource, "tod": todClocksource, "stablecounter": stableCounterClocksource} {
-		assert.NoError(t, kernelVerdictOn(counter, want, want+"\n"))
-		assert.Error(t, kernelVerdictOn(counter, want, "kvm-clock\n"))
+}
+
+// TestTimerCountersAreAdoptedOnTheKernelsWord gives each entry's verdict
+// a synthetic current_clocksource (under qemu-user the real one is the
+// host's): the default clock adopts the counter where the kernel runs on
+// it, and stays on the portable source, saying why, where it does not.
+func TestTimerCountersAreAdoptedOnTheKernelsWord(t *testing.T) {
+	base := time.Now()
+	dir := t.TempDir()
+	for _, e := range timerEntries {
+		hw := Source{Name: e.name, Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
+		probe := func() (Source, RateOrigin, float64, error) { return hw, RateArchitected, 0, nil }
+		for _, current := range []string{e.want, "kvm-clock"} {
+			t.Run(e.name+" on "+current, func(t *testing.T) {
+				path := filepath.Join(dir, e.name+"-"+current)
+				require.NoError(t, os.WriteFile(path, []byte(current+"\n"), 0o644))
+				c := newDefaultClock([]*counter{{arch: runtime.GOARCH, probe: probe,
+					verdict: func() kernel.Verdict { return kernel.ReadVerdict(path, e.entry.verdict().Want) }}})
+				defer func() { require.NoError(t, c.Close()) }()
+				in := *c.info.Load()
+				assert.Contains(t, in.Kernel, "kernel clocksource is "+current)
+				if current == e.want {
+					assert.Equal(t, e.name, in.Source)
+					assert.Empty(t, in.Rejected)
+					return
+				}
+				assert.Equal(t, "portable", in.Source)
+				assert.Contains(t, in.Rejected, e.name+": ")
+				assert.Contains(t, in.Rejected, "kvm-clock, not "+e.want)
+			})
+		}
 	}
-	assert.Equal(t, []string{"riscv_clocksource", "timebase", "tod", "Constant"},
-		[]string{rdtimeClocksource, timebaseClocksource, todClocksource, stableCounterClocksource})
+}
+
+func TestPrepareReadCost(t *testing.T) {
+	src := Source{Name: "fast", Read: func() uint64 { return 42 }, Bits: 64, Rate: 1}
+	prepared, check := prepareReadCost(src)
+	assert.Equal(t, funcPtr(src.Read), funcPtr(prepared.Read), "the read is kept as it is")
+	found, err := check()
+	require.NoError(t, err)
+	assert.Contains(t, found, "fast: read ")
+
+	_, check = prepareReadCost(Source{Name: "trapped", Read: slowRead, Bits: 64, Rate: 1})
+	found, err = check()
+	assert.ErrorIs(t, err, ErrUntrusted)
+	assert.Contains(t, err.Error(), `"trapped": read `)
+	assert.Contains(t, err.Error(), "slower than the portable source")
+	assert.Contains(t, found, "slower than the portable source")
 }
 
 func TestTimerRateOriginNames(t *testing.T) {
