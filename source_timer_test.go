@@ -15,6 +15,31 @@ import (
 	"github.com/schedclock/schedclock/internal/kernel"
 )
 
+// timerReaderHere returns the read of this build's riscv64, ppc64le,
+// s390x or loong64 counter (the ordering tests run it as they run
+// readTSC and readCNTVCT), nil where the build has none.
+func timerReaderHere() func() uint64 {
+	for _, read := range []func() uint64{rdtimeReader(), timebaseReader(), todReader(), stableCounterReader()} {
+		if read != nil {
+			return read
+		}
+	}
+	return nil
+}
+
+// timerReaderName names the assembly function timerReaderHere returns.
+func timerReaderName() string {
+	switch {
+	case rdtimeSupported:
+		return "readRDTIME"
+	case timebaseSupported:
+		return "readTimeBase"
+	case todSupported:
+		return "readTOD"
+	}
+	return "readStableCounter"
+}
+
 // timerCounter is one of the counters source_timer.go serves, as its
 // tests (source_rdtime_test.go, source_timebase_test.go,
 // source_tod_test.go, source_stablecounter_test.go) see it.
