@@ -90,9 +90,15 @@ func clocksourceVerdict(want string) func() kernel.Verdict {
 // prepareReadCost is the check these counters' entries run before the
 // default clock adopts them, as CNTVCT's does: a read that costs more
 // than the portable source's (an instruction a hypervisor or the kernel
-// traps and emulates) is refused, and the default clock falls back.
+// traps and emulates) is refused, and the default clock falls back. So
+// is a counter that does not run at the rate its firmware states
+// (statedRateHolds; qemu-loongarch64's), which the default clock would
+// otherwise adopt at that rate.
 func prepareReadCost(src Source) (Source, func() (string, error)) {
 	return src, func() (string, error) {
+		if src.Rate != 0 && !statedRateHolds(src) {
+			return src.Name + ": does not run at its stated rate", fmt.Errorf("%w %q: does not run at the stated %d Hz", ErrUntrusted, src.Name, src.Rate)
+		}
 		cost := measureReadCost(src.Read)
 		found := fmt.Sprintf("%s: read %s, portable %s", src.Name, formatNs(cost.CounterNs), formatNs(cost.PortableNs))
 		if cost.counterSlower() {
