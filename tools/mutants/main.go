@@ -295,7 +295,7 @@ var mutations = []mutation{
 		Name: "readTimeBase: no ISYNC before mftb (ppc64le)", File: "source_timebase_ppc64le.s",
 		Edits: []edit{{Old: "\tISYNC                // mftb waits until the earlier loads of the latch bank have completed.\n", Count: 1}},
 		Arch:  "ppc64le", Run: orderingTests,
-			},
+	},
 	{
 		Name: "readTimeBase: no acquire after mftb (ppc64le)", File: "source_timebase_ppc64le.s",
 		Edits: []edit{{Old: "\tISYNC                // ...and isync: every later load", New: "\t// ISYNC                // ...and isync: every later load", Count: 1}},
