@@ -1,13 +1,18 @@
 # schedclock: make test runs everything CI runs.
 GO        ?= go
 QEMU      ?= qemu-aarch64
+# The other 64-bit Linux ports, each under its own user-mode qemu
+# (GOARCH:emulator): make test-riscv64, test-ppc64le, test-s390x, test-loong64.
+QEMU_ARCHES := riscv64:qemu-riscv64 ppc64le:qemu-ppc64le s390x:qemu-s390x loong64:qemu-loongarch64
+# Every GOARCH with counter assembly: a purego build of each links none.
+ASM_ARCHES  := amd64 arm64 riscv64 ppc64le s390x loong64
 STATICCHECK_VERSION ?= v0.8.2
 BENCHSTAT_VERSION   ?= v0.0.0-20260908200009-22c9c6c9d4da
-CROSS     := linux/amd64 linux/arm64 linux/386 linux/arm linux/riscv64 darwin/amd64 darwin/arm64 windows/amd64 freebsd/amd64
+CROSS     := linux/amd64 linux/arm64 linux/386 linux/arm linux/riscv64 linux/ppc64le linux/s390x linux/loong64 darwin/amd64 darwin/arm64 windows/amd64 freebsd/amd64
 
-.PHONY: test lint race unit ordering purego test-arm64 cross bench tail fuzz fuzz-short mutants mutants-fast peers peers-test stress integrations
+.PHONY: test lint race unit ordering purego test-arm64 test-riscv64 test-ppc64le test-s390x test-loong64 cross bench tail fuzz fuzz-short mutants mutants-fast peers peers-test stress integrations
 
-test: lint race ordering purego test-arm64 cross fuzz-short integrations peers-test mutants-fast
+test: lint race ordering purego test-arm64 test-riscv64 test-ppc64le test-s390x test-loong64 cross fuzz-short integrations peers-test mutants-fast
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -27,12 +32,23 @@ ordering:
 
 # The pure-Go build must link no assembly and pass the same tests.
 purego:
-	@sfiles=$$($(GO) list -tags purego -f '{{.SFiles}}' .); if [ "$$sfiles" != "[]" ]; then echo "purego build links $$sfiles"; exit 1; fi
+	@for a in $(ASM_ARCHES); do \
+		sfiles=$$(GOARCH=$$a $(GO) list -tags purego -f '{{.SFiles}}' .); \
+		if [ "$$sfiles" != "[]" ]; then echo "purego build for $$a links $$sfiles"; exit 1; fi; \
+	done
 	$(GO) test -tags purego -count=1 ./...
 
 # The arm64 build, assembly included, run under user-mode qemu.
 test-arm64:
 	GOARCH=arm64 $(GO) test -count=1 -exec $(QEMU) ./...
+
+# The riscv64, ppc64le, s390x and loong64 builds, assembly included, each
+# running the whole suite under its user-mode qemu (2.5-3 min each on a
+# 2-vCPU machine).
+test-riscv64 test-ppc64le test-s390x test-loong64:
+	@arch=$(@:test-%=%); for p in $(QEMU_ARCHES); do [ "$${p%%:*}" = "$$arch" ] && emu=$${p#*:}; done; \
+	echo "GOARCH=$$arch $(GO) test -count=1 -exec $$emu ./..."; \
+	GOARCH=$$arch $(GO) test -count=1 -exec $$emu ./...
 
 cross:
 	@for p in $(CROSS); do \
@@ -42,6 +58,7 @@ cross:
 	done
 	GOARCH=amd64 $(GO) vet -tags purego ./...
 	GOARCH=arm64 $(GO) vet -tags purego ./...
+	@for a in riscv64 ppc64le s390x loong64; do echo "vet purego $$a"; GOARCH=$$a $(GO) vet -tags purego ./... || exit 1; done
 
 # Benchmarks: ten runs of the read and write paths, summarised by
 # benchstat; the README's table comes from one such run. Quote the CPU
@@ -69,7 +86,8 @@ FUZZ_TARGETS := .:FuzzLine \
 	./internal/errata:FuzzMIDR ./internal/errata:FuzzCPUInfo \
 	./internal/vdso:FuzzLookup ./internal/vdso:FuzzAuxv ./internal/vdso:FuzzMapsRange ./internal/vdso:FuzzImageLength \
 	./internal/pvclock:FuzzMapsLine ./internal/pvclock:FuzzPvclockPage ./internal/pvclock:FuzzHypervPage \
-	./internal/testutil/pprofdecode:FuzzSamples
+	./internal/testutil/pprofdecode:FuzzSamples \
+	./internal/timebase:FuzzDeviceTreeFrequency ./internal/timebase:FuzzCPUInfoTimebase ./internal/timebase:FuzzStableCounterFrequency
 FUZZTIME   ?= 30s
 FUZZ_SHORT ?= 20000x
 fuzz:

@@ -51,6 +51,10 @@ type counter struct {
 var counters = []*counter{
 	&tscCounter,
 	&cntvctCounter,
+	&rdtimeCounter,
+	&timebaseCounter,
+	&todCounter,
+	&stableCounterCounter,
 }
 
 // choice is what the walk of a table found: the counter to use, or why

@@ -64,7 +64,10 @@ func runTestChild(t *testing.T, env string, args ...string) ([]byte, error) {
 	if !errors.Is(err, syscall.ENOEXEC) {
 		return out, err
 	}
-	emulator := "qemu-" + map[string]string{"arm64": "aarch64", "amd64": "x86_64", "386": "i386"}[runtime.GOARCH]
+	emulator := "qemu-" + map[string]string{"arm64": "aarch64", "amd64": "x86_64", "386": "i386", "loong64": "loongarch64"}[runtime.GOARCH]
+	if emulator == "qemu-" {
+		emulator += runtime.GOARCH // riscv64, ppc64le, s390x: qemu names them as Go does
+	}
 	if e := os.Getenv("QEMU"); e != "" {
 		emulator = e
 	}

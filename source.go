@@ -90,9 +90,19 @@ const (
 	RateRefined                      // refined in the background against the Clock's reference
 )
 
+// The rate origins of the riscv64, ppc64le, s390x and loong64 counters,
+// numbered on from RateRefined.
+const (
+	RateDeviceTree  RateOrigin = RateRefined + 1 + iota // riscv64 device tree /cpus/timebase-frequency
+	RateCPUInfo                                         // ppc64le /proc/cpuinfo timebase line
+	RateArchitected                                     // fixed by the architecture (s390x TOD: bit 51 is 1 µs)
+	RateCPUCFG                                          // loong64 CPUCFG leaves 4 and 5
+)
+
 // rateOriginNames are the RateOrigins' names, as Info prints them.
 var rateOriginNames = [...]string{RateDeclared: "declared", RateCPUID: "cpuid", RateHypervisor: "hypervisor leaf",
-	RateMeasured: "measured", RateCNTFRQ: "cntfrq", RateRefined: "refined"}
+	RateMeasured: "measured", RateCNTFRQ: "cntfrq", RateRefined: "refined",
+	RateDeviceTree: "device tree", RateCPUInfo: "cpuinfo", RateArchitected: "architected", RateCPUCFG: "cpucfg"}
 
 func (o RateOrigin) String() string {
 	if o >= 0 && int(o) < len(rateOriginNames) {

@@ -187,9 +187,14 @@ func TestRegisterFromJiffiesToAFineSource(t *testing.T) {
 	rc, err := schedclock.New(jiffies.Source())
 	require.NoError(t, err)
 	defer rc.Close()
-	time.Sleep(20 * time.Millisecond)
+	// Wait for a few ticks rather than a fixed 20 ms: under qemu-user on a
+	// loaded machine the ticker's goroutine can first run later than that.
+	waitStart := time.Now()
+	for rc.Now() <= int64(5*time.Millisecond) && time.Since(waitStart) < time.Minute {
+		time.Sleep(time.Millisecond)
+	}
 	last := rc.Now()
-	assert.Greater(t, last, int64(5*time.Millisecond), "jiffies did not advance")
+	assert.Greater(t, last, int64(5*time.Millisecond), "jiffies did not advance in %v", time.Since(waitStart))
 	require.NoError(t, rc.Register(schedclock.Portable()))
 	for i := 0; i < 1000; i++ {
 		now := rc.Now()

@@ -1,0 +1,22 @@
+//go:build gc && !purego
+
+package schedclock
+
+// stableCounterSupported reports whether this build has the stable
+// counter assembly.
+const stableCounterSupported = true
+
+// readStableCounter reads the stable counter after a full barrier and
+// orders every later load after it (a dependent load and a barrier), so
+// a counter value is neither older than the latch bank it is combined
+// with nor newer than the seq re-check that validates that bank.
+func readStableCounter() uint64
+
+// readCPUCFG returns the CPUCFG word of leaf.
+func readCPUCFG(leaf uint32) uint32
+
+func stableCounterReader() func() uint64 { return readStableCounter }
+
+func cpucfg(leaf uint32) uint32 { return readCPUCFG(leaf) }
+
+func stableCounterUnsupportedReason() string { return "" }

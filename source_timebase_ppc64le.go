@@ -1,0 +1,17 @@
+//go:build gc && !purego
+
+package schedclock
+
+// timebaseSupported reports whether this build has the time base assembly.
+const timebaseSupported = true
+
+// readTimeBase reads the time base after every earlier instruction has
+// completed (isync) and before every later load (an acquire load that
+// depends on the value read), so a counter value is neither older than
+// the latch bank it is combined with nor newer than the seq re-check that
+// validates that bank.
+func readTimeBase() uint64
+
+func timebaseReader() func() uint64 { return readTimeBase }
+
+func timebaseUnsupportedReason() string { return "" }

@@ -1,0 +1,293 @@
+package schedclock
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock/internal/cpu"
+	"github.com/schedclock/schedclock/internal/kernel"
+)
+
+// timerReaderHere returns the read of this build's riscv64, ppc64le,
+// s390x or loong64 counter (the ordering tests run it as they run
+// readTSC and readCNTVCT), nil where the build has none, and nil under
+// qemu-loongarch64: qemu 7.2 implements RDTIME.D as a bare RDTSC of the
+// host (the counter runs at the host's TSC rate, 2.69 GHz here, while
+// CPUCFG says 100 MHz), which the host CPU reorders with the emulated
+// loads whatever guest barrier surrounds it. TestCrossCPUOrdering saw
+// 10,091 inversions of up to 378 counts in 200,000 handoffs, and
+// TestReadersUnderBackToBackPublications 708 readings after the next
+// line's publication: qemu's counter, not this reader, is what they
+// measure there.
+func timerReaderHere() func() uint64 {
+	if stableCounterSupported && cpu.Emulated() {
+		return nil
+	}
+	for _, read := range []func() uint64{rdtimeReader(), timebaseReader(), todReader(), stableCounterReader()} {
+		if read != nil {
+			return read
+		}
+	}
+	return nil
+}
+
+// timerReaderName names the assembly function timerReaderHere returns.
+func timerReaderName() string {
+	switch {
+	case rdtimeSupported:
+		return "readRDTIME"
+	case timebaseSupported:
+		return "readTimeBase"
+	case todSupported:
+		return "readTOD"
+	}
+	return "readStableCounter"
+}
+
+// timerCounter is one of the counters source_timer.go serves, as its
+// tests (source_rdtime_test.go, source_timebase_test.go,
+// source_tod_test.go, source_stablecounter_test.go) see it.
+type timerCounter struct {
+	name      string // the Source's Name
+	arch      string // the GOARCH whose assembly reads it
+	supported bool
+	reason    func() string
+	construct func() (Source, error)
+	probe     func() (Source, RateOrigin, float64, error)
+	// origins are the rate origins the probe may return here.
+	origins []RateOrigin
+}
+
+// testTimerCounter checks a counter's constructor where its assembly is
+// not in the build (ErrUnsupported, saying why) and, where it is, the
+// Source, a Clock on it read by several goroutines, and its rate against
+// CLOCK_MONOTONIC_RAW over 2 s.
+func testTimerCounter(t *testing.T, tc timerCounter) {
+	src, err := tc.construct()
+	if !tc.supported {
+		require.ErrorIs(t, err, ErrUnsupported)
+		assert.Contains(t, err.Error(), tc.reason())
+		if runtime.GOARCH == tc.arch && runtime.Compiler == "gc" {
+			assert.Contains(t, err.Error(), "purego")
+		} else {
+			assert.Contains(t, err.Error(), "not "+tc.arch)
+		}
+		assert.Zero(t, src)
+		_, _, _, err = tc.probe()
+		assert.ErrorIs(t, err, ErrUnsupported)
+		return
+	}
+	require.NoError(t, err)
+	assert.Equal(t, tc.name, src.Name)
+	assert.Equal(t, 64, src.Bits)
+	require.NoError(t, src.validate())
+	probed, origin, errPPM, err := tc.probe()
+	require.NoError(t, err)
+	t.Logf("%s: %d Hz (%v, ±%g ppm)", src.Name, src.Rate, origin, errPPM)
+	assert.Contains(t, tc.origins, origin)
+	switch {
+	case origin == RateMeasured:
+		assert.Zero(t, probed.Rate, "the probe must not measure")
+	case src.Rate != probed.Rate:
+		// The counter does not run at the stated rate (qemu-loongarch64).
+		t.Logf("%s: the stated %d Hz replaced by the measured %d Hz", src.Name, probed.Rate, src.Rate)
+		assert.False(t, statedRateHolds(probed), "a stated rate that holds is kept")
+	}
+	assertCounts(t, src)
+
+	c, err := New(src)
+	require.NoError(t, err)
+	defer c.Close()
+	assert.Equal(t, src.Name, c.Info().Source)
+	assertNeverBackAcrossGoroutines(t, c)
+	assertClockRateWithin(t, c, src.Name, 100)
+}
+
+// assertNeverBackAcrossGoroutines reads c from four goroutines while the
+// test updates it 200 times, and fails if one of them sees it go back.
+func assertNeverBackAcrossGoroutines(t *testing.T, c *Clock) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var stopped sync.WaitGroup
+	stopped.Add(1)
+	backs := make(chan [2]int64, 4)
+	for range 4 {
+		wg.Go(func() {
+			done := make(chan struct{})
+			go func() { stopped.Wait(); close(done) }()
+			for last := c.Now(); ; {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if now := c.Now(); now < last {
+					backs <- [2]int64{last, now}
+					return
+				} else {
+					last = now
+				}
+				runtime.Gosched()
+			}
+		})
+	}
+	for range 200 {
+		require.NoError(t, c.Update())
+		time.Sleep(time.Millisecond)
+	}
+	stopped.Done()
+	wg.Wait()
+	close(backs)
+	for b := range backs {
+		t.Errorf("%s went back: %d after %d", c.Info().Source, b[1], b[0])
+	}
+}
+
+// assertClockRateWithin checks that c advances with CLOCK_MONOTONIC_RAW
+// to within ppm over 2 s. Each end is bracketed by two reads of the
+// reference; the bracket's width is added to the tolerance, so a slow
+// or preempted read cannot fail the test (only the counter's rate can).
+func assertClockRateWithin(t *testing.T, c *Clock, name string, ppm float64) {
+	t.Helper()
+	bracket := func() (clock, ref, width int64) {
+		lo := rawNow()
+		clock = c.Now()
+		hi := rawNow()
+		return clock, lo + (hi-lo)/2, hi - lo
+	}
+	c0, r0, w0 := bracket()
+	time.Sleep(2 * time.Second)
+	c1, r1, w1 := bracket()
+	elapsed := float64(r1 - r0)
+	offPPM := (float64(c1-c0) - elapsed) / elapsed * 1e6
+	slackPPM := float64(w0+w1) / 2 / elapsed * 1e6
+	t.Logf("%s over %v of %s: %+.2f ppm (brackets ±%.2f ppm)", name, time.Duration(r1-r0), rawClockName, offPPM, slackPPM)
+	assert.InDelta(t, 0, offPPM, ppm+slackPPM, "%s's Clock disagrees with %s", name, rawClockName)
+}
+
+func TestWithMeasuredRate(t *testing.T) {
+	refusal := errors.New("refused")
+	_, err := withMeasuredRate(Source{Name: "x", Read: readMono, Bits: 64, Rate: 5}, RateDeviceTree, refusal)
+	assert.Equal(t, refusal, err, "a probe's error is returned as it is")
+
+	stated := Source{Name: "mono", Read: readMono, Bits: 64, Rate: 1_000_000_000}
+	src, err := withMeasuredRate(stated, RateDeviceTree, nil)
+	require.NoError(t, err)
+	assert.Equal(t, stated.Rate, src.Rate, "a stated rate that holds is kept as it is")
+
+	// A stated rate the counter does not follow (qemu-loongarch64's
+	// CPUCFG) is replaced by a measured one.
+	stated.Rate = 100_000_000
+	src, err = withMeasuredRate(stated, RateCPUCFG, nil)
+	require.NoError(t, err)
+	assert.InDelta(t, 1e9, float64(src.Rate), 1e9*600e-6)
+
+	// Go's monotonic clock as the counter: 1 GHz against the raw clock,
+	// off by no more than the kernel's NTP steering (at most 500 ppm).
+	src, err = withMeasuredRate(Source{Name: "mono", Read: readMono, Bits: 64}, RateMeasured, nil)
+	require.NoError(t, err)
+	assert.InDelta(t, 1e9, float64(src.Rate), 1e9*600e-6)
+
+	_, err = withMeasuredRate(Source{Name: "stuck", Read: func() uint64 { return 7 }, Bits: 64}, RateMeasured, nil)
+	assert.ErrorIs(t, err, ErrUntrusted)
+	assert.EqualError(t, err, `schedclock: counter not trusted "stuck": measuring its rate against `+rawClockName+": counter or reference did not advance")
+}
+
+// timerEntries are the four counters' entries, with the clocksource the
+// kernel registers each under.
+var timerEntries = []struct {
+	entry *counter
+	name  string
+	want  string
+}{
+	{&rdtimeCounter, "rdtime", "riscv_clocksource"},
+	{&timebaseCounter, "timebase", "timebase"},
+	{&todCounter, "tod", "tod"},
+	{&stableCounterCounter, "stablecounter", "Constant"},
+}
+
+func TestTimerCountersInTheTable(t *testing.T) {
+	for _, e := range timerEntries {
+		assert.Contains(t, counters, e.entry, e.name)
+		assert.Equal(t, e.want, e.entry.verdict().Want, "%s follows the kernel's word on its own clocksource", e.name)
+		assert.NotNil(t, e.entry.prepare, "%s checks what a read costs", e.name)
+		src, _, _, err := e.entry.probe()
+		if e.entry.arch != runtime.GOARCH {
+			assert.ErrorIs(t, err, ErrUnsupported)
+			continue
+		}
+		if err == nil {
+			assert.Equal(t, e.name, src.Name)
+		}
+	}
+}
+
+// TestTimerCountersAreAdoptedOnTheKernelsWord gives each entry's verdict
+// a synthetic current_clocksource (under qemu-user the real one is the
+// host's): the default clock adopts the counter where the kernel runs on
+// it, and stays on the portable source, saying why, where it does not.
+func TestTimerCountersAreAdoptedOnTheKernelsWord(t *testing.T) {
+	base := time.Now()
+	dir := t.TempDir()
+	for _, e := range timerEntries {
+		hw := Source{Name: e.name, Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
+		probe := func() (Source, RateOrigin, float64, error) { return hw, RateArchitected, 0, nil }
+		for _, current := range []string{e.want, "kvm-clock"} {
+			t.Run(e.name+" on "+current, func(t *testing.T) {
+				path := filepath.Join(dir, e.name+"-"+current)
+				require.NoError(t, os.WriteFile(path, []byte(current+"\n"), 0o644))
+				c := newDefaultClock([]*counter{{arch: runtime.GOARCH, probe: probe,
+					verdict: func() kernel.Verdict { return kernel.ReadVerdict(path, e.entry.verdict().Want) }}})
+				defer func() { require.NoError(t, c.Close()) }()
+				in := *c.info.Load()
+				assert.Contains(t, in.Kernel, "kernel clocksource is "+current)
+				if current == e.want {
+					assert.Equal(t, e.name, in.Source)
+					assert.Empty(t, in.Rejected)
+					return
+				}
+				assert.Equal(t, "portable", in.Source)
+				assert.Contains(t, in.Rejected, e.name+": ")
+				assert.Contains(t, in.Rejected, "kvm-clock, not "+e.want)
+			})
+		}
+	}
+}
+
+func TestPrepareReadCost(t *testing.T) {
+	src := Source{Name: "fast", Read: func() uint64 { return 42 }, Bits: 64}
+	prepared, check := prepareReadCost(src)
+	assert.Equal(t, funcPtr(src.Read), funcPtr(prepared.Read), "the read is kept as it is")
+	found, err := check()
+	require.NoError(t, err)
+	assert.Contains(t, found, "fast: read ")
+
+	_, check = prepareReadCost(Source{Name: "off", Read: readMono, Bits: 64, Rate: 100_000_000})
+	_, err = check()
+	assert.ErrorIs(t, err, ErrUntrusted)
+	assert.EqualError(t, err, `schedclock: counter not trusted "off": does not run at the stated 100000000 Hz`)
+
+	_, check = prepareReadCost(Source{Name: "trapped", Read: slowRead, Bits: 64})
+	found, err = check()
+	assert.ErrorIs(t, err, ErrUntrusted)
+	assert.Contains(t, err.Error(), `"trapped": read `)
+	assert.Contains(t, err.Error(), "slower than the portable source")
+	assert.Contains(t, found, "slower than the portable source")
+}
+
+func TestTimerRateOriginNames(t *testing.T) {
+	assert.Equal(t, RateRefined+1, RateDeviceTree, "the new origins follow the old ones: none changes its number")
+	for o, name := range map[RateOrigin]string{
+		RateDeviceTree: "device tree", RateCPUInfo: "cpuinfo", RateArchitected: "architected", RateCPUCFG: "cpucfg",
+	} {
+		assert.Equal(t, name, o.String())
+	}
+}
