@@ -381,6 +381,9 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 		tr.watchDue = now
 		return
 	}
+	if c.rate.origin == RateNanoseconds {
+		return // exact by construction: a measurement can only add its own error (the watch still compares)
+	}
 	current := c.rate.errPPM
 	if c.rate.origin == RateDeclared {
 		current = math.Inf(1) // a caller's word, which the reference is here to check

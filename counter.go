@@ -45,11 +45,16 @@ type counter struct {
 	// background before the counter's rate is adopted: what it found, for
 	// Info.CounterCheck, and an error if the counter must not be used.
 	prepare func(Source) (Source, func() (found string, err error))
+	// describe, if not nil, says what the counter's own evidence shows
+	// (the paravirtual page: where, its version and flags), for
+	// Info.CounterCheck: read at start and with every verdict.
+	describe func() string
 }
 
 // counters is the default clock's table, in order of preference.
 var counters = []*counter{
 	&tscCounter,
+	&pvclockCounter,
 	&cntvctCounter,
 	&rdtimeCounter,
 	&timebaseCounter,

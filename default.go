@@ -61,6 +61,10 @@ func newDefaultClock(table []*counter) *Clock {
 			hw, p.ownCheck = d.prepare(hw)
 		}
 		p.kernel = d.noVerdict
+		if d.describe != nil {
+			p.describe = d.describe
+			p.counterCheck = d.describe()
+		}
 		if d.verdict != nil {
 			v := d.verdict()
 			p.kernel = v.String()

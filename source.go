@@ -97,12 +97,17 @@ const (
 	RateCPUInfo                                         // ppc64le /proc/cpuinfo timebase line
 	RateArchitected                                     // fixed by the architecture (s390x TOD: bit 51 is 1 µs)
 	RateCPUCFG                                          // loong64 CPUCFG leaves 4 and 5
+	// RateNanoseconds: the counter counts nanoseconds by construction (a
+	// paravirtual clock's page converts the TSC with the hypervisor's
+	// own scale): exact, never refined, still watched.
+	RateNanoseconds
 )
 
 // rateOriginNames are the RateOrigins' names, as Info prints them.
 var rateOriginNames = [...]string{RateDeclared: "declared", RateCPUID: "cpuid", RateHypervisor: "hypervisor leaf",
 	RateMeasured: "measured", RateCNTFRQ: "cntfrq", RateRefined: "refined",
-	RateDeviceTree: "device tree", RateCPUInfo: "cpuinfo", RateArchitected: "architected", RateCPUCFG: "cpucfg"}
+	RateDeviceTree: "device tree", RateCPUInfo: "cpuinfo", RateArchitected: "architected", RateCPUCFG: "cpucfg",
+	RateNanoseconds: "nanoseconds by construction"}
 
 func (o RateOrigin) String() string {
 	if o >= 0 && int(o) < len(rateOriginNames) {

@@ -261,10 +261,11 @@ func readPvclock() uint64 { return pvclockShared.src.read() }
 
 // probePvclock is Paravirt in the shape of the default clock's counter
 // descriptors: the page's time is in ns by construction, so its rate is
-// declared, exact.
+// exact (RateNanoseconds): the default clock watches it against
+// CLOCK_MONOTONIC_RAW but never refines it.
 func probePvclock() (src Source, origin RateOrigin, errPPM float64, err error) {
 	src, err = Paravirt()
-	return src, RateDeclared, 0, err
+	return src, RateNanoseconds, 0, err
 }
 
 // pvclockVerdict is the kernel's word on the paravirtual clock: its
@@ -313,11 +314,10 @@ func pvclockDescription() string {
 // clock's table: trusted on the kernel's word (its clocksource is the
 // page's clock) and the page's own evidence (the stable bit), both
 // followed for life.
-//
-//lint:ignore U1000 the default clock's table takes it in the next step of issue 23
 var pvclockCounter = counter{
 	arch:     "amd64",
 	probe:    probePvclock,
 	verdict:  pvclockVerdict,
 	evidence: pvclockEvidence,
+	describe: pvclockDescription,
 }

@@ -59,7 +59,7 @@ func TestParavirtHere(t *testing.T) {
 	probed, origin, errPPM, err := probePvclock()
 	require.NoError(t, err)
 	assert.Equal(t, src.Name, probed.Name)
-	assert.Equal(t, RateDeclared, origin)
+	assert.Equal(t, RateNanoseconds, origin)
 	assert.Zero(t, errPPM)
 	t.Logf("%s: %s", src.Name, desc)
 }

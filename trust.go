@@ -24,6 +24,9 @@ type trustPolicy struct {
 	// does not (a fall-back, a caller's Register, Close).
 	verdict    func() string
 	verdictDue time.Time
+	// describe says what the counter's own evidence shows, for
+	// CounterCheck (its descriptor's describe), nil if nothing.
+	describe func() string
 	// ownCheck is the counter's own background check (its descriptor's
 	// prepare), nil if none.
 	ownCheck func() (found string, err error)
@@ -76,6 +79,9 @@ func (p *trustPolicy) tickLocked(c *Clock, now time.Time) (due time.Time) {
 	}
 	if !now.Before(p.verdictDue) {
 		p.verdictDue = now.Add(verdictPeriod)
+		if p.describe != nil {
+			p.counterCheck = p.describe()
+		}
 		if why := p.verdict(); why != "" {
 			c.fallBackLocked(why)
 			return time.Time{}
@@ -232,7 +238,9 @@ func (c *Clock) checkTrust() {
 	c.trustSettledLocked(time.Now())
 	p.pending = ""
 	p.crossCPU = rep.String()
-	p.counterCheck = found
+	if p.ownCheck != nil {
+		p.counterCheck = found
+	}
 	if c.closed || c.track == nil || c.track.src.Name != hw.Name {
 		return // closed, or a caller took the clock over
 	}
