@@ -283,3 +283,29 @@ func BenchmarkRefine(b *testing.B) {
 		c.refineLocked(tr, time.Now())
 	}
 }
+
+// TestAnExactRateIsNeverRefined: a counter that counts nanoseconds by
+// construction (a paravirtual clock's page, RateNanoseconds) is watched
+// against its reference but its rate is never replaced by a measurement,
+// not even by the sliding refinements that follow drift after the
+// calibration schedule (64 s on). Here the reference runs 0.3 ppm fast,
+// within what the watch tolerates: a refinement would follow it. In a
+// testing/synctest bubble, so that the 200 s take none.
+func TestAnExactRateIsNeverRefined(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		fake := func() int64 { return int64(time.Since(start)) }
+		ref := func() int64 { return fake() + fake()*3/10_000_000 }
+		hw := Source{Name: "page", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(fake()) }}
+		tr := &tracker{ref: ref, witness: fake, src: hw, adopted: true, endsOnRegister: true}
+		c, err := newClock(hw, rating{hz: 1e9, origin: RateNanoseconds}, tr)
+		require.NoError(t, err)
+		c.start()
+		defer c.Close()
+		time.Sleep(200 * time.Second)
+		in := c.Info()
+		assert.Equal(t, RateNanoseconds, in.RateOrigin, "%+v", in)
+		assert.Equal(t, uint64(1e9), in.Rate)
+		assert.Zero(t, in.Reanchors, in.LastReanchor)
+	})
+}

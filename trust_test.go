@@ -1,6 +1,7 @@
 package schedclock
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -332,4 +333,52 @@ func TestARefusedRegisterKeepsTheDefaultClocksChecks(t *testing.T) {
 	assert.Same(t, tr, c.track, "the calibration and the watch go on")
 	assert.NotNil(t, c.policy.verdict, "the kernel's verdict is still followed")
 	assert.Equal(t, "hw", c.src.Name)
+}
+
+// TestTheCountersOwnEvidenceIsFollowedForLife builds the default clock as
+// package initialisation does, on a counter the kernel runs on and whose
+// own evidence (a paravirtual page's stable bit) holds at start: the
+// clock runs on it, Info shows the evidence, and when the evidence goes
+// (the hypervisor clears the stable bit) while the kernel still vouches,
+// the clock falls back to the portable source, saying why, never
+// stepping back.
+func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
+	base := time.Now()
+	page := Source{Name: "page", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
+	var cleared atomic.Bool
+	kernelFile := filepath.Join(t.TempDir(), "current_clocksource")
+	require.NoError(t, os.WriteFile(kernelFile, []byte("kvm-clock\n"), 0o644))
+	c := newDefaultClock([]*counter{{
+		arch:    runtime.GOARCH,
+		probe:   func() (Source, RateOrigin, float64, error) { return page, RateNanoseconds, 0, nil },
+		verdict: func() kernel.Verdict { return kernel.ReadVerdict(kernelFile, "kvm-clock") },
+		evidence: func() string {
+			if cleared.Load() {
+				return "PVCLOCK_TSC_STABLE_BIT is clear"
+			}
+			return ""
+		},
+		describe: func() string { return fmt.Sprintf("test page, stable %v", !cleared.Load()) },
+	}})
+	defer func() { require.NoError(t, c.Close()) }()
+	in := c.Info() // the first use: the background work starts
+	require.Equal(t, "page", in.Source, "%+v", in)
+	assert.Equal(t, RateNanoseconds, in.RateOrigin)
+	assert.Equal(t, "test page, stable true", in.CounterCheck)
+	assert.Contains(t, in.Kernel, "kvm-clock")
+	before := c.Now()
+	cleared.Store(true)
+	c.mu.Lock()
+	c.policy.verdictDue = time.Now()
+	c.unlock()
+	c.kick()
+	require.Eventually(t, func() bool { return c.Info().Source == "portable" }, 5*time.Second, time.Millisecond)
+	in = c.Info()
+	assert.Contains(t, in.Rejected, "page: PVCLOCK_TSC_STABLE_BIT is clear")
+	assert.Equal(t, "test page, stable false", in.CounterCheck)
+	assert.GreaterOrEqual(t, c.Now(), before)
+	c.mu.Lock()
+	assert.Nil(t, c.track, "the page is no longer watched")
+	assert.Nil(t, c.policy.verdict, "nor followed")
+	c.unlock()
 }
