@@ -149,7 +149,10 @@ func crystalRate(cpuid Func, maxBasic uint32) (rate uint64, errPPM float64, ok b
 		if !ok || crystal == 0 {
 			return 0, 0, false
 		}
-		errPPM += 0.5e6 / float64(baseMHz)
+		// Through int32 (baseMHz is 16 bits): qemu-loongarch64 7.2
+		// converts a uint32 in a float register as a signed 64-bit
+		// value with garbage above bit 31 (2400 read as 2400 - 2^32).
+		errPPM += 0.5e6 / float64(int32(baseMHz))
 	}
 	rate, ok = mulDiv(crystal, uint64(numerator), uint64(denominator))
 	if !ok || rate == 0 {
