@@ -111,11 +111,18 @@
 // retried after 1, 2, 4, 8 and 16 minutes, so until it runs the kernel's
 // word is the only evidence. Without the kernel's word, the clock stays
 // on Go's monotonic clock until the check passes (retried after 3, 6, 12,
-// 24 and 48 s). On arm64 it uses CNTVCT_EL0 (ISB, MRS, then an ordering
-// load), with the kernel's read workaround for the counter errata it
-// recognises. Elsewhere, in a purego build, or when the counter is not
-// trusted, it uses Go's monotonic clock ([Portable]). [Info] says what
-// each decision rests on (Kernel, CrossCPU, Pending, Rejected).
+// 24 and 48 s). On an amd64 VM guest whose kernel runs on the
+// hypervisor's paravirtual clock (kvm-clock, Xen, Hyper-V's TSC page) it
+// uses that clock's page, as the vDSO does ([Paravirt]), while the page
+// shows the hypervisor's stable-TSC promise and the kernel runs on it;
+// both are read again for life, and when either goes the clock falls
+// back to Go's monotonic clock. On arm64 it uses CNTVCT_EL0 (ISB, MRS,
+// then an ordering load), with the kernel's read workaround for the
+// counter errata it recognises; on riscv64, ppc64le, s390x and loong64
+// the architecture's time base, on the kernel's word. Elsewhere, in a
+// purego build, or when the counter is not trusted, it uses Go's
+// monotonic clock ([Portable]). [Info] says what each decision rests on
+// (Kernel, CrossCPU, CounterCheck, Pending, Rejected).
 //
 // For life, the counter's rate is refined against CLOCK_MONOTONIC_RAW
 // (within 0.05 ppm from 10 s on, following slow drift after that), and

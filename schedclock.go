@@ -505,9 +505,12 @@ type Info struct {
 	// warp (which CPUs, how large), or why it could not run (one allowed
 	// CPU, affinity not settable, not Linux). Empty for clocks made by New.
 	CrossCPU string
-	// CounterCheck, on arm64, says which counter erratum the default
-	// clock found and works around, and what a counter read costs against
-	// the portable source (a counter the kernel traps is slower).
+	// CounterCheck says what the default clock's check of the counter's
+	// own evidence found: on arm64 (and the other time bases) which
+	// counter erratum it works around and what a read costs against the
+	// portable source (a counter the kernel traps is slower); on a
+	// paravirtual clock, the page (where, its version and flags), read
+	// again with every verdict.
 	CounterCheck string
 	// Kernel is the kernel's verdict on the hardware counter as the
 	// default clock read it: the kernel's clocksource, or why it is
