@@ -21,6 +21,8 @@ package main
 import (
 	"bytes"
 	"context"
+	_ "embed"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -61,445 +63,40 @@ type mutation struct {
 	Pkg string
 }
 
-const (
-	orderingTests = "^(TestCrossCPUOrdering|TestReadersUnderBackToBackPublications)$"
-	// Why the dependent loads after the counter read cannot be seen on
-	// an x86 CPU: see the README's mutation table.
-	afterReadWindow = "a later load can pass RDTSC only by RDTSC's own latency (two LFENCE;RDTSC in a row are 21 counts apart on the AMD EPYC this was measured on), while a reading is never closer than 63 counts (126-168 in most runs) to the writer's counter read after the next publication (TestReadersUnderBackToBackPublications logs the smallest A_j+1-t, the same with and without the dependency)"
-	// Why no barrier of the riscv64, ppc64le, s390x and loong64 readers
-	// can be seen: the same for every qemu-user target.
-	qemuTargetInOrder = "qemu-user (TCG) runs each instruction in order and reads the counter through a helper call: TestCrossCPUOrdering shows 0 inversions with or without the barrier; real silicon may reorder, nothing here can"
-	// Why the loong64 reader's barriers cannot be seen either.
-	qemuLoongHostCounter = "qemu-loongarch64 7.2 implements RDTIME.D as the host's bare RDTSC, which the host reorders whatever guest barrier is there (readStableCounter itself showed 10,091 cross-CPU inversions), so the ordering tests leave that reader out under emulation (timerReaderHere)"
-	qemuInOrder          = "qemu-user runs arm64 instructions one at a time: an MRS CNTVCT_EL0 with no barrier at all shows 0 inversions in 20M handoffs (TestCrossCPUOrdering/unfenced)"
-)
+// The mutations are data, in mutations.json beside this file (a table of
+// entries of one shape, which as Go code was one long repeated block).
+// When the code a mutation edits moves or changes, update its File and
+// Old text there (go run ./tools/mutants -check says which no longer
+// apply). Texts holds the test regexps and reasons several mutations
+// share: a Run or Unobservable that is a key of Texts stands for its text.
+//
+//go:embed mutations.json
+var mutationsJSON []byte
 
-var mutations = []mutation{
-	{
-		Name: "clockNow: no LFENCE before RDTSC", File: "now_amd64.s",
-		Edits: []edit{{Old: "\tLFENCE // RDTSC waits until the loads of seq and of the bank's read function have completed.\n", Count: 1}},
-		Run:   orderingTests, Fast: true,
-	},
-	{
-		Name: "readTSC: no LFENCE before RDTSC", File: "source_tsc_amd64.s",
-		Edits: []edit{{Old: "\tLFENCE // RDTSC waits until the earlier loads of the latch bank have completed.\n", Count: 1}},
-		Run:   orderingTests, Fast: true,
-	},
-	{
-		Name: "clockNow: seq re-check without the dependent address", File: "now_amd64.s",
-		Edits:        []edit{{Old: "latch_seq(DI)(R10*1)", New: "latch_seq(DI)", Count: 1}},
-		Run:          orderingTests,
-		Unobservable: afterReadWindow,
-	},
-	{
-		Name: "readTSC: no dependent load after RDTSC", File: "source_tsc_amd64.s",
-		Edits:        []edit{{Old: "\tMOVQ 0(SP)(CX*1), CX // a load that cannot be performed before RDTSC", New: "\t// MOVQ 0(SP)(CX*1), CX // a load that cannot be performed before RDTSC", Count: 1}},
-		Run:          orderingTests,
-		Unobservable: afterReadWindow,
-	},
-	{
-		Name: "clockNow: no seq re-check", File: "now_amd64.s",
-		Edits: []edit{{Old: "\tCMPQ   R9, latch_seq(DI)(R10*1)\n\tJNE    retry\n\tMOVQ   AX, ret+8(FP)\n", New: "\tMOVQ   AX, ret+8(FP)\n", Count: 1}},
-		Run:   orderingTests,
-	},
-	{
-		Name: "generic reader: no seq re-check", File: "now.go",
-		Edits: []edit{{Old: "\t\tif c.latch.seq.Load() == seq {\n\t\t\treturn ns\n\t\t}\n\t}\n}", New: "\t\treturn ns\n\t}\n}", Count: 1}},
-		Run:   "^TestGenericReaderRechecksSeq$", Fast: true,
-	},
-	{
-		Name: "portable reader: no seq re-check", File: "now.go",
-		Edits: []edit{{Old: "\t\tif next == seq {", New: "\t\tif true {", Count: 1}},
-		Run:   orderingTests,
-	},
-	{
-		Name: "portable reader: no orderAfter", File: "now.go",
-		Edits:        []edit{{Old: "\t\torderAfter(cyc)\n", Count: 1}},
-		Run:          orderingTests,
-		Unobservable: "the vDSO's RDTSC is followed by the same kind of load as clockNow's re-check: " + afterReadWindow,
-	},
-	{
-		Name: "readMono: no orderAfter", File: "source.go",
-		Edits:        []edit{{Old: "\torderAfter(v)\n", Count: 1}},
-		Run:          orderingTests,
-		Unobservable: "the vDSO's RDTSC is followed by the same kind of load as clockNow's re-check: " + afterReadWindow,
-	},
-	{
-		Name: "freezer: pin without the clamp", File: "switch.go",
-		Edits: []edit{{Old: "delta := clampDelta((fz.old()-fz.epochCyc)&fz.mask, fz.mask)", New: "delta := (fz.old()-fz.epochCyc)&fz.mask", Count: 1}},
-		Run:   "^TestPinClampsACounterBelowTheEpoch$", Fast: true,
-	},
-	{
-		Name: "Update: unmasked epoch", File: "schedclock.go",
-		Edits: []edit{{Old: "next.epochCyc = cyc & c.cur.conv.mask", New: "next.epochCyc = cyc", Count: 1}},
-		Run:   "^TestUpdateMasksTheEpoch$", Fast: true,
-	},
-	{
-		Name: "window: fastMax off by one", File: "clocksource.go",
-		Edits: []edit{{Old: "return min(negativeFrom(cv.mask), cv.overflowFrom()) - 1", New: "return min(negativeFrom(cv.mask), cv.overflowFrom())", Count: 1}},
-		Run:   "^TestFastPathWindowEdges$", Fast: true,
-	},
-	{
-		Name: "addSaturating: no saturation", File: "latch.go",
-		Edits: []edit{{Old: "if room := uint64(math.MaxInt64) - uint64(epochNs); delta > room {", New: "if room := uint64(math.MaxInt64) - uint64(epochNs); false && delta > room {", Count: 1}},
-		Run:   "^(TestNowSaturates|TestHostileCounters)$", Fast: true,
-	},
-	{
-		Name: "fastMax: not bounded by saturation", File: "latch.go",
-		Edits: []edit{{Old: "\treturn min(ln.conv.window(), limit)", New: "\treturn min(ln.conv.window(), max(limit, ln.conv.window()))", Count: 1}},
-		Run:   "^FuzzLine$", Fast: true,
-	},
-	{
-		Name: "switchLine: no fold of a wrapping counter's anchor", File: "switch.go",
-		Edits: []edit{{Old: "\tif conv.wraps() {\n\t\t// The anchor's", New: "\tif false && conv.wraps() {\n\t\t// The anchor's", Count: 1}},
-		Run:   "^TestNarrowSwitchWithTheWriterStopped$", Fast: true,
-	},
-	{
-		Name: "tick: a suspended clock's verdict still scheduled", File: "trust.go",
-		Edits: []edit{{Old: "return time.Time{} // neither polled nor scheduled", New: "return p.verdictDue", Count: 1}},
-		Run:   "^TestASuspendedClockSleeps$", Fast: true,
-	},
-	{
-		Name: "tick: the tracking's faults not kept from the fold", File: "schedclock.go",
-		Edits: []edit{{Old: "\t\tc.trackSafelyLocked(tr, now)", New: "\t\tc.trackLocked(tr, now)", Count: 1}},
-		Run:   "^TestAPanickingReferenceNeverStopsTheFolds$", Fast: true,
-	},
-	{
-		Name: "trackLocked: a refinement without the watch's agreement", File: "calibrate.go",
-		Edits: []edit{{
-			Old:   "\t\tif now.Before(tr.watchDue) {\n\t\t\treturn\n\t\t}\n\t\ttr.watchDue = now.Add(tr.watchEvery)\n\t\tc.watchLocked(tr, now)\n\t\tif c.track != tr || tr.restart || tr.probe != nil {\n\t\t\treturn\n\t\t}\n",
-			New:   "\t\tif !now.Before(tr.watchDue) {\n\t\t\ttr.watchDue = now.Add(tr.watchEvery)\n\t\t\tc.watchLocked(tr, now)\n\t\t\tif c.track != tr || tr.restart || tr.probe != nil {\n\t\t\t\treturn\n\t\t\t}\n\t\t}\n",
-			Count: 1}},
-		Run: "^TestRefinementsWaitForTheWatch$", Fast: true,
-	},
-	{
-		Name: "refineLocked: a pending counter measured every 20 ms", File: "calibrate.go",
-		Edits: []edit{{Old: "\t\t\ttr.refineDue = now.Add(trustWait)", New: "\t\t\ttr.refineDue = now.Add(firstMeasurement)", Count: 1}},
-		Run:   "^TestPendingTrustDoesNotSpin$", Fast: true,
-	},
-	{
-		Name: "relateAnchor: not floored at the pinned value", File: "switch.go",
-		Edits: []edit{{Old: "if atNs > ns || atNs == ns && atFrac > frac {", New: "if true {", Count: 1}},
-		Run:   "^TestRelateAnchorNeverBelowThePin$", Fast: true,
-	},
-	{
-		Name: "freezer: pins before its publication", File: "switch.go",
-		Edits: []edit{{Old: "\tif fz.seq.Load() < fz.armedAt {\n\t\treturn fz.old()\n\t}\n", Count: 1}},
-		Run:   "^TestStaleReaderPinsFreezerEarly$", Fast: true,
-	},
-	{
-		Name: "exitOrPanic: a Goexit taken for a normal return", File: "faults.go",
-		Edits: []edit{{Old: "\tif r == nil && !returned {\n\t\treturn goexit{}\n\t}\n", Count: 1}},
-		Run:   "^TestGoexit", Fast: true,
-	},
-	{
-		Name: "runBackground: an exited goroutine not replaced", File: "schedclock.go",
-		Edits: []edit{{Old: "\t\t\tgo runBackground(w, st, st.faults.retry)\n", Count: 1}},
-		Run:   "^TestGoexitInTheBackground$", Fast: true,
-	},
-	{
-		Name: "New: no cleanup for a dropped clock", File: "schedclock.go",
-		Edits: []edit{{Old: "runtime.AddCleanup(c, stopUnreachable, c.clockState)", New: "runtime.AddCleanup(c, func(*clockState) {}, c.clockState)", Count: 1}},
-		Run:   "^TestUnreachableClocksStop$", Fast: true,
-	},
-	{
-		Name: "wall map: a step replaces the map (earlier readings move)", File: "wall.go",
-		Edits: []edit{{Old: "c.wall.Store(old.with(wallSegment{at: at, wall: addSat(wall, at-clock)}))", New: "c.wall.Store(&wallMap{segs: []wallSegment{{at: clock, wall: wall}}})", Count: 1}},
-		Run:   "^TestTimeOfAReadingSurvivesStepsAndSlew$", Fast: true,
-	},
-	{
-		Name: "Manual.foldAcross: no fold before the move", File: "manual.go",
-		Edits: []edit{{Old: "\t\tc.updateLocked() // the epoch is now the counter before the move\n", Count: 1}},
-		Run:   "^TestManualFoldsEveryClockOnIt$", Fast: true,
-	},
-	{
-		Name: "updateLocked: lost wraps not added back", File: "schedclock.go",
-		Edits: []edit{{Old: "\tif lost > 0 {\n\t\t// The lost wraps", New: "\tif false {\n\t\t// The lost wraps", Count: 1}},
-		Run:   "^(TestAFoldLateByWholeWrapsAddsThemBack|TestLateFoldsAreExact)$", Fast: true,
-	},
-	{
-		Name: "updateLocked: a late fold's delta in the negative zone taken for a step back", File: "schedclock.go",
-		Edits: []edit{{Old: "mono-c.fold.lastMono); forward {", New: "mono-c.fold.lastMono); forward && false {", Count: 1}},
-		Run:   "^TestLateFoldsAreExact$", Fast: true,
-	},
-	{
-		Name: "switchLine: the fold's clock not restarted by a switch", File: "switch.go",
-		Edits: []edit{{Old: "\tc.fold.lastMono = mono\n", New: "\t_ = mono\n", Count: 1}},
-		Run:   "^TestASwitchRestartsTheFoldClock$", Fast: true,
-	},
-	{
-		Name: "Suspend: the old line not published again after a panic", File: "suspend.go",
-		Edits: []edit{{Old: "\t\t\tc.publishLocked(before)\n\t\t\tc.recordFaultLocked(\"Suspend\"", New: "\t\t\t_ = before\n\t\t\tc.recordFaultLocked(\"Suspend\"", Count: 1}},
-		Run:   "^TestAPanickingReadNeverWedgesAWriterPath$", Fast: true,
-	},
-	{
-		Name: "switch: the current source's panic blamed on the new one", File: "switch.go",
-		Edits: []edit{{Old: "case marked || same:", New: "case same:", Count: 1}},
-		Run:   "^TestRegisterBlamesTheSourceThatPanicked$", Fast: true,
-	},
-	{
-		Name: "switch: a panic of the same counter's Read blamed on an invalid Source", File: "switch.go",
-		Edits: []edit{{Old: "case marked || same:", New: "case marked:", Count: 1}},
-		Run:   "^TestASameCounterSwitchCountsItsFaults$", Fast: true,
-	},
-	{
-		Name: "switch: a panic of the reference blamed on the counter", File: "switch.go",
-		Edits: []edit{{Old: "case marked && f.reference:", New: "case false && f.reference:", Count: 1}},
-		Run:   "^TestASameCounterSwitchCountsItsFaults$", Fast: true,
-	},
-	{
-		Name: "Register: a refused Register drops the default clock's verdict", File: "trust.go",
-		Edits: []edit{{Old: "c.track, p.verdict, p.rejected, p.pending = tr, verdict, rejected, pending", New: "c.track, p.rejected, p.pending = tr, rejected, pending; _ = verdict", Count: 1}},
-		Run:   "^TestARefusedRegisterKeepsTheDefaultClocksChecks$", Fast: true,
-	},
-	{
-		Name: "Info: waits for the writer lock", File: "schedclock.go",
-		Edits: []edit{{Old: "\tif c.mu.TryLock() {", New: "\tif c.mu.Lock(); true {", Count: 1}},
-		Run:   "^TestInfoNeverWaitsForABlockedReference$", Fast: true,
-	},
-	{
-		Name: "default clock: the TSC trusted where the kernel's verdict is unknown", File: "default.go",
-		Edits: []edit{{Old: "p.vouched = v.Known() && v.Current == v.Want", New: "p.vouched = !v.Known() || v.Current == v.Want", Count: 1}},
-		Run:   "^TestTheTSCIsTrustedOnlyOnEvidence$", Fast: true,
-	},
-	{
-		Name: "checkTrust: the TSC adopted after a cross-CPU check that did not run", File: "trust.go",
-		Edits: []edit{{Old: "if err == nil && p.needsEvidence && rep.Verdict != warp.None {", New: "if err == nil && p.needsEvidence && rep.Verdict == warp.Found {", Count: 1}},
-		Run:   "^TestAnUncheckedTSCIsNeverAdopted$", Fast: true,
-	},
-	{
-		Name: "lostTrust: the counter's own evidence (a paravirtual page's stable bit) not followed", File: "trust.go",
-		Edits: []edit{{Old: "if why := d.evidence(); why != \"\" {", New: "if why := d.evidence(); false && why != \"\" {", Count: 1}},
-		Run:   "^TestTheCountersOwnEvidenceIsFollowedForLife$", Fast: true,
-	},
-	{
-		Name: "refineLocked: an exact rate (a paravirtual page's nanoseconds) refined", File: "calibrate.go",
-		Edits: []edit{{Old: "\tif c.rate.origin == RateNanoseconds {\n\t\treturn", New: "\tif false && c.rate.origin == RateNanoseconds {\n\t\treturn", Count: 1}},
-		Run:   "^TestAnExactRateIsNeverRefined$", Fast: true,
-	},
-	{
-		Name: "newConversion: rates converting more than 1 ppm off accepted", File: "clocksource.go",
-		Edits: []edit{{Old: "math.Abs(e) > maxConversionPPM || math.IsNaN(e)", New: "math.IsNaN(e)", Count: 1}},
-		Run:   "^TestRatesConvertWithinOnePPM$", Fast: true,
-	},
-	{
-		Name: "wallSegment.wallAt: no saturation", File: "wall.go",
-		Edits: []edit{{Old: "\treturn addSat(addSat(g.wall, d), mulShift32(d, g.slope))", New: "\treturn g.wall + d + mulShift32(d, g.slope)", Count: 1}},
-		Run:   "^TestTimeNeverWraps$", Fast: true,
-	},
-	{
-		Name: "Manual.add: a 64-bit counter not held below the negative zone", File: "manual.go",
-		Edits: []edit{{Old: "if next < v || next > top {", New: "if next < v {", Count: 1}},
-		Run:   "^TestAdvanceNeverMovesBack$", Fast: true,
-	},
-	{
-		Name: "options: a duplicate Option accepted", File: "options.go",
-		Edits: []edit{{Old: "\tif o.seen[name] {", New: "\tif false {", Count: 1}},
-		Run:   "^TestDuplicateOptionsAreRefused$", Fast: true,
-	},
-	{
-		Name: "referenceOff: a misbehaving reference followed", File: "calibrate.go",
-		Edits: []edit{{Old: "\tif abs(subSat(refElapsed, monoElapsed)) <= monoElapsed/1e6*refWitnessPPM+int64(refWitnessFloor) {", New: "\tif true {", Count: 1}},
-		Run:   "^TestMisbehavingReferences$", Fast: true,
-	},
-	{
-		Name: "readCNTVCT: no ISB before MRS (arm64)", File: "source_cntvct_arm64.s",
-		Edits: []edit{{Old: "\tISB  $15 // the counter read cannot be performed before the earlier loads of the latch bank.\n", Count: 1}},
-		Arch:  "arm64", Run: orderingTests,
-		Unobservable: qemuInOrder,
-	},
-	{
-		Name: "readCNTVCT: no dependent LDAR after MRS (arm64)", File: "source_cntvct_arm64.s",
-		Edits: []edit{{Old: "\tLDAR (R1), R1    // orders every later load", New: "\t// LDAR (R1), R1    // orders every later load", Count: 1}},
-		Arch:  "arm64", Run: orderingTests,
-		Unobservable: qemuInOrder,
-	},
-	{
-		Name: "readRDTIME: no FENCE before RDTIME (riscv64)", File: "source_rdtime_riscv64.s",
-		Edits: []edit{{Old: "\tFENCE      // the time CSR read (device input) waits for the earlier loads of the latch bank.\n", Count: 1}},
-		Arch:  "riscv64", Run: orderingTests,
-		Unobservable: qemuTargetInOrder,
-	},
-	{
-		Name: "readRDTIME: no FENCE after RDTIME (riscv64)", File: "source_rdtime_riscv64.s",
-		Edits: []edit{{Old: "\tFENCE      // every later load, the seq re-check included, waits for the time CSR read.\n", Count: 1}},
-		Arch:  "riscv64", Run: orderingTests,
-		Unobservable: qemuTargetInOrder,
-	},
-	{
-		Name: "readTimeBase: no ISYNC before mftb (ppc64le)", File: "source_timebase_ppc64le.s",
-		Edits: []edit{{Old: "\tISYNC                // mftb waits until the earlier loads of the latch bank have completed.\n", Count: 1}},
-		Arch:  "ppc64le", Run: orderingTests,
-	},
-	{
-		Name: "readTimeBase: no acquire after mftb (ppc64le)", File: "source_timebase_ppc64le.s",
-		Edits: []edit{{Old: "\tISYNC                // ...and isync: every later load", New: "\t// ISYNC                // ...and isync: every later load", Count: 1}},
-		Arch:  "ppc64le", Run: orderingTests,
-		Unobservable: qemuTargetInOrder,
-	},
-	{
-		Name: "readTOD: no serialisation before STCKF (s390x)", File: "source_tod_s390x.s",
-		Edits: []edit{{Old: "\tSYNC            // STCKF waits until the earlier loads of the latch bank have completed.\n", Count: 1}},
-		Arch:  "s390x", Run: orderingTests,
-		Unobservable: qemuTargetInOrder,
-	},
-	{
-		Name: "readTOD: no serialisation after STCKF (s390x)", File: "source_tod_s390x.s",
-		Edits: []edit{{Old: "\tSYNC            // every later load, the seq re-check included, waits for the clock value's store.\n", Count: 1}},
-		Arch:  "s390x", Run: orderingTests,
-		Unobservable: qemuTargetInOrder,
-	},
-	{
-		Name: "readStableCounter: no DBAR before RDTIME.D (loong64)", File: "source_stablecounter_loong64.s",
-		Edits: []edit{{Old: "\tDBAR    $0         // the earlier loads of the latch bank complete before the counter read.\n", Count: 1}},
-		Arch:  "loong64", Run: orderingTests,
-		Unobservable: qemuLoongHostCounter,
-	},
-	{
-		Name: "readStableCounter: no DBAR after the dependent load (loong64)", File: "source_stablecounter_loong64.s",
-		Edits: []edit{{Old: "\tDBAR    $0         // every later load, the seq re-check included, waits for the dummy load.\n", Count: 1}},
-		Arch:  "loong64", Run: orderingTests,
-		Unobservable: qemuLoongHostCounter,
-	},
-	{
-		Name: "vdso call: no 16-byte alignment of the C stack", File: "internal/vdso/call_linux_amd64.s", Pkg: "internal/vdso",
-		Edits: []edit{{Old: "\tLEAQ (VDSO_FRAME-16)(SP), reg; \\\n\tANDQ $~15, reg\n", New: "\tLEAQ (VDSO_FRAME-16)(SP), reg\n", Count: 1}},
-		Run:   "^TestABIProbe$", Fast: true,
-	},
-	{
-		Name: "vdso call: C stack not moved onto the reserved frame", File: "internal/vdso/call_linux_amd64.s", Pkg: "internal/vdso",
-		Edits: []edit{{Old: "\tMOVQ SI, SP            // move onto the reserved frame: the C function's pushes land inside it\n", Count: 1}},
-		Run:   "^TestABIProbe$", Fast: true,
-	},
-	{
-		Name: "vdso call: frame smaller than the C stack", File: "internal/vdso/call_linux_amd64.s", Pkg: "internal/vdso",
-		Edits: []edit{{Old: "TEXT ·callClockGettime(SB), 0, $5120-28", New: "TEXT ·callClockGettime(SB), 0, $64-28", Count: 1}},
-		Run:   "^TestABIProbe$", Fast: true,
-	},
-	{
-		Name: "vdso call: Go SP kept in a caller-saved register", File: "internal/vdso/call_linux_amd64.s", Pkg: "internal/vdso",
-		Edits: []edit{
-			{Old: "\tMOVQ SP, R12           // the Go SP", New: "\tMOVQ SP, R11           // the Go SP", Count: 1},
-			{Old: "\tMOVQ R12, SP           // back on the Go SP", New: "\tMOVQ R11, SP           // back on the Go SP", Count: 1},
-		},
-		Run: "^TestABIProbe$",
-	},
-	{
-		Name: "vdso call: frame without NO_LOCAL_POINTERS", File: "internal/vdso/call_linux_amd64.s", Pkg: "internal/vdso",
-		Edits:        []edit{{Old: "TEXT ·callClockGettime(SB), 0, $5120-28\n\tNO_LOCAL_POINTERS\n", New: "TEXT ·callClockGettime(SB), 0, $5120-28\n", Count: 1}},
-		Run:          "^(TestProfileUnderLoad|TestSignalStorm)$",
-		Unobservable: "no stack walk that needs the frame's pointer map reaches it: the goroutine cannot stop inside an assembly function past its prologue (isAsyncSafePoint refuses FuncFlagAsm), and at the prologue's morestack call the frame has no locals yet",
-	},
-	{
-		Name: "vdso call (arm64): no g store in the g slot", File: "internal/vdso/call_linux_arm64.s", Pkg: "internal/vdso",
-		Edits: []edit{{Old: "\tMOVD g, (R22); \\\n", Count: 1}},
-		Arch:  "arm64", Run: "^TestABIProbe$",
-	},
-	{
-		Name: "vdso call (arm64): g slot not cleared", File: "internal/vdso/call_linux_arm64.s", Pkg: "internal/vdso",
-		Edits: []edit{{Old: "\tCBZ  R22, 2(PC); \\\n\tMOVD ZR, (R22)\n", New: "\tCBZ  R22, 2(PC); \\\n\tMOVD R22, R22\n", Count: 1}},
-		Arch:  "arm64", Run: "^TestABIProbe$",
-	},
-	{
-		Name: "vdso call (arm64): no 16-byte alignment of the C stack", File: "internal/vdso/call_linux_arm64.s", Pkg: "internal/vdso",
-		Edits: []edit{{Old: "\tADD $(VDSO_FRAME+8-16), RSP, reg; \\\n\tBIC $15, reg\n", New: "\tADD $(VDSO_FRAME+8-16), RSP, reg\n", Count: 1}},
-		Arch:  "arm64", Run: "^TestABIProbe$",
-	},
-	{
-		Name: "vdso call (arm64): C stack not moved onto the reserved frame", File: "internal/vdso/call_linux_arm64.s", Pkg: "internal/vdso",
-		Edits: []edit{{Old: "\tMOVD R1, RSP           // move onto the reserved frame: the C function's stack grows down inside it\n", Count: 1}},
-		Arch:  "arm64", Run: "^TestABIProbe$",
-	},
-	{
-		Name: "vdso g slot check (arm64): stack bounds not compared", File: "internal/vdso/call_linux_arm64.go", Pkg: "internal/vdso",
-		Edits: []edit{{Old: "\tcase lo != ss.sp || hi-lo != ss.size:", New: "\tcase false:", Count: 1}},
-		Arch:  "arm64", Run: "^TestCompareSignalStack$",
-	},
-	{
-		Name: "vdso lookup: symbol index unbounded", File: "internal/vdso/elf.go", Pkg: "internal/vdso",
-		Edits: []edit{{Old: "\tif i >= img.symCount {\n", New: "\tif false {\n", Count: 1}},
-		Run:   "^TestLookupIsTotal$", Fast: true,
-	},
-	{
-		Name: "vdso lookup: SysV hash tables unbounded", File: "internal/vdso/elf.go", Pkg: "internal/vdso",
-		Edits: []edit{{Old: "\tif !span(img.data, img.buckets, 4*(nbucket+nchain)) {", New: "\tif false {", Count: 1}},
-		Run:   "^TestLookupIsTotal$", Fast: true,
-	},
-	{
-		Name: "vdso lookup: a symbol outside executable code accepted", File: "internal/vdso/elf.go", Pkg: "internal/vdso",
-		Edits: []edit{{Old: "\treturn 0, false, malformed(\"%s at %#x outside every executable segment\", sym, value)", New: "\treturn off, true, nil", Count: 1}},
-		Run:   "^TestLookupRefusals$", Fast: true,
-	},
-	{
-		Name: "vdso image: program headers not bounded to the first page", File: "internal/vdso/image_linux.go", Pkg: "internal/vdso",
-		Edits: []edit{{Old: "phoff > minPage || phnum*phentsize > minPage-phoff", New: "false", Count: 1}},
-		Run:   "^TestImageLength$", Fast: true,
-	},
-	{
-		Name: "pvclock Read: no version re-check", File: "internal/pvclock/reader_amd64.s", Pkg: "internal/pvclock",
-		Edits: []edit{{Old: "\tCMPL R9, PV_VERSION(DI)(SI*1)\n\tJNE  again\n", Count: 1}},
-		Run:   "^TestAsmReaderOnASyntheticPage$", Fast: true,
-	},
-	{
-		Name: "pvclock Read: no odd check (version not masked)", File: "internal/pvclock/reader_amd64.s", Pkg: "internal/pvclock",
-		Edits: []edit{{Old: "\tANDL    $~1, R9\n", Count: 1}},
-		Run:   "^TestAsmReaderOnASyntheticPage$", Fast: true,
-	},
-	{
-		Name: "pvclock Read: stable bit ignored", File: "internal/pvclock/reader_amd64.s", Pkg: "internal/pvclock",
-		Edits: []edit{{Old: "\tTESTB   $PV_STABLE, PV_FLAGS(DI)\n\tJEQ     fail\n", Count: 1}},
-		Run:   "^TestAsmReader(OnASyntheticPage|MatchesGoReader)$", Fast: true,
-	},
-	{
-		Name: "pvclock ReadWith: no version re-check", File: "internal/pvclock/page.go", Pkg: "internal/pvclock",
-		Edits: []edit{{Old: "\t\tif pg.version.Load() == version {", New: "\t\tif _ = version; true {", Count: 1}},
-		Run:   "^TestGoReaderFollowsEveryUpdate$", Fast: true,
-	},
-	{
-		Name: "pvclock ReadWith: no odd check (version not masked)", File: "internal/pvclock/page.go", Pkg: "internal/pvclock",
-		Edits: []edit{{Old: "\t\tversion := pg.version.Load() &^ 1\n", New: "\t\tversion := pg.version.Load()\n", Count: 1}},
-		Run:   "^TestGoReaderFollowsEveryUpdate$", Fast: true,
-	},
-	{
-		Name: "pvclock ReadWith: stable bit ignored", File: "internal/pvclock/page.go", Pkg: "internal/pvclock",
-		Edits: []edit{{Old: "\t\tif uint8(sf>>8)&TSCStableBit == 0 {", New: "\t\tif false {", Count: 1}},
-		Run:   "^TestGoReaderFollowsEveryUpdate$", Fast: true,
-	},
-	{
-		Name: "pvclock ReadWith: tries unbounded", File: "internal/pvclock/page.go", Pkg: "internal/pvclock",
-		Edits: []edit{{Old: "\tfor range maxTries {\n\t\tversion :=", New: "\tfor range 1 << 20 {\n\t\tversion :=", Count: 1}},
-		Run:   "^TestGoReaderGivesUpOnAStuckWriter$", Fast: true,
-	},
-	{
-		Name: "hyperv ReadWith: no sequence re-check", File: "internal/pvclock/hyperv.go", Pkg: "internal/pvclock",
-		Edits: []edit{{Old: "\t\tif pg.sequence.Load() == sequence {", New: "\t\tif true {", Count: 1}},
-		Run:   "^TestHypervReaderFollowsEveryUpdate$", Fast: true,
-	},
-	{
-		Name: "hyperv ReadWith: an invalid page (sequence 0) read", File: "internal/pvclock/hyperv.go", Pkg: "internal/pvclock",
-		Edits: []edit{{Old: "\t\tif sequence == 0 {", New: "\t\tif false {", Count: 1}},
-		Run:   "^TestHypervReaderFollowsEveryUpdate$", Fast: true,
-	},
-	{
-		Name: "Paravirt: back on the page after a fallback", File: "source_pvclock.go",
-		Edits: []edit{{Old: "\t\ts.fellBack.Store(true)\n", Count: 1}},
-		Run:   "^TestParavirt(NeverGoesBackToThePage|FallsBackWhenTheStableBitClears)$", Fast: true,
-	},
-	{
-		Name: "clockNow: the pvclock page read inline without the stable bit", File: "now_amd64.s",
-		Edits: []edit{{Old: "\tTESTB   $1, 29(BX) // PVCLOCK_TSC_STABLE_BIT in flags\n\tJEQ     otherGo\n", Count: 1}},
-		Run:   "^TestNowLeaves(AnUnstablePage|APageUnderUpdate)$", Fast: true,
-	},
-	{
-		Name: "clockNow: the pvclock page read inline without the odd check", File: "now_amd64.s",
-		Edits: []edit{{Old: "\tANDL    $~1, R12 // pvclock_read_begin: an odd version (update in flight) cannot match the re-check\n", Count: 1}},
-		Run:   "^TestNowLeaves(AnUnstablePage|APageUnderUpdate)$", Fast: true,
-	},
-	{
-		Name: "clockNow: the pvclock page read inline without the version re-check", File: "now_amd64.s",
-		Edits: []edit{{Old: "\tCMPL R12, 0(BX)(R10*1) // pvclock_read_retry\n\tJNE  otherGo\n", Count: 1}},
-		Run:   "^TestNowLeaves(AnUnstablePage|APageUnderUpdate)$", Fast: true,
-	},
+var mutations = mustLoadMutations()
+
+// mustLoadMutations decodes mutationsJSON, refusing fields a mutation does
+// not have (a misspelt field would otherwise be silently empty).
+func mustLoadMutations() []mutation {
+	var f struct {
+		Texts     map[string]string
+		Mutations []mutation
+	}
+	dec := json.NewDecoder(bytes.NewReader(mutationsJSON))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		fmt.Fprintln(os.Stderr, "mutants: mutations.json:", err)
+		os.Exit(2)
+	}
+	for i := range f.Mutations {
+		m := &f.Mutations[i]
+		for _, field := range []*string{&m.Run, &m.Unobservable} {
+			if text, ok := f.Texts[*field]; ok {
+				*field = text
+			}
+		}
+	}
+	return f.Mutations
 }
 
 type outcome struct {
