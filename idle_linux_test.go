@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock/internal/race"
 	"golang.org/x/sys/unix"
 
 	"github.com/schedclock/schedclock"
@@ -60,7 +62,15 @@ func TestIdleCostAfterCoarse(t *testing.T) {
 	wg.Wait()
 	require.Len(t, cpu, 2)
 	t.Logf("CPU over %v idle: %v after a second of Now and Coarse, %v never reading the clock", idleFor, cpu["use"], cpu["none"])
-	assert.LessOrEqual(t, cpu["use"]-cpu["none"], 5*time.Millisecond, "idle CPU above a process that never read the clock")
+	// The bar is the issue's, for a native build (make test runs this test
+	// natively too, in its ordering target). Under the race detector every
+	// wake-up's Go code runs instrumented, several times slower: there the
+	// test holds the same wake-ups to four times the CPU.
+	bar := 5 * time.Millisecond
+	if race.Enabled {
+		bar *= 4
+	}
+	assert.LessOrEqual(t, cpu["use"]-cpu["none"], bar, "idle CPU above a process that never read the clock")
 }
 
 // processCPUTime is the CPU time (user and system) of the process so far.
