@@ -3,7 +3,9 @@ package schedclock
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,7 +55,13 @@ import (
 // make test-ppc64le's 10 minutes. A tenth as many still runs every
 // reader across CPUs; the unfenced search keeps its 20M, the evidence
 // the arm64 rows of the mutation table quote.
+//
+// SCHEDCLOCK_ORDERING_HANDOFFS sets the ordered count for a longer run
+// (10M, natively and under -race, for the paravirtual clock's bar).
 func warpCounts(twoCPUs bool) (ordered, unfenced uint64) {
+	if n, err := strconv.ParseUint(os.Getenv("SCHEDCLOCK_ORDERING_HANDOFFS"), 10, 64); err == nil && n > 0 && twoCPUs {
+		return n, 20_000_000
+	}
 	switch {
 	case !twoCPUs:
 		return 100_000, 100_000
