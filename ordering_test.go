@@ -109,6 +109,14 @@ func orderingReaders(t *testing.T) []orderingReader {
 		{name: "readMono", read: readMono},
 		{name: "Now/portable", read: func() uint64 { return uint64(portable.Now()) }},
 	}
+	if pv, err := Paravirt(); err == nil {
+		// The hypervisor's page (where this machine has one): its reader,
+		// and Now on it, which reads the page inline (now_amd64.s).
+		onPage := newClock(pv)
+		readers = append(readers,
+			orderingReader{name: "Paravirt", read: pv.Read, hardware: true},
+			orderingReader{name: "Now/paravirt", read: func() uint64 { return uint64(onPage.Now()) }, hardware: true})
+	}
 	var hw func() uint64
 	switch {
 	case tscSupported:
