@@ -66,7 +66,28 @@ func TestFirstCallsAreCheap(t *testing.T) {
 		slices.Sort(v)
 		return time.Duration(v[len(v)/2])
 	}
+	// A machine busy beside the test (CI runs beside other work) can stall
+	// a fresh process for hundreds of microseconds at any call: a call
+	// whose median misses the bar is measured again in new processes, up
+	// to firstCallRounds rounds, and fails only if every round misses.
 	for _, name := range names {
+		for round := 1; ; round++ {
+			if firstCallRound(t, name, line, median, round == firstCallRounds) {
+				break
+			}
+		}
+	}
+}
+
+// firstCallRounds is how many rounds of firstCallProcesses fresh
+// processes a first call may take to meet its bar.
+const firstCallRounds = 3
+
+// firstCallRound measures name's first call in firstCallProcesses fresh
+// processes, and reports whether the median met the bar; the last round
+// asserts it.
+func firstCallRound(t *testing.T, name string, line *regexp.Regexp, median func([]int64) time.Duration, last bool) bool {
+	{
 		var nows, wakes, calls []int64
 		for range firstCallProcesses {
 			out, err := runTestChild(t, firstCallEnv+"="+name)
@@ -87,9 +108,13 @@ func TestFirstCallsAreCheap(t *testing.T) {
 		if name == "Raw" || name == "Boottime" {
 			// Not met yet: the vDSO's lookup (its ELF image copied and
 			// parsed, 60-90µs here) runs on the first Raw or Boottime.
-			continue
+			return true
 		}
-		assert.LessOrEqual(t, call, bar+wake, "first %s: median of %d fresh processes", name, firstCallProcesses)
+		if call <= bar+wake || !last {
+			return call <= bar+wake
+		}
+		assert.LessOrEqual(t, call, bar+wake, "first %s: median of %d fresh processes, in each of %d rounds", name, firstCallProcesses, firstCallRounds)
+		return true
 	}
 }
 
