@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock/internal/cpu"
 )
 
 // fakeWall is a wall clock that runs at 1+slew times Go's monotonic
@@ -98,7 +100,14 @@ func TestWallFollowsSlewAndSteps(t *testing.T) {
 		t.Logf("%s: worst |Time(Now()) - wall| after settling (less what lateness explains): %v", phase, time.Duration(worst))
 		// Brackets and the scheduler add their own: the pairing is only
 		// as good as its bracket, here tens of ns to a few µs.
-		assert.LessOrEqual(t, worst, int64(100*time.Microsecond), phase)
+		// Under user-mode emulation on a busy machine a bracket itself
+		// can take tens of µs (qemu-aarch64 beside make test's other
+		// runs: 116µs in the -500 ppm phase): twice the bound there.
+		bound := int64(100 * time.Microsecond)
+		if cpu.Emulated() {
+			bound *= 2
+		}
+		assert.LessOrEqual(t, worst, bound, phase)
 	}
 	check("steady", 400*time.Millisecond, false)
 	fake.setSlew(500)
