@@ -48,9 +48,11 @@ func TestDecodeTheRealPage(t *testing.T) {
 	assert.True(t, p.Stable())
 	assert.NoError(t, p.Plausible())
 
-	mem, _ := alignedPage(t)
-	copy(unsafe.Slice((*byte)(mem), PageSize), raw)
-	assert.Equal(t, p, (*Page)(mem).Load())
+	if hostLittleEndian { // the page is x86's: see FuzzPvclockPage
+		mem, _ := alignedPage(t)
+		copy(unsafe.Slice((*byte)(mem), PageSize), raw)
+		assert.Equal(t, p, (*Page)(mem).Load())
+	}
 }
 
 func TestPlausible(t *testing.T) {
