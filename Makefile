@@ -1,4 +1,5 @@
-# schedclock: make test runs everything CI runs.
+# schedclock: make test is the quick gate (about 10 minutes on a 2-vCPU
+# machine); make test-full adds the rest of the matrix. .ci/run runs both.
 GO        ?= go
 QEMU      ?= qemu-aarch64
 # The other 64-bit Linux ports, each under its own user-mode qemu
@@ -10,9 +11,18 @@ STATICCHECK_VERSION ?= v0.8.2
 BENCHSTAT_VERSION   ?= v0.0.0-20260908200009-22c9c6c9d4da
 CROSS     := linux/amd64 linux/arm64 linux/386 linux/arm linux/riscv64 linux/ppc64le linux/s390x linux/loong64 darwin/amd64 darwin/arm64 windows/amd64 freebsd/amd64
 
-.PHONY: test lint race unit ordering purego test-arm64 test-riscv64 test-ppc64le test-s390x test-loong64 cross bench tail fuzz fuzz-short mutants mutants-fast peers peers-test stress integrations
+.PHONY: test test-full mutants-slow lint race unit ordering purego test-arm64 test-riscv64 test-ppc64le test-s390x test-loong64 cross bench tail fuzz fuzz-short mutants mutants-fast peers peers-test stress integrations
 
-test: lint race ordering purego test-arm64 test-riscv64 test-ppc64le test-s390x test-loong64 cross fuzz-short integrations peers-test mutants-fast
+# The checks that catch most regressions: formatting and vet, the suite
+# under the race detector and as pure Go, the hardware ordering tests,
+# the arm64 build under qemu, the cross-builds and the fast mutants.
+test: lint race ordering purego test-arm64 cross mutants-fast
+
+# The full matrix: make test, then every other architecture's suite under
+# its qemu-user, every fuzz target briefly, the example modules (the
+# README's Quick start among them), the peers' module, and the mutants
+# make test leaves out.
+test-full: test test-riscv64 test-ppc64le test-s390x test-loong64 fuzz-short integrations peers-test mutants-slow
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -144,3 +154,7 @@ mutants:
 # The CI subset: the logical safeguards and the LFENCEs.
 mutants-fast:
 	$(GO) run ./tools/mutants -fast
+
+# The mutations mutants-fast leaves out (make test-full).
+mutants-slow:
+	$(GO) run ./tools/mutants -slow

@@ -11,10 +11,10 @@
 //
 // Usage (from the repository root; make mutants, make mutants-fast):
 //
-//	go run ./tools/mutants [-fast] [-only regexp] [-v]
+//	go run ./tools/mutants [-fast | -slow] [-only regexp] [-v]
 //
-// -fast runs the CI subset (MUTANTS=fast in the environment does the
-// same). When the code a mutation edits changes, update its Old text:
+// -fast runs the subset make test runs (MUTANTS=fast in the environment
+// does the same); -slow the rest, which make test-full adds. When the code a mutation edits changes, update its Old text:
 // each pattern is kept to the one line or instruction it removes.
 package main
 
@@ -110,6 +110,7 @@ type outcome struct {
 
 func main() {
 	fast := flag.Bool("fast", os.Getenv("MUTANTS") == "fast", "run only the CI subset")
+	slow := flag.Bool("slow", false, "run only the mutations the CI subset leaves out")
 	only := flag.String("only", "", "run only the mutations whose name matches this regexp")
 	verbose := flag.Bool("v", false, "print the test output of mutations that survive or fail to build")
 	timeout := flag.Duration("timeout", 10*time.Minute, "limit for one go test run")
@@ -122,20 +123,24 @@ func main() {
 		}
 		return
 	}
-	if err := run(*fast, *only, *verbose, *timeout); err != nil {
+	if *fast && *slow {
+		fmt.Fprintln(os.Stderr, "mutants: -fast and -slow select disjoint sets; give one")
+		os.Exit(2)
+	}
+	if err := run(*fast, *slow, *only, *verbose, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(1)
 	}
 }
 
-func run(fast bool, only string, verbose bool, timeout time.Duration) error {
+func run(fast, slow bool, only string, verbose bool, timeout time.Duration) error {
 	var sel []mutation
 	onlyRE, err := regexp.Compile(only)
 	if err != nil {
 		return err
 	}
 	for _, m := range mutations {
-		if (fast && !m.Fast) || !onlyRE.MatchString(m.Name) {
+		if (fast && !m.Fast) || (slow && m.Fast) || !onlyRE.MatchString(m.Name) {
 			continue
 		}
 		sel = append(sel, m)
