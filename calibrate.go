@@ -38,8 +38,11 @@ import (
 //     re-anchoring is a switch like any other (see switch.go): it never
 //     steps back, so after a jump forward the clock goes on from what
 //     readers saw; Info counts it (Reanchors) and says why.
-//   - At each comparison the watch folds the epoch forward, so the epoch
-//     is never more than a watch period old, and a counter that steps
+//   - At each comparison that agrees, the watch folds the epoch forward,
+//     at the counter value the comparison paired with the reference (a
+//     fresh read could be a value the counter cannot have produced, and
+//     readers, who clamp below the epoch, would stand there), so the
+//     epoch is never more than a watch period old, and a counter that steps
 //     back makes readers, who clamp at the epoch, dip by at most that
 //     much before the watch puts the clock back on its timeline. A
 //     counter that jumps forward is not hidden: readers cannot tell it
@@ -146,21 +149,42 @@ type reanchorProbe struct {
 // clockSample pairs a clock reading with a reference reading: the clock
 // value is the midpoint of two readings that bracket one reference read,
 // halfWidth half their distance; mono is the runtime's monotonic clock
-// just after, the witness the reference is checked against.
+// just after, the witness the reference is checked against. cyc is the
+// counter value of the bracket's first reading and cycMono the runtime's
+// clock just after the bracket: where the watch folds the epoch when the
+// sample agrees with the reference.
 type clockSample struct {
 	clock, ref, halfWidth, mono int64
+	cyc                         uint64
+	cycMono                     int64
 }
 
 // sampleClock takes the narrowest of watchSamples (Now, reference, Now)
-// brackets, witnessed.
+// brackets, witnessed. It reads the counter as readers do, through the
+// published line (the writer lock is held: nothing else publishes), so
+// that it knows the counter value behind each reading. A bracket whose
+// second reading is below its first holds a value the counter cannot
+// have produced on one side (it is monotonic): it is no bracket, however
+// narrow (its width is negative), and is left out.
 func (c *Clock) sampleClock(tr *tracker) clockSample {
 	best := clockSample{halfWidth: math.MaxInt64}
+	ln := c.cur
 	for i := 0; i < watchSamples; i++ {
-		before := c.Now()
+		first := ln.read()
 		r := tr.ref()
-		after := c.Now()
+		second := ln.read()
+		before, _ := ln.at(first)
+		after, _ := ln.at(second)
+		if after < before {
+			if best.halfWidth == math.MaxInt64 && i == watchSamples-1 {
+				// Every bracket went back: pair the lower reading, with
+				// both inside the half-width.
+				best = clockSample{clock: after + (before-after)/2, ref: r, halfWidth: (before - after) / 2, cyc: second, cycMono: runtimeNano()}
+			}
+			continue
+		}
 		if w := (after - before) / 2; w < best.halfWidth {
-			best = clockSample{clock: before + w, ref: r, halfWidth: w}
+			best = clockSample{clock: before + w, ref: r, halfWidth: w, cyc: first, cycMono: runtimeNano()}
 		}
 	}
 	best.mono = tr.witnessNow()
@@ -424,7 +448,11 @@ func (c *Clock) watchLocked(tr *tracker, now time.Time) {
 		}
 	}
 	tr.good, tr.haveGood = s, true
-	c.updateLocked()
+	// The fold takes the counter value the sample paired with the
+	// reference, not a fresh read: a value the counter cannot have
+	// produced (one far ahead) read now would become the epoch, and
+	// readers, who clamp below it, would stand there.
+	c.foldLocked(s.cyc, s.cycMono)
 	// The watch's fold restarts the refresh period: a clock with a
 	// reference is folded by its watch alone, with no wake-ups of its own.
 	c.fold.due = now.Add(c.conv.refreshPeriod())

@@ -309,3 +309,81 @@ func TestAnExactRateIsNeverRefined(t *testing.T) {
 		assert.Zero(t, in.Reanchors, in.LastReanchor)
 	})
 }
+
+// lyingCounter is a 1 GHz counter on a testing/synctest bubble's time
+// that can lie: heldBy is added to every read (a counter held far
+// ahead), and the read numbered onceAt (counting every read) returns
+// onceBy more, once (one garbage value, as a TSC value just below a
+// paravirtual page's stamp wraps the page's delta).
+type lyingCounter struct {
+	start  time.Time
+	heldBy atomic.Uint64
+	reads  atomic.Int64
+	onceAt atomic.Int64
+	onceBy uint64
+}
+
+func (l *lyingCounter) read() uint64 {
+	v := uint64(time.Since(l.start)) + l.heldBy.Load()
+	if l.reads.Add(1) == l.onceAt.Load() {
+		v += l.onceBy
+	}
+	return v
+}
+
+// lyingClock returns a clock in the calling bubble on a lying counter,
+// adopted and watched against the bubble's time (the reference and the
+// witness), its background goroutine started.
+func lyingClock(t *testing.T, onceBy uint64) (*Clock, *lyingCounter, func() int64) {
+	t.Helper()
+	l := &lyingCounter{start: time.Now(), onceBy: onceBy}
+	ref := func() int64 { return int64(time.Since(l.start)) }
+	hw := Source{Name: "liar", Bits: 64, Rate: 1e9, Read: l.read}
+	tr := &tracker{ref: ref, witness: ref, src: hw, adopted: true}
+	c, err := newClock(hw, rating{hz: 1e9, origin: RateDeclared}, tr)
+	require.NoError(t, err)
+	c.start()
+	return c, l, ref
+}
+
+// Readings a counter cannot have produced: one far ahead of its
+// reference (a paravirtual page's delta wrapped: 2^63 ns, 292 years), one
+// that carries the clock past math.MaxInt64, and a 10 s jump.
+var farAhead = []struct {
+	name string
+	by   uint64
+}{{"wrapped", 1 << 63}, {"saturating", 3 << 62}, {"10s", uint64(10 * time.Second)}}
+
+// TestAFarAheadReadingOnceIsNeverAdopted hands one garbage value to each
+// of the reads the background goroutine makes over a watch (the watch's
+// brackets, its fold, the refinement that follows), in a testing/synctest
+// bubble, while no reader reads the clock: none of them may carry the
+// clock away from its reference, and none may re-anchor it.
+func TestAFarAheadReadingOnceIsNeverAdopted(t *testing.T) {
+	for _, far := range farAhead {
+		for k := int64(1); k <= 2*watchSamples+2; k++ {
+			t.Run(fmt.Sprintf("%s/read%d", far.name, k), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					c, l, ref := lyingClock(t, far.by)
+					defer c.Close()
+					time.Sleep(time.Second)
+					off := c.Now() - ref()
+					l.onceAt.Store(l.reads.Load() + k)
+					time.Sleep(3 * time.Second)
+					require.Greater(t, l.reads.Load(), l.onceAt.Load(), "the garbage value was never read")
+					prev := int64(math.MinInt64)
+					for i := 0; i < 100; i++ {
+						now := c.Now()
+						require.NotEqual(t, int64(math.MaxInt64), now, "the clock saturated")
+						require.InDelta(t, float64(ref()+off), float64(now), float64(time.Millisecond),
+							"%v from its reference after %d readings (%+v)", time.Duration(now-ref()-off), i, c.Info())
+						require.GreaterOrEqual(t, now, prev, "Now went back")
+						prev = now
+						time.Sleep(10 * time.Millisecond)
+					}
+					assert.Zero(t, c.Info().Reanchors, c.Info().LastReanchor)
+				})
+			})
+		}
+	}
+}

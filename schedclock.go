@@ -216,7 +216,12 @@ func (c *Clock) Update() (err error) {
 // impossible to mistake). Lost wraps are counted in Info.
 func (c *Clock) updateLocked() {
 	cyc := c.cur.read()
-	mono := runtimeNano()
+	c.foldLocked(cyc, runtimeNano())
+}
+
+// foldLocked is updateLocked at a counter value cyc read when the
+// runtime's clock read mono.
+func (c *Clock) foldLocked(cyc uint64, mono int64) {
 	next := c.cur
 	delta := (cyc - c.cur.epochCyc) & c.cur.conv.mask
 	clamped := clampDelta(delta, c.cur.conv.mask)
