@@ -37,7 +37,21 @@ import (
 //     last good comparison, at the new rate if the rate changed. The
 //     re-anchoring is a switch like any other (see switch.go): it never
 //     steps back, so after a jump forward the clock goes on from what
-//     readers saw; Info counts it (Reanchors) and says why.
+//     readers saw; Info counts it (Reanchors) and says why. But only a
+//     jump that the reference's progress could explain (the counter ran
+//     at most twice its pace since the last comparison, and at most
+//     maxWatchPeriod ahead): a reading beyond that is not time but one
+//     the counter cannot have produced (a paravirtual page's delta that
+//     wrapped: 292 years; a value that saturates the clock at
+//     math.MaxInt64), and keeping it would carry the clock that far for
+//     good, or freeze it. The re-anchoring then puts the clock back on
+//     its reference's timeline, the one step back this package takes,
+//     and Info counts it (CounterFaults) and says what and when. Readers
+//     that read such a value before the watch saw it have read it: no
+//     layer above a Source can filter its values (its Read must not
+//     produce them), so the guarantee here is that the clock does not
+//     stay there: within a watch period and a rate probe of the counter
+//     behaving again, it reads its reference's timeline.
 //   - At each comparison that agrees, the watch folds the epoch forward,
 //     at the counter value the comparison paired with the reference (a
 //     fresh read could be a value the counter cannot have produced, and
@@ -499,11 +513,17 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 			src.Rate = uint64(math.Round(hz))
 		}
 	}
-	if c.switchAnchoredLocked(src, conv, rate, timelineAnchor(src.Read, tr.ref, g)) != nil {
+	var refused farReading
+	if c.switchAnchoredLocked(src, conv, rate, timelineAnchor(src.Read, tr.ref, g, &refused)) != nil {
 		return // the counter's Read panicked: the clock is as it was
 	}
 	c.watch.reanchors++
 	switch {
+	case refused.ahead > 0:
+		c.watch.counterFaults++
+		c.watch.lastCounterFault = fmt.Sprintf("%s: read %v ahead of the reference, which counted %v since the last comparison: a reading it cannot have produced, not adopted; the clock goes on on the reference's timeline (at %s)",
+			src.Name, time.Duration(refused.ahead), time.Duration(refused.elapsed), time.Now().Format(time.RFC3339Nano))
+		c.watch.lastReanchor = fmt.Sprintf("%s: ran %v ahead of the reference in %v: not adopted (see LastCounterFault)", src.Name, time.Duration(gap), time.Duration(elapsed))
 	case rerated:
 		c.watch.lastReanchor = fmt.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, from, hz, (hz/from-1)*100)
 	case gap < 0:
@@ -548,9 +568,16 @@ func (c *Clock) trustSettledLocked(now time.Time) {
 
 // timelineAnchor anchors the clock on its timeline: at a counter value
 // paired with a reference reading after the pin, the last good
-// comparison g plus the reference's progress since, or V if that is
-// more (time never steps back).
-func timelineAnchor(read func() uint64, ref func() int64, g clockSample) anchorFunc {
+// comparison g plus the reference's progress since, t, or V if that is
+// more (time never steps back), unless V is more than t plus what the
+// reference counted since g (the counter ran at more than twice its
+// reference's pace) or plus maxWatchPeriod: such a V is no time but a
+// reading the counter cannot have produced (a paravirtual page's delta
+// wrapped, a garbage value that saturated the clock), and keeping it
+// would carry the clock that far ahead of its reference for good, or
+// freeze it at math.MaxInt64. The clock then goes on from t, and
+// refused says by how much V was ahead, over what elapsed time.
+func timelineAnchor(read func() uint64, ref func() int64, g clockSample, refused *farReading) anchorFunc {
 	guarded := func() int64 { return blamed(true, ref) }
 	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64) {
 		p := samplePoint(read, guarded)
@@ -559,12 +586,23 @@ func timelineAnchor(read func() uint64, ref func() int64, g clockSample) anchorF
 			// read with the reference that follows it.
 			p = ratePoint{cyc: read(), ns: guarded()}
 		}
-		if t := addSat(g.clock, subSat(p.ns, g.ref)); t > ns {
+		elapsed := subSat(p.ns, g.ref)
+		t := addSat(g.clock, elapsed)
+		if t > ns {
+			return p.cyc, t, 0
+		}
+		if ahead := ns - t; ahead > min(max(elapsed, 0), int64(maxWatchPeriod)) {
+			*refused = farReading{ahead: ahead, elapsed: elapsed}
 			return p.cyc, t, 0
 		}
 		return p.cyc, ns, frac
 	}
 }
+
+// farReading is a reading a re-anchoring refused: how far ahead of the
+// reference's timeline it was, and how much the reference had counted
+// since the last good comparison.
+type farReading struct{ ahead, elapsed int64 }
 
 // abs is |v|, saturated: abs(math.MinInt64) is math.MaxInt64.
 func abs(v int64) int64 {

@@ -387,3 +387,103 @@ func TestAFarAheadReadingOnceIsNeverAdopted(t *testing.T) {
 		}
 	}
 }
+
+// TestAFarAheadCounterHeldIsNotAdopted holds the counter far ahead for
+// 2.5 s and then lets it behave again, in a testing/synctest bubble,
+// reading the clock every 10 ms. Readers read the counter themselves:
+// until the watch sees it, they read what it says (nothing above a
+// Source can stop that: the Source must not produce such values), and
+// when it comes back they clamp at the last fold. What the watch must
+// do: within a watch period and a rate probe of each change, put the
+// clock back on its reference's timeline and keep it there, never at
+// math.MaxInt64, never going back once the counter behaves, and say in
+// Info what happened and when.
+func TestAFarAheadCounterHeldIsNotAdopted(t *testing.T) {
+	for _, far := range farAhead {
+		t.Run(far.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, l, ref := lyingClock(t, 0)
+				defer c.Close()
+				time.Sleep(time.Second)
+				off := c.Now() - ref()
+				settle := maxWatchPeriod + rateProbe + 10*time.Millisecond
+				type reading struct{ at, now int64 }
+				var held, after []reading
+				l.heldBy.Store(far.by)
+				start := time.Now()
+				for time.Since(start) < 2500*time.Millisecond {
+					if time.Since(start) >= settle {
+						held = append(held, reading{ref(), c.Now()})
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				l.heldBy.Store(0)
+				start = time.Now()
+				for time.Since(start) < 5*time.Second {
+					if time.Since(start) >= settle {
+						after = append(after, reading{ref(), c.Now()})
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				in := c.Info()
+				t.Logf("%+v", in)
+				for _, r := range held {
+					require.InDelta(t, float64(r.at+off), float64(r.now), float64(time.Millisecond),
+						"held: %v from the reference %v after the counter jumped", time.Duration(r.now-r.at-off), settle)
+				}
+				prev := int64(math.MinInt64)
+				for _, r := range after {
+					require.NotEqual(t, int64(math.MaxInt64), r.now, "the clock saturated")
+					require.InDelta(t, float64(r.at+off), float64(r.now), float64(time.Millisecond),
+						"back: %v from the reference %v after the counter behaved again", time.Duration(r.now-r.at-off), settle)
+					require.GreaterOrEqual(t, r.now, prev, "Now went back")
+					prev = r.now
+				}
+				assert.GreaterOrEqual(t, in.CounterFaults, 1)
+				assert.Contains(t, in.LastCounterFault, "liar: read ")
+				assert.Contains(t, in.LastCounterFault, "ahead of the reference")
+				assert.Contains(t, in.LastCounterFault, " (at ")
+			})
+		})
+	}
+}
+
+// TestTimelineAnchorKeepsOnlyWhatTheReferenceExplains checks the
+// re-anchoring's rule on its own: a clock value V ahead of the
+// reference's timeline is kept only up to what the reference counted
+// since the last good comparison, and never more than maxWatchPeriod
+// (a watch that ran late, 10 s after its last comparison, does not make
+// a 5 s lead explicable); beyond that the anchor is the reference's
+// timeline, and refused says by how much V was ahead.
+func TestTimelineAnchorKeepsOnlyWhatTheReferenceExplains(t *testing.T) {
+	g := clockSample{clock: 100e9, ref: 50e9}
+	for _, tc := range []struct {
+		name             string
+		elapsed, ahead   time.Duration
+		kept             bool
+		wantRefusedAhead time.Duration
+	}{
+		{"within the elapsed time", 100 * time.Millisecond, 60 * time.Millisecond, true, 0},
+		{"more than twice the reference's pace", 100 * time.Millisecond, 150 * time.Millisecond, false, 150 * time.Millisecond},
+		{"within maxWatchPeriod of a late watch", 10 * time.Second, maxWatchPeriod, true, 0},
+		{"past maxWatchPeriod of a late watch", 10 * time.Second, 5 * time.Second, false, 5 * time.Second},
+		{"saturated", 10 * time.Second, time.Duration(math.MaxInt64 - 110e9), false, time.Duration(math.MaxInt64 - 110e9)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			refNow := g.ref + int64(tc.elapsed)
+			onTimeline := g.clock + int64(tc.elapsed)
+			var refused farReading
+			anchor := timelineAnchor(func() uint64 { return 7 }, func() int64 { return refNow }, g, &refused)
+			_, ns, _ := anchor(7, onTimeline+int64(tc.ahead), 0)
+			if tc.kept {
+				assert.Equal(t, onTimeline+int64(tc.ahead), ns)
+			} else {
+				assert.Equal(t, onTimeline, ns)
+			}
+			assert.Equal(t, int64(tc.wantRefusedAhead), refused.ahead)
+			if !tc.kept {
+				assert.Equal(t, int64(tc.elapsed), refused.elapsed)
+			}
+		})
+	}
+}
