@@ -132,6 +132,12 @@ type tracker struct {
 
 	good     clockSample // the last comparison the watch accepted
 	haveGood bool
+	// last is the last comparison the watch accepted before a restart
+	// (haveLast: there was one), kept across it: the first comparison
+	// after a restart has no good one of its own, and is checked against
+	// last for a counter gone far ahead while the watch was away.
+	last     clockSample
+	haveLast bool
 	watchDue time.Time
 	// watchEvery is the watch's period: watchPeriod for the first
 	// watchConfirm agreements, then doubled at every agreement up to
@@ -460,8 +466,20 @@ func (c *Clock) watchLocked(tr *tracker, now time.Time) {
 			tr.watchEvery = min(2*tr.watchEvery, maxWatchPeriod)
 			tr.watchDue = now.Add(tr.watchEvery)
 		}
+	} else if l := tr.last; tr.haveLast && referenceOff(subSat(s.ref, l.ref), s.mono-l.mono) == "" {
+		// The first comparison after a restart: one far ahead of where
+		// the last good one and the reference put the clock is a
+		// counter that went far ahead meanwhile (see timelineAnchor),
+		// not a timeline to follow. Anything else (a clock that stood
+		// still while suspended, a switch) is taken as it is.
+		elapsed := subSat(s.ref, l.ref)
+		if gap := subSat(s.clock-l.clock, elapsed); gap > min(max(elapsed, 0), int64(maxWatchPeriod))+c.watchTolerance(elapsed, s, l) {
+			c.beginReanchorLocked(tr, now, l, gap, elapsed)
+			return
+		}
 	}
 	tr.good, tr.haveGood = s, true
+	tr.last, tr.haveLast = s, true
 	// The fold takes the counter value the sample paired with the
 	// reference, not a fresh read: a value the counter cannot have
 	// produced (one far ahead) read now would become the epoch, and
@@ -535,6 +553,7 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 	tr.startLocked(now)
 	tr.baseline = p2
 	tr.good, tr.haveGood = c.sampleClock(tr), true
+	tr.last, tr.haveLast = tr.good, true
 	tr.watchDue = now.Add(watchPeriod)
 }
 

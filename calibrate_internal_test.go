@@ -318,9 +318,11 @@ func TestAnExactRateIsNeverRefined(t *testing.T) {
 type lyingCounter struct {
 	start  time.Time
 	heldBy atomic.Uint64
-	reads  atomic.Int64
-	onceAt atomic.Int64
-	onceBy uint64
+	// refBroken makes the reference panic.
+	refBroken atomic.Bool
+	reads     atomic.Int64
+	onceAt    atomic.Int64
+	onceBy    uint64
 }
 
 func (l *lyingCounter) read() uint64 {
@@ -338,8 +340,14 @@ func lyingClock(t *testing.T, onceBy uint64) (*Clock, *lyingCounter, func() int6
 	t.Helper()
 	l := &lyingCounter{start: time.Now(), onceBy: onceBy}
 	ref := func() int64 { return int64(time.Since(l.start)) }
+	broken := func() int64 {
+		if l.refBroken.Load() {
+			panic("reference broken")
+		}
+		return ref()
+	}
 	hw := Source{Name: "liar", Bits: 64, Rate: 1e9, Read: l.read}
-	tr := &tracker{ref: ref, witness: ref, src: hw, adopted: true}
+	tr := &tracker{ref: broken, witness: ref, src: hw, adopted: true}
 	c, err := newClock(hw, rating{hz: 1e9, origin: RateDeclared}, tr)
 	require.NoError(t, err)
 	c.start()
@@ -484,6 +492,45 @@ func TestTimelineAnchorKeepsOnlyWhatTheReferenceExplains(t *testing.T) {
 			if !tc.kept {
 				assert.Equal(t, int64(tc.elapsed), refused.elapsed)
 			}
+		})
+	}
+}
+
+// TestAFarAheadCounterAcrossARestart holds the counter far ahead while
+// the watch restarts (its reference panicked for a second, in a
+// testing/synctest bubble): the first comparison after a restart has no
+// good comparison of its own to go by, and must not take the counter's
+// far reading for the clock's timeline. After the counter behaves again,
+// the clock is back on its reference's timeline and stays there.
+func TestAFarAheadCounterAcrossARestart(t *testing.T) {
+	for _, far := range farAhead {
+		t.Run(far.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, l, ref := lyingClock(t, 0)
+				defer c.Close()
+				time.Sleep(time.Second)
+				off := c.Now() - ref()
+				l.refBroken.Store(true)
+				l.heldBy.Store(far.by)
+				time.Sleep(time.Second)
+				l.refBroken.Store(false)
+				time.Sleep(1500 * time.Millisecond)
+				l.heldBy.Store(0)
+				time.Sleep(maxWatchPeriod + rateProbe + 10*time.Millisecond)
+				in := c.Info()
+				t.Logf("%+v", in)
+				require.Positive(t, in.Faults, "the reference's panics were not seen")
+				prev := int64(math.MinInt64)
+				for i := 0; i < 300; i++ {
+					now := c.Now()
+					require.InDelta(t, float64(ref()+off), float64(now), float64(time.Millisecond),
+						"%v from the reference after the counter behaved again", time.Duration(now-ref()-off))
+					require.GreaterOrEqual(t, now, prev, "Now went back")
+					prev = now
+					time.Sleep(10 * time.Millisecond)
+				}
+				assert.Positive(t, c.Info().CounterFaults)
+			})
 		})
 	}
 }
