@@ -325,8 +325,12 @@ func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 		// would adopt a rate that is no rate at all. When the watch
 		// disagrees it starts a re-anchoring (or distrusts the
 		// reference), and the refinement waits for the baseline that
-		// follows.
-		if now.Before(tr.watchDue) {
+		// follows. A fold due before the watch brings the watch forward:
+		// the watch's fold is confirmed against the reference, where a
+		// fold of its own would adopt whatever the counter read then
+		// (a narrow counter is folded more often than the watch's
+		// longest period).
+		if now.Before(tr.watchDue) && now.Before(c.fold.due) {
 			return
 		}
 		tr.watchDue = now.Add(tr.watchEvery)

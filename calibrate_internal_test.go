@@ -534,3 +534,52 @@ func TestAFarAheadCounterAcrossARestart(t *testing.T) {
 		})
 	}
 }
+
+// TestANarrowCountersGarbageIsNeverFolded gives a 23-bit counter at 1 MHz
+// (a wrap every 8.4 s, folded every 1.05 s: more often than the watch's
+// 2 s) one garbage value half a wrap ahead, at the first read at or
+// after each of a grid of instants that covers the watch's ticks and the
+// folds between them, in a testing/synctest bubble, while no reader reads
+// the clock. No fold may adopt it: a fold between two of the watch's
+// comparisons is confirmed against the reference as the watch's own are.
+func TestANarrowCountersGarbageIsNeverFolded(t *testing.T) {
+	for i := 0; i < 44; i++ {
+		at := 4*time.Second + time.Duration(i)*50*time.Millisecond
+		t.Run(fmt.Sprint(at), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				ref := func() int64 { return int64(time.Since(start)) }
+				var after atomic.Int64
+				after.Store(int64(at))
+				read := func() uint64 {
+					v := uint64(ref() / 1000)
+					if a := after.Load(); a > 0 && ref() >= a && after.CompareAndSwap(a, 0) {
+						v += 1 << 22
+					}
+					return v
+				}
+				hw := Source{Name: "narrow", Bits: 23, Rate: 1e6, Read: read}
+				tr := &tracker{ref: ref, witness: ref, src: hw, adopted: true}
+				c, err := newClock(hw, rating{hz: 1e6, origin: RateDeclared}, tr)
+				require.NoError(t, err)
+				c.start()
+				defer c.Close()
+				require.Less(t, c.conv.refreshPeriod(), maxWatchPeriod)
+				time.Sleep(3900 * time.Millisecond)
+				off := c.Now() - ref()
+				time.Sleep(at + 3*time.Second - 3900*time.Millisecond)
+				require.Zero(t, after.Load(), "the garbage value was never read")
+				prev := int64(math.MinInt64)
+				for i := 0; i < 100; i++ {
+					now := c.Now()
+					require.InDelta(t, float64(ref()+off), float64(now), float64(time.Millisecond),
+						"%v from its reference (%+v)", time.Duration(now-ref()-off), c.Info())
+					require.GreaterOrEqual(t, now, prev, "Now went back")
+					prev = now
+					time.Sleep(10 * time.Millisecond)
+				}
+				assert.Zero(t, c.Info().Reanchors, c.Info().LastReanchor)
+			})
+		})
+	}
+}
