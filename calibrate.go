@@ -477,7 +477,7 @@ func (c *Clock) watchLocked(tr *tracker, now time.Time) {
 		// not a timeline to follow. Anything else (a clock that stood
 		// still while suspended, a switch) is taken as it is.
 		elapsed := subSat(s.ref, l.ref)
-		if gap := subSat(s.clock-l.clock, elapsed); gap > min(max(elapsed, 0), int64(maxWatchPeriod))+c.watchTolerance(elapsed, s, l) {
+		if gap := subSat(s.clock-l.clock, elapsed); gap > explicableLead(elapsed)+c.watchTolerance(elapsed, s, l) {
 			c.beginReanchorLocked(tr, now, l, gap, elapsed)
 			return
 		}
@@ -614,12 +614,21 @@ func timelineAnchor(read func() uint64, ref func() int64, g clockSample, refused
 		if t > ns {
 			return p.cyc, t, 0
 		}
-		if ahead := ns - t; ahead > min(max(elapsed, 0), int64(maxWatchPeriod)) {
+		if ahead := subSat(ns, t); ahead > explicableLead(elapsed) {
 			*refused = farReading{ahead: ahead, elapsed: elapsed}
 			return p.cyc, t, 0
 		}
 		return p.cyc, ns, frac
 	}
+}
+
+// explicableLead is how far ahead of its reference's timeline a counter
+// may have carried the clock over elapsed reference nanoseconds and still
+// be believed: as far as the reference counted (the counter ran at most
+// twice its pace), and never more than maxWatchPeriod, the watch's
+// longest period.
+func explicableLead(elapsed int64) int64 {
+	return min(max(elapsed, 0), int64(maxWatchPeriod))
 }
 
 // farReading is a reading a re-anchoring refused: how far ahead of the
