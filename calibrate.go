@@ -543,8 +543,12 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 	switch {
 	case refused.ahead > 0:
 		c.watch.counterFaults++
-		c.watch.lastCounterFault = fmt.Sprintf("%s: read %v ahead of the reference, which counted %v since the last comparison: a reading it cannot have produced, not adopted; the clock goes on on the reference's timeline (at %s)",
-			src.Name, time.Duration(refused.ahead), time.Duration(refused.elapsed), time.Now().Format(time.RFC3339Nano))
+		what := fmt.Sprintf("%v ahead of the reference", time.Duration(refused.ahead))
+		if refused.saturated {
+			what = fmt.Sprintf("past math.MaxInt64 (%s)", what)
+		}
+		c.watch.lastCounterFault = fmt.Sprintf("%s: read %s, which counted %v since the last comparison: a reading it cannot have produced, not adopted; the clock is back on the reference's timeline (at %s)",
+			src.Name, what, time.Duration(refused.elapsed), time.Now().Format(time.RFC3339Nano))
 		c.watch.lastReanchor = fmt.Sprintf("%s: ran %v ahead of the reference in %v: not adopted (see LastCounterFault)", src.Name, time.Duration(gap), time.Duration(elapsed))
 	case rerated:
 		c.watch.lastReanchor = fmt.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, from, hz, (hz/from-1)*100)
@@ -615,7 +619,7 @@ func timelineAnchor(read func() uint64, ref func() int64, g clockSample, refused
 			return p.cyc, t, 0
 		}
 		if ahead := subSat(ns, t); ahead > explicableLead(elapsed) {
-			*refused = farReading{ahead: ahead, elapsed: elapsed}
+			*refused = farReading{ahead: ahead, elapsed: elapsed, saturated: ns == math.MaxInt64}
 			return p.cyc, t, 0
 		}
 		return p.cyc, ns, frac
@@ -632,9 +636,12 @@ func explicableLead(elapsed int64) int64 {
 }
 
 // farReading is a reading a re-anchoring refused: how far ahead of the
-// reference's timeline it was, and how much the reference had counted
-// since the last good comparison.
-type farReading struct{ ahead, elapsed int64 }
+// reference's timeline it was, how much the reference had counted since
+// the last good comparison, and whether it saturated the clock.
+type farReading struct {
+	ahead, elapsed int64
+	saturated      bool
+}
 
 // abs is |v|, saturated: abs(math.MinInt64) is math.MaxInt64.
 func abs(v int64) int64 {

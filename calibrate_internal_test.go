@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -355,12 +356,12 @@ func lyingClock(t *testing.T, onceBy uint64) (*Clock, *lyingCounter, func() int6
 }
 
 // Readings a counter cannot have produced: one far ahead of its
-// reference (a paravirtual page's delta wrapped: 2^63 ns, 292 years), one
-// that carries the clock past math.MaxInt64, and a 10 s jump.
+// reference (a paravirtual page's delta wrapped: 8.8e18 ns, 279 years),
+// one that carries the clock past math.MaxInt64, and a 10 s jump.
 var farAhead = []struct {
 	name string
 	by   uint64
-}{{"wrapped", 1 << 63}, {"saturating", 3 << 62}, {"10s", uint64(10 * time.Second)}}
+}{{"wrapped", 8_800_000_000_000_000_000}, {"saturating", 3 << 62}, {"10s", uint64(10 * time.Second)}}
 
 // TestAFarAheadReadingOnceIsNeverAdopted hands one garbage value to each
 // of the reads the background goroutine makes over a watch (the watch's
@@ -425,6 +426,7 @@ func TestAFarAheadCounterHeldIsNotAdopted(t *testing.T) {
 					}
 					time.Sleep(10 * time.Millisecond)
 				}
+				inHeld := c.Info()
 				l.heldBy.Store(0)
 				start = time.Now()
 				for time.Since(start) < 5*time.Second {
@@ -447,10 +449,14 @@ func TestAFarAheadCounterHeldIsNotAdopted(t *testing.T) {
 					require.GreaterOrEqual(t, r.now, prev, "Now went back")
 					prev = r.now
 				}
-				assert.GreaterOrEqual(t, in.CounterFaults, 1)
-				assert.Contains(t, in.LastCounterFault, "liar: read ")
-				assert.Contains(t, in.LastCounterFault, "ahead of the reference")
-				assert.Contains(t, in.LastCounterFault, " (at ")
+				// Info named the jump while it was held, and the return.
+				assert.Equal(t, 1, inHeld.CounterFaults, inHeld.LastCounterFault)
+				assert.Contains(t, inHeld.LastCounterFault, "liar: read ")
+				assert.Contains(t, inHeld.LastCounterFault, "ahead of the reference")
+				assert.Contains(t, inHeld.LastCounterFault, " (at ")
+				assert.Equal(t, far.name == "saturating", strings.Contains(inHeld.LastCounterFault, "past math.MaxInt64"), inHeld.LastCounterFault)
+				assert.Greater(t, in.Reanchors, inHeld.Reanchors, "the counter's return was not named")
+				assert.Contains(t, in.LastReanchor, "liar: ")
 			})
 		})
 	}
@@ -489,6 +495,7 @@ func TestTimelineAnchorKeepsOnlyWhatTheReferenceExplains(t *testing.T) {
 				assert.Equal(t, onTimeline, ns)
 			}
 			assert.Equal(t, int64(tc.wantRefusedAhead), refused.ahead)
+			assert.Equal(t, tc.name == "saturated", refused.saturated)
 			if !tc.kept {
 				assert.Equal(t, int64(tc.elapsed), refused.elapsed)
 			}
