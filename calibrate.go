@@ -528,7 +528,7 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 	}
 	hz, errPPM, err := rateBetween(p1, p2)
 	rerated := false
-	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM {
+	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM && tr.keepsRate(src.Read, p2, hz, errPPM) {
 		if cv, cerr := conversionFor(src.Name, hz, src.Bits); cerr == nil {
 			conv, rerated = cv, true
 			rate = rating{hz: hz, origin: RateRefined, errPPM: errPPM + math.Abs(cv.errorPPM(hz))}
@@ -549,7 +549,7 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 		}
 		c.watch.lastCounterFault = fmt.Sprintf("%s: read %s, which counted %v since the last comparison: a reading it cannot have produced, not adopted; the clock is back on the reference's timeline (at %s)",
 			src.Name, what, time.Duration(refused.elapsed), time.Now().Format(time.RFC3339Nano))
-		c.watch.lastReanchor = fmt.Sprintf("%s: ran %v ahead of the reference in %v: not adopted (see LastCounterFault)", src.Name, time.Duration(gap), time.Duration(elapsed))
+		c.watch.lastReanchor = fmt.Sprintf("%s: read %v ahead of the reference's timeline at the re-anchoring: not adopted (see LastCounterFault)", src.Name, time.Duration(refused.ahead))
 	case rerated:
 		c.watch.lastReanchor = fmt.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, from, hz, (hz/from-1)*100)
 	case gap < 0:
@@ -591,6 +591,18 @@ func (c *Clock) trustSettledLocked(now time.Time) {
 		tr.refineDue = now
 	}
 	c.kick()
+}
+
+// keepsRate says whether the counter, measured at hz (within errPPM) up
+// to p, still runs at that rate from p on: a second measurement, from p
+// to a point taken now, that disagrees beyond both errors and the drift
+// allowance means the probe spanned a step of the counter (it jumped
+// between the probe's two points), not a new rate. Where the second
+// measurement cannot be made (neither the counter nor the reference
+// moved since p), the probe is taken as it is.
+func (tr *tracker) keepsRate(read func() uint64, p ratePoint, hz, errPPM float64) bool {
+	again, againPPM, err := rateBetween(p, tr.point(read))
+	return err != nil || math.Abs(again/hz-1)*1e6 <= errPPM+againPPM+watchDriftPPM
 }
 
 // timelineAnchor anchors the clock on its timeline: at a counter value

@@ -590,3 +590,45 @@ func TestANarrowCountersGarbageIsNeverFolded(t *testing.T) {
 		})
 	}
 }
+
+// TestAStepWithinTheRateProbeIsNoRate makes the counter step back 1 s,
+// which the watch sees and re-anchors after measuring the counter's rate
+// over rateProbe, and then jump 5 s forward within that probe, in a
+// testing/synctest bubble. The probe's two points then span the jump: a
+// "rate" of 500 GHz that the counter does not keep, which the
+// re-anchoring must not adopt (the clock would stand nearly still until
+// the next watch). The counter and the reference move one count and one
+// nanosecond at every read of the counter, so that a rate can be
+// measured within one of the bubble's instants.
+func TestAStepWithinTheRateProbeIsNoRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var reads, step atomic.Int64
+		read := func() uint64 {
+			return uint64(int64(time.Since(start)) + reads.Add(1) + step.Load())
+		}
+		ref := func() int64 { return int64(time.Since(start)) + reads.Load() }
+		hw := Source{Name: "stepper", Bits: 64, Rate: 1e9, Read: read}
+		tr := &tracker{ref: ref, witness: ref, src: hw, adopted: true}
+		c, err := newClock(hw, rating{hz: 1e9, origin: RateDeclared}, tr)
+		require.NoError(t, err)
+		c.start()
+		defer c.Close()
+		time.Sleep(time.Second)
+		step.Add(-int64(time.Second))
+		probing := func() bool {
+			c.mu.Lock()
+			defer c.unlock()
+			return c.track != nil && c.track.probe != nil
+		}
+		for !probing() {
+			time.Sleep(time.Millisecond)
+		}
+		step.Add(int64(5 * time.Second))
+		time.Sleep(rateProbe + 5*time.Millisecond)
+		in := c.Info()
+		require.GreaterOrEqual(t, in.Reanchors, 1, "%+v", in)
+		assert.NotContains(t, in.LastReanchor, "rate changed")
+		assert.InEpsilon(t, 1e9, float64(in.Rate), 1e-3, "%+v", in)
+	})
+}
