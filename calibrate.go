@@ -42,7 +42,7 @@ import (
 //     at most twice its pace since the last comparison, and at most
 //     maxWatchPeriod ahead): a reading beyond that is not time but one
 //     the counter cannot have produced (a paravirtual page's delta that
-//     wrapped: 292 years; a value that saturates the clock at
+//     wrapped: 279 years; a value that saturates the clock at
 //     math.MaxInt64), and keeping it would carry the clock that far for
 //     good, or freeze it. The re-anchoring then puts the clock back on
 //     its reference's timeline, the one step back this package takes,
@@ -477,7 +477,7 @@ func (c *Clock) watchLocked(tr *tracker, now time.Time) {
 		// not a timeline to follow. Anything else (a clock that stood
 		// still while suspended, a switch) is taken as it is.
 		elapsed := subSat(s.ref, l.ref)
-		if gap := subSat(s.clock-l.clock, elapsed); gap > explicableLead(elapsed)+c.watchTolerance(elapsed, s, l) {
+		if gap := subSat(subSat(s.clock, l.clock), elapsed); gap > explicableLead(elapsed)+c.watchTolerance(elapsed, s, l) {
 			c.beginReanchorLocked(tr, now, l, gap, elapsed)
 			return
 		}
