@@ -37,9 +37,26 @@ import (
 //     last good comparison, at the new rate if the rate changed. The
 //     re-anchoring is a switch like any other (see switch.go): it never
 //     steps back, so after a jump forward the clock goes on from what
-//     readers saw; Info counts it (Reanchors) and says why.
-//   - At each comparison the watch folds the epoch forward, so the epoch
-//     is never more than a watch period old, and a counter that steps
+//     readers saw; Info counts it (Reanchors) and says why. But only a
+//     jump that the reference's progress could explain (the counter ran
+//     at most twice its pace since the last comparison, and at most
+//     maxWatchPeriod ahead): a reading beyond that is not time but one
+//     the counter cannot have produced (a paravirtual page's delta that
+//     wrapped: 279 years; a value that saturates the clock at
+//     math.MaxInt64), and keeping it would carry the clock that far for
+//     good, or freeze it. The re-anchoring then puts the clock back on
+//     its reference's timeline, the one step back this package takes,
+//     and Info counts it (CounterFaults) and says what and when. Readers
+//     that read such a value before the watch saw it have read it: no
+//     layer above a Source can filter its values (its Read must not
+//     produce them), so the guarantee here is that the clock does not
+//     stay there: within a watch period and a rate probe of the counter
+//     behaving again, it reads its reference's timeline.
+//   - At each comparison that agrees, the watch folds the epoch forward,
+//     at the counter value the comparison paired with the reference (a
+//     fresh read could be a value the counter cannot have produced, and
+//     readers, who clamp below the epoch, would stand there), so the
+//     epoch is never more than a watch period old, and a counter that steps
 //     back makes readers, who clamp at the epoch, dip by at most that
 //     much before the watch puts the clock back on its timeline. A
 //     counter that jumps forward is not hidden: readers cannot tell it
@@ -115,6 +132,12 @@ type tracker struct {
 
 	good     clockSample // the last comparison the watch accepted
 	haveGood bool
+	// last is the last comparison the watch accepted before a restart
+	// (haveLast: there was one), kept across it: the first comparison
+	// after a restart has no good one of its own, and is checked against
+	// last for a counter gone far ahead while the watch was away.
+	last     clockSample
+	haveLast bool
 	watchDue time.Time
 	// watchEvery is the watch's period: watchPeriod for the first
 	// watchConfirm agreements, then doubled at every agreement up to
@@ -146,21 +169,42 @@ type reanchorProbe struct {
 // clockSample pairs a clock reading with a reference reading: the clock
 // value is the midpoint of two readings that bracket one reference read,
 // halfWidth half their distance; mono is the runtime's monotonic clock
-// just after, the witness the reference is checked against.
+// just after, the witness the reference is checked against. cyc is the
+// counter value of the bracket's first reading and cycMono the runtime's
+// clock just after the bracket: where the watch folds the epoch when the
+// sample agrees with the reference.
 type clockSample struct {
 	clock, ref, halfWidth, mono int64
+	cyc                         uint64
+	cycMono                     int64
 }
 
 // sampleClock takes the narrowest of watchSamples (Now, reference, Now)
-// brackets, witnessed.
+// brackets, witnessed. It reads the counter as readers do, through the
+// published line (the writer lock is held: nothing else publishes), so
+// that it knows the counter value behind each reading. A bracket whose
+// second reading is below its first holds a value the counter cannot
+// have produced on one side (it is monotonic): it is no bracket, however
+// narrow (its width is negative), and is left out.
 func (c *Clock) sampleClock(tr *tracker) clockSample {
 	best := clockSample{halfWidth: math.MaxInt64}
+	ln := c.cur
 	for i := 0; i < watchSamples; i++ {
-		before := c.Now()
+		first := ln.read()
 		r := tr.ref()
-		after := c.Now()
+		second := ln.read()
+		before, _ := ln.at(first)
+		after, _ := ln.at(second)
+		if after < before {
+			if best.halfWidth == math.MaxInt64 && i == watchSamples-1 {
+				// Every bracket went back: pair the lower reading, with
+				// both inside the half-width.
+				best = clockSample{clock: after + (before-after)/2, ref: r, halfWidth: (before - after) / 2, cyc: second, cycMono: runtimeNano()}
+			}
+			continue
+		}
 		if w := (after - before) / 2; w < best.halfWidth {
-			best = clockSample{clock: before + w, ref: r, halfWidth: w}
+			best = clockSample{clock: before + w, ref: r, halfWidth: w, cyc: first, cycMono: runtimeNano()}
 		}
 	}
 	best.mono = tr.witnessNow()
@@ -281,8 +325,12 @@ func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 		// would adopt a rate that is no rate at all. When the watch
 		// disagrees it starts a re-anchoring (or distrusts the
 		// reference), and the refinement waits for the baseline that
-		// follows.
-		if now.Before(tr.watchDue) {
+		// follows. A fold due before the watch brings the watch forward:
+		// the watch's fold is confirmed against the reference, where a
+		// fold of its own would adopt whatever the counter read then
+		// (a narrow counter is folded more often than the watch's
+		// longest period).
+		if now.Before(tr.watchDue) && now.Before(c.fold.due) {
 			return
 		}
 		tr.watchDue = now.Add(tr.watchEvery)
@@ -422,9 +470,25 @@ func (c *Clock) watchLocked(tr *tracker, now time.Time) {
 			tr.watchEvery = min(2*tr.watchEvery, maxWatchPeriod)
 			tr.watchDue = now.Add(tr.watchEvery)
 		}
+	} else if l := tr.last; tr.haveLast && referenceOff(subSat(s.ref, l.ref), s.mono-l.mono) == "" {
+		// The first comparison after a restart: one far ahead of where
+		// the last good one and the reference put the clock is a
+		// counter that went far ahead meanwhile (see timelineAnchor),
+		// not a timeline to follow. Anything else (a clock that stood
+		// still while suspended, a switch) is taken as it is.
+		elapsed := subSat(s.ref, l.ref)
+		if gap := subSat(subSat(s.clock, l.clock), elapsed); gap > explicableLead(elapsed)+c.watchTolerance(elapsed, s, l) {
+			c.beginReanchorLocked(tr, now, l, gap, elapsed)
+			return
+		}
 	}
 	tr.good, tr.haveGood = s, true
-	c.updateLocked()
+	tr.last, tr.haveLast = s, true
+	// The fold takes the counter value the sample paired with the
+	// reference, not a fresh read: a value the counter cannot have
+	// produced (one far ahead) read now would become the epoch, and
+	// readers, who clamp below it, would stand there.
+	c.foldLocked(s.cyc, s.cycMono)
 	// The watch's fold restarts the refresh period: a clock with a
 	// reference is folded by its watch alone, with no wake-ups of its own.
 	c.fold.due = now.Add(c.conv.refreshPeriod())
@@ -464,18 +528,28 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 	}
 	hz, errPPM, err := rateBetween(p1, p2)
 	rerated := false
-	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM {
+	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM && tr.keepsRate(src.Read, p2, hz, errPPM) {
 		if cv, cerr := conversionFor(src.Name, hz, src.Bits); cerr == nil {
 			conv, rerated = cv, true
 			rate = rating{hz: hz, origin: RateRefined, errPPM: errPPM + math.Abs(cv.errorPPM(hz))}
 			src.Rate = uint64(math.Round(hz))
 		}
 	}
-	if c.switchAnchoredLocked(src, conv, rate, timelineAnchor(src.Read, tr.ref, g)) != nil {
+	var refused farReading
+	if c.switchAnchoredLocked(src, conv, rate, timelineAnchor(src.Read, tr.ref, g, &refused)) != nil {
 		return // the counter's Read panicked: the clock is as it was
 	}
 	c.watch.reanchors++
 	switch {
+	case refused.ahead > 0:
+		c.watch.counterFaults++
+		what := fmt.Sprintf("%v ahead of the reference", time.Duration(refused.ahead))
+		if refused.saturated {
+			what = fmt.Sprintf("past math.MaxInt64 (%s)", what)
+		}
+		c.watch.lastCounterFault = fmt.Sprintf("%s: read %s, which counted %v since the last comparison: a reading it cannot have produced, not adopted; the clock is back on the reference's timeline (at %s)",
+			src.Name, what, time.Duration(refused.elapsed), time.Now().Format(time.RFC3339Nano))
+		c.watch.lastReanchor = fmt.Sprintf("%s: read %v ahead of the reference's timeline at the re-anchoring: not adopted (see LastCounterFault)", src.Name, time.Duration(refused.ahead))
 	case rerated:
 		c.watch.lastReanchor = fmt.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, from, hz, (hz/from-1)*100)
 	case gap < 0:
@@ -487,6 +561,7 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 	tr.startLocked(now)
 	tr.baseline = p2
 	tr.good, tr.haveGood = c.sampleClock(tr), true
+	tr.last, tr.haveLast = tr.good, true
 	tr.watchDue = now.Add(watchPeriod)
 }
 
@@ -518,11 +593,30 @@ func (c *Clock) trustSettledLocked(now time.Time) {
 	c.kick()
 }
 
+// keepsRate says whether the counter, measured at hz (within errPPM) up
+// to p, still runs at that rate from p on: a second measurement, from p
+// to a point taken now, that disagrees beyond both errors and the drift
+// allowance means the probe spanned a step of the counter (it jumped
+// between the probe's two points), not a new rate. Where the second
+// measurement cannot be made (neither the counter nor the reference
+// moved since p), the probe is taken as it is.
+func (tr *tracker) keepsRate(read func() uint64, p ratePoint, hz, errPPM float64) bool {
+	again, againPPM, err := rateBetween(p, tr.point(read))
+	return err != nil || math.Abs(again/hz-1)*1e6 <= errPPM+againPPM+watchDriftPPM
+}
+
 // timelineAnchor anchors the clock on its timeline: at a counter value
 // paired with a reference reading after the pin, the last good
-// comparison g plus the reference's progress since, or V if that is
-// more (time never steps back).
-func timelineAnchor(read func() uint64, ref func() int64, g clockSample) anchorFunc {
+// comparison g plus the reference's progress since, t, or V if that is
+// more (time never steps back), unless V is more than t plus what the
+// reference counted since g (the counter ran at more than twice its
+// reference's pace) or plus maxWatchPeriod: such a V is no time but a
+// reading the counter cannot have produced (a paravirtual page's delta
+// wrapped, a garbage value that saturated the clock), and keeping it
+// would carry the clock that far ahead of its reference for good, or
+// freeze it at math.MaxInt64. The clock then goes on from t, and
+// refused says by how much V was ahead, over what elapsed time.
+func timelineAnchor(read func() uint64, ref func() int64, g clockSample, refused *farReading) anchorFunc {
 	guarded := func() int64 { return blamed(true, ref) }
 	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64) {
 		p := samplePoint(read, guarded)
@@ -531,11 +625,34 @@ func timelineAnchor(read func() uint64, ref func() int64, g clockSample) anchorF
 			// read with the reference that follows it.
 			p = ratePoint{cyc: read(), ns: guarded()}
 		}
-		if t := addSat(g.clock, subSat(p.ns, g.ref)); t > ns {
+		elapsed := subSat(p.ns, g.ref)
+		t := addSat(g.clock, elapsed)
+		if t > ns {
+			return p.cyc, t, 0
+		}
+		if ahead := subSat(ns, t); ahead > explicableLead(elapsed) {
+			*refused = farReading{ahead: ahead, elapsed: elapsed, saturated: ns == math.MaxInt64}
 			return p.cyc, t, 0
 		}
 		return p.cyc, ns, frac
 	}
+}
+
+// explicableLead is how far ahead of its reference's timeline a counter
+// may have carried the clock over elapsed reference nanoseconds and still
+// be believed: as far as the reference counted (the counter ran at most
+// twice its pace), and never more than maxWatchPeriod, the watch's
+// longest period.
+func explicableLead(elapsed int64) int64 {
+	return min(max(elapsed, 0), int64(maxWatchPeriod))
+}
+
+// farReading is a reading a re-anchoring refused: how far ahead of the
+// reference's timeline it was, how much the reference had counted since
+// the last good comparison, and whether it saturated the clock.
+type farReading struct {
+	ahead, elapsed int64
+	saturated      bool
 }
 
 // abs is |v|, saturated: abs(math.MinInt64) is math.MaxInt64.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -307,5 +308,327 @@ func TestAnExactRateIsNeverRefined(t *testing.T) {
 		assert.Equal(t, RateNanoseconds, in.RateOrigin, "%+v", in)
 		assert.Equal(t, uint64(1e9), in.Rate)
 		assert.Zero(t, in.Reanchors, in.LastReanchor)
+	})
+}
+
+// lyingCounter is a 1 GHz counter on a testing/synctest bubble's time
+// that can lie: heldBy is added to every read (a counter held far
+// ahead), and the read numbered onceAt (counting every read) returns
+// onceBy more, once (one garbage value, as a TSC value just below a
+// paravirtual page's stamp wraps the page's delta).
+type lyingCounter struct {
+	start  time.Time
+	heldBy atomic.Uint64
+	// refBroken makes the reference panic.
+	refBroken atomic.Bool
+	reads     atomic.Int64
+	onceAt    atomic.Int64
+	onceBy    uint64
+}
+
+func (l *lyingCounter) read() uint64 {
+	v := uint64(time.Since(l.start)) + l.heldBy.Load()
+	if l.reads.Add(1) == l.onceAt.Load() {
+		v += l.onceBy
+	}
+	return v
+}
+
+// lyingClock returns a clock in the calling bubble on a lying counter,
+// adopted and watched against the bubble's time (the reference and the
+// witness), its background goroutine started.
+func lyingClock(t *testing.T, onceBy uint64) (*Clock, *lyingCounter, func() int64) {
+	t.Helper()
+	l := &lyingCounter{start: time.Now(), onceBy: onceBy}
+	ref := func() int64 { return int64(time.Since(l.start)) }
+	broken := func() int64 {
+		if l.refBroken.Load() {
+			panic("reference broken")
+		}
+		return ref()
+	}
+	hw := Source{Name: "liar", Bits: 64, Rate: 1e9, Read: l.read}
+	tr := &tracker{ref: broken, witness: ref, src: hw, adopted: true}
+	c, err := newClock(hw, rating{hz: 1e9, origin: RateDeclared}, tr)
+	require.NoError(t, err)
+	c.start()
+	return c, l, ref
+}
+
+// Readings a counter cannot have produced: one far ahead of its
+// reference (a paravirtual page's delta wrapped: 8.8e18 ns, 279 years),
+// one that carries the clock past math.MaxInt64, and a 10 s jump.
+var farAhead = []struct {
+	name string
+	by   uint64
+}{{"wrapped", 8_800_000_000_000_000_000}, {"saturating", 3 << 62}, {"10s", uint64(10 * time.Second)}}
+
+// TestAFarAheadReadingOnceIsNeverAdopted hands one garbage value to each
+// of the reads the background goroutine makes over a watch (the watch's
+// brackets, its fold, the refinement that follows), in a testing/synctest
+// bubble, while no reader reads the clock: none of them may carry the
+// clock away from its reference, and none may re-anchor it.
+func TestAFarAheadReadingOnceIsNeverAdopted(t *testing.T) {
+	for _, far := range farAhead {
+		for k := int64(1); k <= 2*watchSamples+2; k++ {
+			t.Run(fmt.Sprintf("%s/read%d", far.name, k), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					c, l, ref := lyingClock(t, far.by)
+					defer c.Close()
+					time.Sleep(time.Second)
+					off := c.Now() - ref()
+					l.onceAt.Store(l.reads.Load() + k)
+					time.Sleep(3 * time.Second)
+					require.Greater(t, l.reads.Load(), l.onceAt.Load(), "the garbage value was never read")
+					prev := int64(math.MinInt64)
+					for i := 0; i < 100; i++ {
+						now := c.Now()
+						require.NotEqual(t, int64(math.MaxInt64), now, "the clock saturated")
+						require.InDelta(t, float64(ref()+off), float64(now), float64(time.Millisecond),
+							"%v from its reference after %d readings (%+v)", time.Duration(now-ref()-off), i, c.Info())
+						require.GreaterOrEqual(t, now, prev, "Now went back")
+						prev = now
+						time.Sleep(10 * time.Millisecond)
+					}
+					assert.Zero(t, c.Info().Reanchors, c.Info().LastReanchor)
+				})
+			})
+		}
+	}
+}
+
+// TestAFarAheadCounterHeldIsNotAdopted holds the counter far ahead for
+// 2.5 s and then lets it behave again, in a testing/synctest bubble,
+// reading the clock every 10 ms. Readers read the counter themselves:
+// until the watch sees it, they read what it says (nothing above a
+// Source can stop that: the Source must not produce such values), and
+// when it comes back they clamp at the last fold. What the watch must
+// do: within a watch period and a rate probe of each change, put the
+// clock back on its reference's timeline and keep it there, never at
+// math.MaxInt64, never going back once the counter behaves, and say in
+// Info what happened and when.
+func TestAFarAheadCounterHeldIsNotAdopted(t *testing.T) {
+	for _, far := range farAhead {
+		t.Run(far.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, l, ref := lyingClock(t, 0)
+				defer c.Close()
+				time.Sleep(time.Second)
+				off := c.Now() - ref()
+				settle := maxWatchPeriod + rateProbe + 10*time.Millisecond
+				type reading struct{ at, now int64 }
+				var held, after []reading
+				l.heldBy.Store(far.by)
+				start := time.Now()
+				for time.Since(start) < 2500*time.Millisecond {
+					if time.Since(start) >= settle {
+						held = append(held, reading{ref(), c.Now()})
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				inHeld := c.Info()
+				l.heldBy.Store(0)
+				start = time.Now()
+				for time.Since(start) < 5*time.Second {
+					if time.Since(start) >= settle {
+						after = append(after, reading{ref(), c.Now()})
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				in := c.Info()
+				t.Logf("%+v", in)
+				for _, r := range held {
+					require.InDelta(t, float64(r.at+off), float64(r.now), float64(time.Millisecond),
+						"held: %v from the reference %v after the counter jumped", time.Duration(r.now-r.at-off), settle)
+				}
+				prev := int64(math.MinInt64)
+				for _, r := range after {
+					require.NotEqual(t, int64(math.MaxInt64), r.now, "the clock saturated")
+					require.InDelta(t, float64(r.at+off), float64(r.now), float64(time.Millisecond),
+						"back: %v from the reference %v after the counter behaved again", time.Duration(r.now-r.at-off), settle)
+					require.GreaterOrEqual(t, r.now, prev, "Now went back")
+					prev = r.now
+				}
+				// Info named the jump while it was held, and the return.
+				assert.Equal(t, 1, inHeld.CounterFaults, inHeld.LastCounterFault)
+				assert.Contains(t, inHeld.LastCounterFault, "liar: read ")
+				assert.Contains(t, inHeld.LastCounterFault, "ahead of the reference")
+				assert.Contains(t, inHeld.LastCounterFault, " (at ")
+				assert.Equal(t, far.name == "saturating", strings.Contains(inHeld.LastCounterFault, "past math.MaxInt64"), inHeld.LastCounterFault)
+				assert.Greater(t, in.Reanchors, inHeld.Reanchors, "the counter's return was not named")
+				assert.Contains(t, in.LastReanchor, "liar: ")
+			})
+		})
+	}
+}
+
+// TestTimelineAnchorKeepsOnlyWhatTheReferenceExplains checks the
+// re-anchoring's rule on its own: a clock value V ahead of the
+// reference's timeline is kept only up to what the reference counted
+// since the last good comparison, and never more than maxWatchPeriod
+// (a watch that ran late, 10 s after its last comparison, does not make
+// a 5 s lead explicable); beyond that the anchor is the reference's
+// timeline, and refused says by how much V was ahead.
+func TestTimelineAnchorKeepsOnlyWhatTheReferenceExplains(t *testing.T) {
+	g := clockSample{clock: 100e9, ref: 50e9}
+	for _, tc := range []struct {
+		name             string
+		elapsed, ahead   time.Duration
+		kept             bool
+		wantRefusedAhead time.Duration
+	}{
+		{"within the elapsed time", 100 * time.Millisecond, 60 * time.Millisecond, true, 0},
+		{"more than twice the reference's pace", 100 * time.Millisecond, 150 * time.Millisecond, false, 150 * time.Millisecond},
+		{"within maxWatchPeriod of a late watch", 10 * time.Second, maxWatchPeriod, true, 0},
+		{"past maxWatchPeriod of a late watch", 10 * time.Second, 5 * time.Second, false, 5 * time.Second},
+		{"saturated", 10 * time.Second, time.Duration(math.MaxInt64 - 110e9), false, time.Duration(math.MaxInt64 - 110e9)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			refNow := g.ref + int64(tc.elapsed)
+			onTimeline := g.clock + int64(tc.elapsed)
+			var refused farReading
+			anchor := timelineAnchor(func() uint64 { return 7 }, func() int64 { return refNow }, g, &refused)
+			_, ns, _ := anchor(7, onTimeline+int64(tc.ahead), 0)
+			if tc.kept {
+				assert.Equal(t, onTimeline+int64(tc.ahead), ns)
+			} else {
+				assert.Equal(t, onTimeline, ns)
+			}
+			assert.Equal(t, int64(tc.wantRefusedAhead), refused.ahead)
+			assert.Equal(t, tc.name == "saturated", refused.saturated)
+			if !tc.kept {
+				assert.Equal(t, int64(tc.elapsed), refused.elapsed)
+			}
+		})
+	}
+}
+
+// TestAFarAheadCounterAcrossARestart holds the counter far ahead while
+// the watch restarts (its reference panicked for a second, in a
+// testing/synctest bubble): the first comparison after a restart has no
+// good comparison of its own to go by, and must not take the counter's
+// far reading for the clock's timeline. After the counter behaves again,
+// the clock is back on its reference's timeline and stays there.
+func TestAFarAheadCounterAcrossARestart(t *testing.T) {
+	for _, far := range farAhead {
+		t.Run(far.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, l, ref := lyingClock(t, 0)
+				defer c.Close()
+				time.Sleep(time.Second)
+				off := c.Now() - ref()
+				l.refBroken.Store(true)
+				l.heldBy.Store(far.by)
+				time.Sleep(time.Second)
+				l.refBroken.Store(false)
+				time.Sleep(1500 * time.Millisecond)
+				l.heldBy.Store(0)
+				time.Sleep(maxWatchPeriod + rateProbe + 10*time.Millisecond)
+				in := c.Info()
+				t.Logf("%+v", in)
+				require.Positive(t, in.Faults, "the reference's panics were not seen")
+				prev := int64(math.MinInt64)
+				for i := 0; i < 300; i++ {
+					now := c.Now()
+					require.InDelta(t, float64(ref()+off), float64(now), float64(time.Millisecond),
+						"%v from the reference after the counter behaved again", time.Duration(now-ref()-off))
+					require.GreaterOrEqual(t, now, prev, "Now went back")
+					prev = now
+					time.Sleep(10 * time.Millisecond)
+				}
+				assert.Positive(t, c.Info().CounterFaults)
+			})
+		})
+	}
+}
+
+// TestANarrowCountersGarbageIsNeverFolded gives a 23-bit counter at 1 MHz
+// (a wrap every 8.4 s, folded every 1.05 s: more often than the watch's
+// 2 s) one garbage value half a wrap ahead, at the first read at or
+// after each of a grid of instants that covers the watch's ticks and the
+// folds between them, in a testing/synctest bubble, while no reader reads
+// the clock. No fold may adopt it: a fold between two of the watch's
+// comparisons is confirmed against the reference as the watch's own are.
+func TestANarrowCountersGarbageIsNeverFolded(t *testing.T) {
+	for i := 0; i < 44; i++ {
+		at := 4*time.Second + time.Duration(i)*50*time.Millisecond
+		t.Run(fmt.Sprint(at), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				ref := func() int64 { return int64(time.Since(start)) }
+				var after atomic.Int64
+				after.Store(int64(at))
+				read := func() uint64 {
+					v := uint64(ref() / 1000)
+					if a := after.Load(); a > 0 && ref() >= a && after.CompareAndSwap(a, 0) {
+						v += 1 << 22
+					}
+					return v
+				}
+				hw := Source{Name: "narrow", Bits: 23, Rate: 1e6, Read: read}
+				tr := &tracker{ref: ref, witness: ref, src: hw, adopted: true}
+				c, err := newClock(hw, rating{hz: 1e6, origin: RateDeclared}, tr)
+				require.NoError(t, err)
+				c.start()
+				defer c.Close()
+				require.Less(t, c.conv.refreshPeriod(), maxWatchPeriod)
+				time.Sleep(3900 * time.Millisecond)
+				off := c.Now() - ref()
+				time.Sleep(at + 3*time.Second - 3900*time.Millisecond)
+				require.Zero(t, after.Load(), "the garbage value was never read")
+				prev := int64(math.MinInt64)
+				for i := 0; i < 100; i++ {
+					now := c.Now()
+					require.InDelta(t, float64(ref()+off), float64(now), float64(time.Millisecond),
+						"%v from its reference (%+v)", time.Duration(now-ref()-off), c.Info())
+					require.GreaterOrEqual(t, now, prev, "Now went back")
+					prev = now
+					time.Sleep(10 * time.Millisecond)
+				}
+				assert.Zero(t, c.Info().Reanchors, c.Info().LastReanchor)
+			})
+		})
+	}
+}
+
+// TestAStepWithinTheRateProbeIsNoRate makes the counter step back 1 s,
+// which the watch sees and re-anchors after measuring the counter's rate
+// over rateProbe, and then jump 5 s forward within that probe, in a
+// testing/synctest bubble. The probe's two points then span the jump: a
+// "rate" of 500 GHz that the counter does not keep, which the
+// re-anchoring must not adopt (the clock would stand nearly still until
+// the next watch). The counter and the reference move one count and one
+// nanosecond at every read of the counter, so that a rate can be
+// measured within one of the bubble's instants.
+func TestAStepWithinTheRateProbeIsNoRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var reads, step atomic.Int64
+		read := func() uint64 {
+			return uint64(int64(time.Since(start)) + reads.Add(1) + step.Load())
+		}
+		ref := func() int64 { return int64(time.Since(start)) + reads.Load() }
+		hw := Source{Name: "stepper", Bits: 64, Rate: 1e9, Read: read}
+		tr := &tracker{ref: ref, witness: ref, src: hw, adopted: true}
+		c, err := newClock(hw, rating{hz: 1e9, origin: RateDeclared}, tr)
+		require.NoError(t, err)
+		c.start()
+		defer c.Close()
+		time.Sleep(time.Second)
+		step.Add(-int64(time.Second))
+		probing := func() bool {
+			c.mu.Lock()
+			defer c.unlock()
+			return c.track != nil && c.track.probe != nil
+		}
+		for !probing() {
+			time.Sleep(time.Millisecond)
+		}
+		step.Add(int64(5 * time.Second))
+		time.Sleep(rateProbe + 5*time.Millisecond)
+		in := c.Info()
+		require.GreaterOrEqual(t, in.Reanchors, 1, "%+v", in)
+		assert.NotContains(t, in.LastReanchor, "rate changed")
+		assert.InEpsilon(t, 1e9, float64(in.Rate), 1e-3, "%+v", in)
 	})
 }

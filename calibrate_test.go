@@ -162,23 +162,56 @@ func TestWatchPutsASteppedBackCounterBackOnItsTimeline(t *testing.T) {
 	assert.Equal(t, 1, c.Info().Reanchors)
 }
 
+// A jump forward that the reference's progress could explain (the
+// counter ran at most twice its pace since the watch's last comparison)
+// is kept: readers cannot tell it from a stopped process whose reference
+// ran on too, and what they saw stands.
 func TestWatchReanchorsAJumpForward(t *testing.T) {
 	c, w, ref, rec := watchedClock(t)
 	time.Sleep(300 * time.Millisecond)
 	before := offset(c, ref)
-	w.change(10e9, 1e9) // 10 s forward: a migration without TSC scaling
+	w.change(50e6, 1e9) // 50 ms forward, less than the watch's period
 	in := waitReanchors(t, c, 1)
 	t.Logf("re-anchored: %s", in.LastReanchor)
-	assert.Contains(t, in.LastReanchor, "ahead")
+	assert.Contains(t, in.LastReanchor, "jumped forward")
 	after := offset(c, ref)
 	// What readers saw stands: the clock keeps the jump, never steps
 	// back, and goes on at the reference's pace.
-	assert.InDelta(t, float64(before+10*time.Second), float64(after), float64(time.Millisecond))
+	assert.InDelta(t, float64(before+50*time.Millisecond), float64(after), float64(time.Millisecond))
 	time.Sleep(200 * time.Millisecond)
 	assert.InDelta(t, float64(after), float64(offset(c, ref)), float64(time.Millisecond), "pace after the jump")
 	rec.stop()
 	backSteps, deepest := rec.result()
 	assert.Zero(t, backSteps, "deepest %v", deepest)
+	assert.Equal(t, 1, c.Info().Reanchors)
+	assert.Zero(t, c.Info().CounterFaults, c.Info().LastCounterFault)
+}
+
+// A jump forward far beyond what the reference counted (10 s within a
+// watch period of 100 ms: a migration without TSC scaling) is not time:
+// the re-anchoring puts the clock back on its reference's timeline rather
+// than keep it 10 s ahead for good, and Info says so. Readers that read
+// the counter before the watch saw the jump read it: that is the one step
+// back, by the jump.
+func TestWatchRefusesAJumpFarForward(t *testing.T) {
+	c, w, ref, rec := watchedClock(t)
+	time.Sleep(300 * time.Millisecond)
+	before := offset(c, ref)
+	w.change(10e9, 1e9)
+	in := waitReanchors(t, c, 1)
+	t.Logf("re-anchored: %s; %s", in.LastReanchor, in.LastCounterFault)
+	assert.Contains(t, in.LastReanchor, "not adopted")
+	assert.Equal(t, 1, in.CounterFaults)
+	assert.Contains(t, in.LastCounterFault, "wild: read ")
+	assert.Contains(t, in.LastCounterFault, " (at ")
+	after := offset(c, ref)
+	assert.InDelta(t, float64(before), float64(after), float64(time.Millisecond))
+	time.Sleep(200 * time.Millisecond)
+	assert.InDelta(t, float64(after), float64(offset(c, ref)), float64(time.Millisecond), "pace after the jump")
+	rec.stop()
+	backSteps, deepest := rec.result()
+	assert.LessOrEqual(t, backSteps, 1, "deepest %v", deepest)
+	assert.Less(t, deepest, 10*time.Second+10*time.Millisecond)
 	assert.Equal(t, 1, c.Info().Reanchors)
 }
 

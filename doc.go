@@ -129,7 +129,9 @@
 // the counter is watched against it: every 100 ms for the first half
 // second, then at periods doubling to 2 s (a counter that steps back,
 // jumps or changes rate is re-anchored on the reference's timeline,
-// never stepping back; [Info].Reanchors counts it). On Linux the kernel's
+// never stepping back; [Info].Reanchors counts it; a reading far ahead of
+// what the reference counted is not adopted: the clock goes back to the
+// reference's timeline, and [Info].CounterFaults counts it). On Linux the kernel's
 // verdict on the TSC is read every 5 to 7 s: when the kernel's watchdog
 // demotes the TSC, the default clock leaves it too. Refinements, folds
 // and the verdict ride on the watch's ticks, so from 3.5 s after the

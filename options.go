@@ -22,7 +22,9 @@ type options struct {
 // WithReference gives the Clock a trusted nanosecond clock to follow: the
 // Clock refines its counter's rate against it in the background and
 // watches the counter against it for life, re-anchoring the clock when
-// the counter steps back, jumps or changes rate (see [Info] Reanchors).
+// the counter steps back, jumps or changes rate (see [Info] Reanchors),
+// and refusing a reading far ahead of what now counted (see [Info]
+// CounterFaults).
 // The default clock's reference is CLOCK_MONOTONIC_RAW.
 //
 // now must be safe for concurrent use, should never go backwards, and

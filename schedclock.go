@@ -111,6 +111,11 @@ type watchLog struct {
 	lastReanchor string
 	// reference says how the reference last misbehaved ("" if never).
 	reference string
+	// counterFaults counts the readings of the counter that a
+	// re-anchoring refused as ones it cannot have produced;
+	// lastCounterFault says the last: what, by how much, when.
+	counterFaults    int
+	lastCounterFault string
 }
 
 func noStep(string) {}
@@ -216,7 +221,12 @@ func (c *Clock) Update() (err error) {
 // impossible to mistake). Lost wraps are counted in Info.
 func (c *Clock) updateLocked() {
 	cyc := c.cur.read()
-	mono := runtimeNano()
+	c.foldLocked(cyc, runtimeNano())
+}
+
+// foldLocked is updateLocked at a counter value cyc read when the
+// runtime's clock read mono.
+func (c *Clock) foldLocked(cyc uint64, mono int64) {
 	next := c.cur
 	delta := (cyc - c.cur.epochCyc) & c.cur.conv.mask
 	clamped := clampDelta(delta, c.cur.conv.mask)
@@ -500,6 +510,19 @@ type Info struct {
 	// why, the last time.
 	Reanchors    int
 	LastReanchor string
+	// CounterFaults counts the readings of the counter that the watch of
+	// a clock with a reference refused as ones the counter cannot have
+	// produced: far ahead of what the reference counted (more than twice
+	// its progress since the last comparison, or more than the longest
+	// watch period, 2 s), such as a paravirtual page's delta that wrapped
+	// or a value that would saturate the clock. Such a reading is never
+	// kept: the re-anchoring puts the clock back on its reference's
+	// timeline. Readers that read the counter before the watch saw it
+	// read what it said (nothing above a Source can filter its values);
+	// the clock does not stay there. LastCounterFault says the last:
+	// what, by how much, and when.
+	CounterFaults    int
+	LastCounterFault string
 	// CrossCPU says what the default clock's cross-CPU check of its
 	// hardware counter found (the kernel's check_tsc_warp): no warp, a
 	// warp (which CPUs, how large), or why it could not run (one allowed
@@ -585,6 +608,8 @@ func (c *Clock) infoLocked() Info {
 		ConversionErrorPPM: convErr,
 		Reanchors:          c.watch.reanchors,
 		LastReanchor:       c.watch.lastReanchor,
+		CounterFaults:      c.watch.counterFaults,
+		LastCounterFault:   c.watch.lastCounterFault,
 		Reference:          c.watch.reference,
 		Faults:             c.faults.count,
 		LastFault:          c.faults.last,

@@ -343,9 +343,9 @@ func TestASameCounterSwitchCountsItsFaults(t *testing.T) {
 			anchor := sameCounterAnchor
 			switch tc.ref {
 			case "ok":
-				anchor = timelineAnchor(read, func() int64 { return 0 }, clockSample{})
+				anchor = timelineAnchor(read, func() int64 { return 0 }, clockSample{}, &farReading{})
 			case "panics":
-				anchor = timelineAnchor(read, func() int64 { panic("flaky reference") }, clockSample{})
+				anchor = timelineAnchor(read, func() int64 { panic("flaky reference") }, clockSample{}, &farReading{})
 			}
 			if tc.ref != "panics" {
 				skip.Store(tc.skip)

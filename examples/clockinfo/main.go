@@ -133,6 +133,9 @@ func printInfo(when string, in schedclock.Info) {
 		fmt.Printf(" (last: %s)", in.LastReanchor)
 	}
 	fmt.Println()
+	if in.CounterFaults != 0 {
+		fmt.Printf("  refused       %d readings the counter cannot have produced (last: %s)\n", in.CounterFaults, in.LastCounterFault)
+	}
 	if in.Reference != "" {
 		fmt.Printf("  reference     %s\n", in.Reference)
 	}
