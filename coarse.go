@@ -48,8 +48,10 @@ type coarseLine struct {
 // returns at least as much. It never goes backwards, across Suspend,
 // Register, re-anchoring and the goroutine's stops included, since it
 // only ever holds readings of Now taken after the last one was cleared.
-// On a clock on a Manual counter, Coarse is Now: exact at once after
-// Advance and Set. After Close, Coarse stands still.
+// On a clock on a Manual counter or a Bubble Source, Coarse is Now, with
+// no goroutine: exact at once after Advance and Set, and in a
+// testing/synctest bubble equal to Now whenever the bubble's time has
+// moved (at Now's cost). After Close, Coarse stands still.
 func (c *Clock) Coarse() int64 {
 	if c == nil {
 		return 0
@@ -73,7 +75,7 @@ func (c *Clock) coarseSlow() int64 {
 	if c.clockState == nil {
 		return 0 // a zero Clock
 	}
-	if c.manual.Load() != nil {
+	if c.coarseExact.Load() {
 		return c.Now()
 	}
 	c.wakeFirstUse()
@@ -92,6 +94,20 @@ func (c *Clock) coarseSlow() int64 {
 			c.kick()
 		}
 		return now
+	}
+}
+
+// adoptCoarseLocked makes Coarse exact (Now itself, no ticker) on a
+// clock that now runs on a Manual counter or a Bubble Source: their time
+// moves only when a test moves it (Advance, Set, a bubble whose
+// goroutines all block), so a ticker would add nothing but the order in
+// which it and the test wake. A value stored before is cleared, so that
+// the next Coarse reads Now.
+func (c *Clock) adoptCoarseLocked(src Source) {
+	exact := src.manual != nil || src.bubble != nil
+	c.coarseExact.Store(exact)
+	if exact {
+		atomic.StoreInt64(&c.coarse.value, 0)
 	}
 }
 

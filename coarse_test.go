@@ -1,11 +1,13 @@
 package schedclock_test
 
 import (
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -212,4 +214,32 @@ func TestCoarseStaleness(t *testing.T) {
 	t.Logf("Coarse staleness over %d reads: median %v, p99 %v, max %v; a probe ticker was at most %v late", len(st), p(0.5), p(0.99), p(1), late)
 	assert.GreaterOrEqual(t, st[0], int64(0), "Coarse ahead of Now")
 	assert.LessOrEqual(t, p(1), 2*res+2*late, "staler than one resolution and the scheduler's lateness allow")
+}
+
+// On a Bubble clock Coarse is exact: it equals Now once the bubble's time
+// has moved, in every bubble. (A ticker of the resolution's period and a
+// sleeper of the same length wake at the same fake instant, in an order
+// the bubble does not fix: a ticked Coarse differed in about half the
+// bubbles.)
+func TestCoarseOnABubbleIsExact(t *testing.T) {
+	const bubbles = 200
+	differ := 0
+	var first string
+	for i := range bubbles {
+		synctest.Test(t, func(t *testing.T) {
+			c, err := schedclock.New(schedclock.Bubble())
+			require.NoError(t, err)
+			defer c.Close()
+			require.Equal(t, c.Now(), c.Coarse())
+			time.Sleep(time.Millisecond)
+			if co, now := c.Coarse(), c.Now(); co != now {
+				if differ++; first == "" {
+					first = fmt.Sprintf("bubble %d: Coarse %v, Now %v", i, time.Duration(co), time.Duration(now))
+				}
+			}
+			time.Sleep(1500 * time.Microsecond)
+			assert.Equal(t, c.Now(), c.Coarse(), "after 2.5 ms")
+		})
+	}
+	assert.Zero(t, differ, "Coarse differs from Now after time.Sleep(time.Millisecond) in %d of %d bubbles (%s)", differ, bubbles, first)
 }

@@ -82,6 +82,9 @@ type clockState struct {
 	coarseRunning atomic.Bool
 	coarseWanted  atomic.Bool
 	coarseWG      sync.WaitGroup
+	// coarseExact says Coarse is Now (a Manual or Bubble counter: see
+	// adoptCoarseLocked).
+	coarseExact atomic.Bool
 
 	wallState
 
@@ -174,6 +177,7 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 	if src.manual != nil {
 		src.manual.attach(c)
 	}
+	c.adoptCoarseLocked(src)
 	c.publishLocked(line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask})
 	c.adoptWallOriginLocked(src)
 	c.fold.due = time.Now().Add(conv.refreshPeriod())
