@@ -111,13 +111,23 @@ func (c *Clock) adoptCoarseLocked(src Source) {
 	}
 }
 
-// startCoarseLocked starts the ticking goroutine if Coarse asked for it.
-// The clock's background goroutine calls it.
-func (c *Clock) startCoarseLocked() {
-	if c.coarseWanted.Swap(false) && !c.stoppedLocked() {
-		c.coarseWG.Add(1)
-		go tickCoarse(weak.Make(c), c.clockState, c.coarseEvery)
+// startCoarse starts the ticking goroutine if Coarse asked for it. Only
+// the clock's own goroutines call it (one started by Coarse's caller would
+// join its synctest bubble), and they do so before Close has waited for
+// them, so coarseWG.Add comes before Close's Wait. They call it as soon as
+// they are woken, before any other work: until the ticker runs, the value
+// the first Coarse stored is not refreshed.
+func startCoarse(w weak.Pointer[Clock], st *clockState) {
+	if !st.coarseWanted.Swap(false) {
+		return
 	}
+	select {
+	case <-st.stop:
+		return
+	default:
+	}
+	st.coarseWG.Add(1)
+	go tickCoarse(w, st, st.coarseEvery)
 }
 
 // tickCoarse clears the coarse value at every tick, and stops after

@@ -2,8 +2,10 @@ package schedclock_test
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -242,4 +244,128 @@ func TestCoarseOnABubbleIsExact(t *testing.T) {
 		})
 	}
 	assert.Zero(t, differ, "Coarse differs from Now after time.Sleep(time.Millisecond) in %d of %d bubbles (%s)", differ, bubbles, first)
+}
+
+// coarseSpinEnv names, in a child process, the GOMAXPROCS at which it
+// spins on Coarse.
+const coarseSpinEnv = "SCHEDCLOCK_COARSE_SPIN"
+
+// coarseSpinFor is how long a child spins on Coarse.
+const coarseSpinFor = 1500 * time.Millisecond
+
+// TestCoarseSpinning measures what a goroutine that spins on the default
+// clock's Coarse sees, from the process's first call, in a process of its
+// own at GOMAXPROCS=2 (a P free for Coarse's ticker) and GOMAXPROCS=1
+// (the spinner holds the only P until the Go scheduler preempts it): the
+// staleness Now()-Coarse() at every turn of the loop. It bounds it by
+// what it measures in the same process: a probe ticker of the same period
+// beside it is late by as much as the scheduler makes any goroutine late
+// (at GOMAXPROCS=1, the spinner's time slice, the preemption bound).
+// A turn in which the spinner itself was stopped (by the OS, between its
+// Coarse and its Now) reads as old as the stop was: that stop, the
+// turn's own length, is not Coarse's and is taken off. The figures in
+// Coarse's doc come from here (go test -run TestCoarseSpinning -v).
+func TestCoarseSpinning(t *testing.T) {
+	if v := os.Getenv(coarseSpinEnv); v != "" {
+		procs, err := strconv.Atoi(v)
+		require.NoError(t, err)
+		coarseSpinChild(t, procs)
+		return
+	}
+	if testing.Short() {
+		t.Skip("takes 3 s")
+	}
+	for _, procs := range []int{2, 1} {
+		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
+			out, err := runTestChild(t, coarseSpinEnv+"="+strconv.Itoa(procs), "-test.run=^TestCoarseSpinning$", "-test.count=1", "-test.v")
+			t.Logf("child:\n%s", out)
+			require.NoError(t, err)
+			assert.Contains(t, string(out), "--- PASS: TestCoarseSpinning")
+		})
+	}
+}
+
+// spinHistogram counts staleness readings in 10 µs buckets up to 2 s.
+type spinHistogram struct {
+	n       int64
+	buckets [200_000]int64
+	max     time.Duration
+}
+
+func (h *spinHistogram) add(d time.Duration) {
+	h.n++
+	h.max = max(h.max, d)
+	h.buckets[min(max(int(d/(10*time.Microsecond)), 0), len(h.buckets)-1)]++
+}
+
+// quantile is the upper edge of the bucket that holds the q-th reading.
+func (h *spinHistogram) quantile(q float64) time.Duration {
+	want := int64(q * float64(h.n-1))
+	var seen int64
+	for i, n := range h.buckets {
+		if seen += n; seen > want {
+			return min(time.Duration(i+1)*10*time.Microsecond, h.max)
+		}
+	}
+	return h.max
+}
+
+func (h *spinHistogram) String() string {
+	return fmt.Sprintf("p50 %v, p99 %v, p99.9 %v, max %v", h.quantile(0.5), h.quantile(0.99), h.quantile(0.999), h.max)
+}
+
+func coarseSpinChild(t *testing.T, procs int) {
+	runtime.GOMAXPROCS(procs)
+	const res = time.Millisecond // the default clock's resolution
+	var probeLate atomic.Int64
+	stop, probeDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(probeDone)
+		tk := time.NewTicker(res)
+		defer tk.Stop()
+		next := time.Now().Add(res)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+				if late := int64(time.Since(next)); late > probeLate.Load() {
+					probeLate.Store(late)
+				}
+				next = time.Now().Add(res)
+			}
+		}
+	}()
+	raw, beyond := new(spinHistogram), new(spinHistogram)
+	var ahead, firstMove int64
+	first := schedclock.Coarse() // the process's first call
+	begin := schedclock.Now()
+	last := begin
+	for {
+		co := schedclock.Coarse()
+		now := schedclock.Now()
+		if co > now {
+			ahead++
+		}
+		if firstMove == 0 && co != first {
+			firstMove = now - begin
+		}
+		stale := time.Duration(now - co)
+		raw.add(stale)
+		beyond.add(stale - time.Duration(now-last)) // less the turn's own length
+		last = now
+		if now-begin >= int64(coarseSpinFor) {
+			break
+		}
+	}
+	close(stop)
+	<-probeDone
+	late := time.Duration(probeLate.Load())
+	t.Logf("GOMAXPROCS=%d, %d reads in %v from the first call: Now()-Coarse() %v; less each turn's own length %v; first move after %v; a probe ticker of %v was at most %v late",
+		procs, raw.n, coarseSpinFor, raw, beyond, time.Duration(firstMove), res, late)
+	assert.Zero(t, ahead, "Coarse ahead of Now")
+	assert.NotZero(t, firstMove, "Coarse never moved")
+	assert.LessOrEqual(t, beyond.max, 2*res+2*late+time.Millisecond,
+		"staler than one resolution and the scheduler's lateness allow")
+	assert.LessOrEqual(t, beyond.quantile(0.999), 2*res+late+time.Millisecond, "p99.9")
 }

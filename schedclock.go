@@ -376,6 +376,7 @@ func runBackground(w weak.Pointer[Clock], st *clockState, delay time.Duration) {
 		}
 	}
 	for {
+		startCoarse(w, st)
 		next, ok := tickIfAlive(w, time.Now())
 		if !ok {
 			exited = false
@@ -453,7 +454,6 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 		c.fold.due = now.Add(c.conv.refreshPeriod())
 	}
 	c.faults.streak = 0
-	c.startCoarseLocked()
 	next = c.fold.due
 	if !c.wallDue.IsZero() {
 		if !now.Before(c.wallDue) {
