@@ -130,18 +130,28 @@ func startCoarse(w weak.Pointer[Clock], st *clockState) {
 	go tickCoarse(w, st, st.coarseEvery)
 }
 
-// tickCoarse clears the coarse value at every tick, and stops after
-// coarseIdleTicks ticks that found it not read since the last. Stopping
-// and Coarse's start race safely: the goroutine marks itself stopped and
-// then looks at the value, Coarse stores the value and then looks at the
-// mark, so at least one of them sees the other (sequentially consistent
-// atomics), and a stored value is never left uncleared. It holds the
-// Clock weakly, as the background goroutine does, and stops when nothing
-// else holds it.
+// tickCoarse clears the coarse value at every tick, and when it starts if
+// the value is already a resolution old; it stops after coarseIdleTicks
+// ticks that found it not read since the last. The clear at the start
+// matters where the reader holds the only P (GOMAXPROCS=1): the goroutine
+// first runs when the reader is preempted, a whole time slice after the
+// value was stored, and the reader must find it cleared when it runs
+// again, not a period later, another slice on.
+// Stopping and Coarse's start race safely: the goroutine marks itself
+// stopped and then looks at the value, Coarse stores the value and then
+// looks at the mark, so at least one of them sees the other (sequentially
+// consistent atomics), and a stored value is never left uncleared. It
+// holds the Clock weakly, as the background goroutine does, and stops
+// when nothing else holds it.
 func tickCoarse(w weak.Pointer[Clock], st *clockState, every time.Duration) {
 	defer st.coarseWG.Done()
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
+	if c := w.Value(); c != nil {
+		if v := atomic.LoadInt64(&c.coarse.value); v != 0 && c.Now()-(v-1) >= int64(every) {
+			atomic.CompareAndSwapInt64(&c.coarse.value, v, 0)
+		}
+	}
 	idle := 0
 	for {
 		select {

@@ -36,3 +36,26 @@ func TestCoarseTickerStartsAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// A value already a resolution old when Coarse's ticker starts is cleared
+// then, not a period later: where the reader holds the only P, the ticker
+// first runs when the reader is preempted, a time slice after the value
+// was stored, and a tick a period on would come only after another slice.
+// In a testing/synctest bubble, on a counter that reads the bubble's time
+// (not Bubble, on which Coarse is exact); the ticker is held back (marked
+// running) while the value ages, as the reader's time slice holds it back.
+func TestCoarseTickerClearsAnOldValueWhenItStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		c, err := New(Source{Name: "fake time", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(start)) }})
+		require.NoError(t, err)
+		defer func() { require.NoError(t, c.Close()) }()
+		c.coarseRunning.Store(true) // Coarse asks for no ticker
+		stored := c.Coarse()
+		time.Sleep(5 * c.coarseEvery)
+		c.coarseWanted.Store(true)
+		c.kick()
+		synctest.Wait() // the ticker starts
+		assert.Equal(t, c.Now(), c.Coarse(), "the value stored at %v outlived the ticker's start", time.Duration(stored))
+	})
+}
