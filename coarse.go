@@ -30,15 +30,27 @@ type coarseLine struct {
 //
 // The value is a reading of Now taken by the first Coarse after each tick
 // of a goroutine of the clock's, which clears it at every tick; so
-// Coarse writes shared memory at most once per tick, and a reading is no
-// older than one resolution plus how late the Go scheduler runs that
-// goroutine. There is no fixed bound: the goroutine needs a CPU, and a
-// loaded machine makes it late. Measured by TestCoarseStaleness (a busy
-// reader, one Coarse every 50µs) on a 2-vCPU AMD EPYC KVM guest (Go
-// 1.26.8): at a load average of 3.4 the median reading was 0.55-0.65 ms
-// old, p99 1.2-79 ms, the worst 6.4-92 ms; at 4.5-5.4 (four CPU-bound
-// processes beside it), median 0.9-1.6 ms, p99 36-117 ms, the worst
-// 94-140 ms (see the package doc, "Coarse time").
+// Coarse writes shared memory at most once per tick. The goroutine starts
+// at the first Coarse, and a reading is no older than one resolution
+// plus how late that goroutine runs, which the Go scheduler and the OS
+// decide. For a goroutine that spins on Coarse from its first call:
+//   - with a P free for the ticker (GOMAXPROCS of 2 or more, not all
+//     busy), one resolution plus how late the OS wakes the ticker's
+//     thread: within 2 resolutions plus 2 ms at p99.9 where the OS wakes
+//     it within 2 ms;
+//   - where the readers hold every P (GOMAXPROCS=1), the ticker runs only
+//     when the scheduler preempts the spinner: the scheduler's own
+//     preemption bound, 10 to 20 ms where the runtime's monitor thread
+//     gets a CPU on time (it preempts a goroutine that ran 10 ms, and
+//     looks at most every 10 ms);
+//   - on a machine whose CPUs are oversubscribed, as late as the OS runs
+//     the process's threads: there is no fixed bound.
+//
+// TestCoarseSpinning measures it, in processes of their own at
+// GOMAXPROCS=2 and 1, against the lateness of a probe ticker beside the
+// spinner (go test -run TestCoarseSpinning -v); so does the program
+// examples/coarsespin (GOMAXPROCS=1 go run ./examples/coarsespin). The
+// package doc, "Coarse time", has the figures.
 // The goroutine runs only while Coarse is being read: after
 // coarseIdleTicks (3) ticks without a read it stops, and the next Coarse
 // reads Now itself (so its value is current) and has the clock's

@@ -172,7 +172,8 @@ func TestWallNowFollowsTheWallClock(t *testing.T) {
 // the lateness of a probe ticker of the same period running beside the
 // clock's (the clock's ticker is late by as much as the scheduler makes
 // any goroutine late), with a resolution's slack for the two not being
-// late at the same moments. The figures in Coarse's doc come from it.
+// late at the same moments. The package doc's figures ("Coarse time")
+// come from it.
 func TestCoarseStaleness(t *testing.T) {
 	c, err := schedclock.New(schedclock.Portable())
 	require.NoError(t, err)
@@ -264,7 +265,8 @@ const coarseSpinFor = 1500 * time.Millisecond
 // A turn in which the spinner itself was stopped (by the OS, between its
 // Coarse and its Now) reads as old as the stop was: that stop, the
 // turn's own length, is not Coarse's and is taken off. The figures in
-// Coarse's doc come from here (go test -run TestCoarseSpinning -v).
+// the package doc ("Coarse time") come from here (go test -run
+// TestCoarseSpinning -v).
 func TestCoarseSpinning(t *testing.T) {
 	if v := os.Getenv(coarseSpinEnv); v != "" {
 		procs, err := strconv.Atoi(v)
