@@ -24,9 +24,9 @@ type coarseLine struct {
 }
 
 // Coarse returns the clock's time in nanoseconds at its coarse resolution
-// (1 ms unless WithCoarseResolution says otherwise), with a single atomic
-// load: for rate limiters, caches and timeouts, which need time often and
-// precisely only to the millisecond.
+// (1 ms unless WithCoarseResolution says otherwise), with one call and a
+// single atomic load: for rate limiters, caches and timeouts, which need
+// time often and precisely only to the millisecond.
 //
 // The value is a reading of Now taken by the first Coarse after each tick
 // of a goroutine of the clock's, which clears it at every tick; so
@@ -39,10 +39,10 @@ type coarseLine struct {
 //     thread: within 2 resolutions plus 2 ms at p99.9 where the OS wakes
 //     it within 2 ms;
 //   - where the readers hold every P (GOMAXPROCS=1), the ticker runs only
-//     when the scheduler preempts the spinner: the scheduler's own
-//     preemption bound, 10 to 20 ms where the runtime's monitor thread
-//     gets a CPU on time (it preempts a goroutine that ran 10 ms, and
-//     looks at most every 10 ms);
+//     when the scheduler preempts the spinner, which the call to Coarse
+//     lets it do: the scheduler's own preemption bound, 10 to 20 ms where
+//     the runtime's monitor thread gets a CPU on time (it preempts a
+//     goroutine that ran 10 ms, and looks at most every 10 ms);
 //   - on a machine whose CPUs are oversubscribed, as late as the OS runs
 //     the process's threads: there is no fixed bound.
 //
@@ -64,6 +64,12 @@ type coarseLine struct {
 // no goroutine: exact at once after Advance and Set, and in a
 // testing/synctest bubble equal to Now whenever the bubble's time has
 // moved (at Now's cost). After Close, Coarse stands still.
+//
+// Coarse is never inlined, so that a goroutine spinning on it can be
+// preempted (see the package-level Coarse; today the method is over the
+// inliner's budget anyway).
+//
+//go:noinline
 func (c *Clock) Coarse() int64 {
 	if c == nil {
 		return 0
@@ -191,7 +197,21 @@ func tickCoarse(w weak.Pointer[Clock], st *clockState, every time.Duration) {
 }
 
 // Coarse returns the default clock's coarse time: Default().Coarse(),
-// spelled out so that the inliner takes it whole.
+// spelled out so that it is one call.
+//
+// Coarse, and Clock.Coarse, are never inlined: a call to them is where a
+// goroutine that spins on Coarse can be preempted. The Go scheduler
+// preempts a goroutine that ran 10 ms by a signal, which takes effect
+// only where it lands in Go code, or at the next function prologue. A
+// loop of an inlined Coarse and a Now (assembly on amd64, where no signal
+// preempts) spent nearly all its time in the assembly: at GOMAXPROCS=1 it
+// ran hundreds of milliseconds between preemptions, and Coarse's ticker,
+// which needs the P, waited all that time (a probe ticker beside it ran
+// 5-11 times in 3 s, 92-125 times beside a plain Go loop). The call costs
+// about a nanosecond; the function is a leaf but for its slow path's
+// call, so it keeps its stack check, the prologue that preempts.
+//
+//go:noinline
 func Coarse() int64 {
 	if v := atomic.LoadInt64(&defaultClock.coarse.value); v != 0 {
 		return v - 1

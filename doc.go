@@ -20,8 +20,8 @@
 // follows. README.md has the figures, with the commands that measure
 // them.
 //
-// Deadlines, caches, rate limits: [Coarse], one atomic load (under a
-// nanosecond to a few), a reading of Now about half a resolution old (of
+// Deadlines, caches, rate limits: [Coarse], one call and one atomic load
+// (a few nanoseconds), a reading of Now about half a resolution old (of
 // 1 ms) when the machine has a CPU for its ticker, within the Go
 // scheduler's preemption bound (10-20 ms) where its readers hold every P,
 // and with no fixed bound on a machine whose CPUs are oversubscribed (see
@@ -83,27 +83,30 @@
 // scheduler preempts the spinner, the scheduler's preemption bound, 10 to
 // 20 ms where the runtime's monitor thread gets a CPU on time (it
 // preempts a goroutine that ran 10 ms, and looks at most every 10 ms).
-// The ticker needs a CPU like any goroutine, and there is no fixed bound
-// on a machine whose CPUs are oversubscribed: the test below bounds
-// Coarse by a probe ticker's lateness measured beside it. Measured by
+// Coarse is a call, not inlined, so that the spinner can be preempted
+// there: a loop of Coarse and Now (assembly, where no signal preempts)
+// otherwise ran for hundreds of milliseconds between preemptions. The
+// ticker needs a CPU like any goroutine, and there is no fixed bound on a
+// machine whose CPUs are oversubscribed: the test below bounds Coarse by
+// a probe ticker's lateness measured beside it. Measured by
 // TestCoarseSpinning (go test -run TestCoarseSpinning -v: a goroutine
 // spinning for 1.5 s from the first call, in processes of their own at
 // GOMAXPROCS=2 and 1, bounded by the lateness of a probe ticker beside
-// it; examples/coarsespin prints the same for one process, GOMAXPROCS=1
-// go run ./examples/coarsespin) and by TestCoarseStaleness (a busy
-// goroutine reading Coarse every 50µs, 20,000 reads; go test -run
+// it; examples/coarsespin prints the same for one process and 3 s,
+// GOMAXPROCS=1 go run ./examples/coarsespin) and by TestCoarseStaleness
+// (a busy goroutine reading Coarse every 50µs, 20,000 reads; go test -run
 // TestCoarseStaleness -v), on a 2-vCPU AMD EPYC KVM guest, Go 1.26.8,
-// whose CPUs other processes oversubscribed (load average 10-13, where a
-// 1 ms probe ticker was up to 40-310 ms late): spinning at GOMAXPROCS=2,
-// median 0.6-0.7 ms, p99.9 25-203 ms, first move after 1-19 ms; at
-// GOMAXPROCS=1, median 38-52 ms, worst 186-540 ms (the probe's lateness
-// there: the scheduler preempted the spinner that late); every 50µs,
-// median 0.65 ms, p99 7-9 ms, worst 12-56 ms. A deadline read with Coarse
-// fires that much late, never early: Coarse never runs ahead of Now, and
-// never goes backwards. The ticker runs only while Coarse is read: after
-// 3 ticks without a read it stops, and the next Coarse reads Now itself.
-// On a clock on a Manual counter or a [Bubble] Source Coarse is Now,
-// exact.
+// whose CPUs other processes oversubscribed (load average 10-19, where a
+// 1 ms probe ticker was up to 40-310 ms late, and a plain Go loop at
+// GOMAXPROCS=1 was preempted every 25-40 ms): spinning at GOMAXPROCS=2,
+// median 0.5-0.8 ms, p99.9 13-115 ms, first move after 1-71 ms; at
+// GOMAXPROCS=1, median 9-12 ms, worst 37-255 ms (the probe's lateness
+// there); every 50µs, median 0.65 ms, p99 7-9 ms, worst 12-56 ms. A
+// deadline read with Coarse fires that much late, never early: Coarse
+// never runs ahead of Now, and never goes backwards. The ticker runs only
+// while Coarse is read: after 3 ticks without a read it stops, and the
+// next Coarse reads Now itself. On a clock on a Manual counter or a
+// [Bubble] Source Coarse is Now, exact.
 //
 // # The default clock, at start-up and for life
 //
