@@ -421,3 +421,22 @@ func coarseSpinChild(t *testing.T, procs int) {
 
 // spinSink keeps the reference loop's work.
 var spinSink atomic.Uint64
+
+// A clock that switches to a Manual counter (or a Bubble Source) answers
+// Coarse exactly at once: a value its ticker's Coarse stored before the
+// switch is not returned after it. In a synctest bubble, so that the
+// ticker does not clear it first.
+func TestCoarseIsExactAtOnceAfterASwitchToAManualCounter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		c, err := schedclock.New(schedclock.Source{Name: "fake time", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(start)) }})
+		require.NoError(t, err)
+		defer c.Close()
+		time.Sleep(time.Millisecond / 2)
+		stored := c.Coarse()
+		m := schedclock.NewManual(1e9, 64)
+		require.NoError(t, c.Register(m.Source()))
+		m.Advance(time.Microsecond)
+		assert.Equal(t, c.Now(), c.Coarse(), "Coarse after the switch (it had stored %v)", time.Duration(stored))
+	})
+}
