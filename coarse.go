@@ -24,21 +24,33 @@ type coarseLine struct {
 }
 
 // Coarse returns the clock's time in nanoseconds at its coarse resolution
-// (1 ms unless WithCoarseResolution says otherwise), with a single atomic
-// load: for rate limiters, caches and timeouts, which need time often and
-// precisely only to the millisecond.
+// (1 ms unless WithCoarseResolution says otherwise), with one call and a
+// single atomic load: for rate limiters, caches and timeouts, which need
+// time often and precisely only to the millisecond.
 //
 // The value is a reading of Now taken by the first Coarse after each tick
 // of a goroutine of the clock's, which clears it at every tick; so
-// Coarse writes shared memory at most once per tick, and a reading is no
-// older than one resolution plus how late the Go scheduler runs that
-// goroutine. There is no fixed bound: the goroutine needs a CPU, and a
-// loaded machine makes it late. Measured by TestCoarseStaleness (a busy
-// reader, one Coarse every 50µs) on a 2-vCPU AMD EPYC KVM guest (Go
-// 1.26.8): at a load average of 3.4 the median reading was 0.55-0.65 ms
-// old, p99 1.2-79 ms, the worst 6.4-92 ms; at 4.5-5.4 (four CPU-bound
-// processes beside it), median 0.9-1.6 ms, p99 36-117 ms, the worst
-// 94-140 ms (see the package doc, "Coarse time").
+// Coarse writes shared memory at most once per tick. The goroutine starts
+// at the first Coarse, and a reading is no older than one resolution
+// plus how late that goroutine runs, which the Go scheduler and the OS
+// decide. For a goroutine that spins on Coarse from its first call:
+//   - with a P free for the ticker (GOMAXPROCS of 2 or more, not all
+//     busy), one resolution plus how late the OS wakes the ticker's
+//     thread: within 2 resolutions plus 2 ms at p99.9 where the OS wakes
+//     it within 2 ms;
+//   - where the readers hold every P (GOMAXPROCS=1), the ticker runs only
+//     when the scheduler preempts the spinner, which the call to Coarse
+//     lets it do: the scheduler's own preemption bound, 10 to 20 ms where
+//     the runtime's monitor thread gets a CPU on time (it preempts a
+//     goroutine that ran 10 ms, and looks at most every 10 ms);
+//   - on a machine whose CPUs are oversubscribed, as late as the OS runs
+//     the process's threads: there is no fixed bound.
+//
+// TestCoarseSpinning measures it, in processes of their own at
+// GOMAXPROCS=2 and 1, against the lateness of a probe ticker beside the
+// spinner (go test -run TestCoarseSpinning -v); so does the program
+// examples/coarsespin (GOMAXPROCS=1 go run ./examples/coarsespin). The
+// package doc, "Coarse time", has the figures.
 // The goroutine runs only while Coarse is being read: after
 // coarseIdleTicks (3) ticks without a read it stops, and the next Coarse
 // reads Now itself (so its value is current) and has the clock's
@@ -48,8 +60,16 @@ type coarseLine struct {
 // returns at least as much. It never goes backwards, across Suspend,
 // Register, re-anchoring and the goroutine's stops included, since it
 // only ever holds readings of Now taken after the last one was cleared.
-// On a clock on a Manual counter, Coarse is Now: exact at once after
-// Advance and Set. After Close, Coarse stands still.
+// On a clock on a Manual counter or a Bubble Source, Coarse is Now, with
+// no goroutine: exact at once after Advance and Set, and in a
+// testing/synctest bubble equal to Now whenever the bubble's time has
+// moved (at Now's cost). After Close, Coarse stands still.
+//
+// Coarse is never inlined, so that a goroutine spinning on it can be
+// preempted (see the package-level Coarse; today the method is over the
+// inliner's budget anyway).
+//
+//go:noinline
 func (c *Clock) Coarse() int64 {
 	if c == nil {
 		return 0
@@ -73,7 +93,7 @@ func (c *Clock) coarseSlow() int64 {
 	if c.clockState == nil {
 		return 0 // a zero Clock
 	}
-	if c.manual.Load() != nil {
+	if c.coarseExact.Load() {
 		return c.Now()
 	}
 	c.wakeFirstUse()
@@ -95,27 +115,61 @@ func (c *Clock) coarseSlow() int64 {
 	}
 }
 
-// startCoarseLocked starts the ticking goroutine if Coarse asked for it.
-// The clock's background goroutine calls it.
-func (c *Clock) startCoarseLocked() {
-	if c.coarseWanted.Swap(false) && !c.stoppedLocked() {
-		c.coarseWG.Add(1)
-		go tickCoarse(weak.Make(c), c.clockState, c.coarseEvery)
+// adoptCoarseLocked makes Coarse exact (Now itself, no ticker) on a
+// clock that now runs on a Manual counter or a Bubble Source: their time
+// moves only when a test moves it (Advance, Set, a bubble whose
+// goroutines all block), so a ticker would add nothing but the order in
+// which it and the test wake. A value stored before is cleared, so that
+// the next Coarse reads Now.
+func (c *Clock) adoptCoarseLocked(src Source) {
+	exact := src.manual != nil || src.bubble != nil
+	c.coarseExact.Store(exact)
+	if exact {
+		atomic.StoreInt64(&c.coarse.value, 0)
 	}
 }
 
-// tickCoarse clears the coarse value at every tick, and stops after
-// coarseIdleTicks ticks that found it not read since the last. Stopping
-// and Coarse's start race safely: the goroutine marks itself stopped and
-// then looks at the value, Coarse stores the value and then looks at the
-// mark, so at least one of them sees the other (sequentially consistent
-// atomics), and a stored value is never left uncleared. It holds the
-// Clock weakly, as the background goroutine does, and stops when nothing
-// else holds it.
+// startCoarse starts the ticking goroutine if Coarse asked for it. Only
+// the clock's own goroutines call it (one started by Coarse's caller would
+// join its synctest bubble), and they do so before Close has waited for
+// them, so coarseWG.Add comes before Close's Wait. They call it as soon as
+// they are woken, before any other work: until the ticker runs, the value
+// the first Coarse stored is not refreshed.
+func startCoarse(w weak.Pointer[Clock], st *clockState) {
+	if !st.coarseWanted.Swap(false) {
+		return
+	}
+	select {
+	case <-st.stop:
+		return
+	default:
+	}
+	st.coarseWG.Add(1)
+	go tickCoarse(w, st, st.coarseEvery)
+}
+
+// tickCoarse clears the coarse value at every tick, and when it starts if
+// the value is already a resolution old; it stops after coarseIdleTicks
+// ticks that found it not read since the last. The clear at the start
+// matters where the reader holds the only P (GOMAXPROCS=1): the goroutine
+// first runs when the reader is preempted, a whole time slice after the
+// value was stored, and the reader must find it cleared when it runs
+// again, not a period later, another slice on.
+// Stopping and Coarse's start race safely: the goroutine marks itself
+// stopped and then looks at the value, Coarse stores the value and then
+// looks at the mark, so at least one of them sees the other (sequentially
+// consistent atomics), and a stored value is never left uncleared. It
+// holds the Clock weakly, as the background goroutine does, and stops
+// when nothing else holds it.
 func tickCoarse(w weak.Pointer[Clock], st *clockState, every time.Duration) {
 	defer st.coarseWG.Done()
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
+	if c := w.Value(); c != nil {
+		if v := atomic.LoadInt64(&c.coarse.value); v != 0 && c.Now()-(v-1) >= int64(every) {
+			atomic.CompareAndSwapInt64(&c.coarse.value, v, 0)
+		}
+	}
 	idle := 0
 	for {
 		select {
@@ -143,7 +197,21 @@ func tickCoarse(w weak.Pointer[Clock], st *clockState, every time.Duration) {
 }
 
 // Coarse returns the default clock's coarse time: Default().Coarse(),
-// spelled out so that the inliner takes it whole.
+// spelled out so that it is one call.
+//
+// Coarse, and Clock.Coarse, are never inlined: a call to them is where a
+// goroutine that spins on Coarse can be preempted. The Go scheduler
+// preempts a goroutine that ran 10 ms by a signal, which takes effect
+// only where it lands in Go code, or at the next function prologue. A
+// loop of an inlined Coarse and a Now (assembly on amd64, where no signal
+// preempts) spent nearly all its time in the assembly: at GOMAXPROCS=1 it
+// ran hundreds of milliseconds between preemptions, and Coarse's ticker,
+// which needs the P, waited all that time (a probe ticker beside it ran
+// 5-11 times in 3 s, 92-125 times beside a plain Go loop). The call costs
+// about a nanosecond; the function is a leaf but for its slow path's
+// call, so it keeps its stack check, the prologue that preempts.
+//
+//go:noinline
 func Coarse() int64 {
 	if v := atomic.LoadInt64(&defaultClock.coarse.value); v != 0 {
 		return v - 1

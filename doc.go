@@ -20,10 +20,12 @@
 // follows. README.md has the figures, with the commands that measure
 // them.
 //
-// Deadlines, caches, rate limits: [Coarse], one atomic load (under a
-// nanosecond to a few), a reading of Now about half a resolution old (of
-// 1 ms) when the machine has a CPU for its ticker, and with no fixed
-// bound: tens of milliseconds on a loaded machine (see Coarse time below).
+// Deadlines, caches, rate limits: [Coarse], one call and one atomic load
+// (a few nanoseconds), a reading of Now about half a resolution old (of
+// 1 ms) when the machine has a CPU for its ticker, within the Go
+// scheduler's preemption bound (10-20 ms) where its readers hold every P,
+// and with no fixed bound on a machine whose CPUs are oversubscribed (see
+// Coarse time below).
 //
 // Timestamps: [WallNow], wall-clock time read from the counter, cheaper
 // than time.Now (which reads two clocks, WallNow one). It carries no
@@ -71,21 +73,40 @@
 // # Coarse time
 //
 // [Coarse] returns a reading of Now taken by the first Coarse after each
-// tick of a ticker (1 ms, [WithCoarseResolution]), so it is at most one
-// resolution old plus how late the Go scheduler runs the ticker: there
-// is no fixed bound. Measured for a hot-path reader (TestCoarseStaleness:
-// a busy goroutine reading Coarse every 50µs, 20,000 reads; go test -run
-// TestCoarseStaleness -v) on a 2-vCPU AMD EPYC KVM guest, Go 1.26.8: with
-// other builds running beside it (load average 3.4) the median reading
-// was 0.55-0.65 ms old, p99 1.2-79 ms, the worst 6.4-92 ms; with four
-// CPU-bound processes beside it as well (load average 4.5-5.4), median
-// 0.9-1.6 ms, p99 36-117 ms, the worst 94-140 ms. The ticker needs a CPU
-// like any goroutine: a reader that keeps one of two CPUs busy, on a
-// loaded machine, makes it as late as the OS makes any thread. A deadline
-// read with Coarse fires that much late, never early: Coarse never runs
-// ahead of Now, and never goes backwards. The ticker runs only while
-// Coarse is read: after 3 ticks without a read it stops, and the next
-// Coarse reads Now itself.
+// tick of a ticker (1 ms, [WithCoarseResolution]) that starts at the
+// first Coarse, so it is at most one resolution old plus how late the
+// ticker runs. For a goroutine that spins on Coarse from its first call
+// that is, by design: with a P free for the ticker (GOMAXPROCS of 2 or
+// more), one resolution plus the OS's wake-up latency of the ticker's
+// thread, within 2 resolutions plus 2 ms at p99.9 where the OS wakes it
+// within 2 ms; at GOMAXPROCS=1, where the ticker runs only when the Go
+// scheduler preempts the spinner, the scheduler's preemption bound, 10 to
+// 20 ms where the runtime's monitor thread gets a CPU on time (it
+// preempts a goroutine that ran 10 ms, and looks at most every 10 ms).
+// Coarse is a call, not inlined, so that the spinner can be preempted
+// there: a loop of Coarse and Now (assembly, where no signal preempts)
+// otherwise ran for hundreds of milliseconds between preemptions. The
+// ticker needs a CPU like any goroutine, and there is no fixed bound on a
+// machine whose CPUs are oversubscribed: the test below bounds Coarse by
+// a probe ticker's lateness measured beside it. Measured by
+// TestCoarseSpinning (go test -run TestCoarseSpinning -v: a goroutine
+// spinning for 1.5 s from the first call, in processes of their own at
+// GOMAXPROCS=2 and 1, bounded by the lateness of a probe ticker beside
+// it; examples/coarsespin prints the same for one process and 3 s,
+// GOMAXPROCS=1 go run ./examples/coarsespin) and by TestCoarseStaleness
+// (a busy goroutine reading Coarse every 50µs, 20,000 reads; go test -run
+// TestCoarseStaleness -v), on a 2-vCPU AMD EPYC KVM guest, Go 1.26.8,
+// whose CPUs other processes oversubscribed (load average 10-19, where a
+// 1 ms probe ticker was up to 40-310 ms late, and a plain Go loop at
+// GOMAXPROCS=1 was preempted every 25-40 ms): spinning at GOMAXPROCS=2,
+// median 0.5-0.8 ms, p99.9 13-115 ms, first move after 1-71 ms; at
+// GOMAXPROCS=1, median 9-12 ms, worst 37-255 ms (the probe's lateness
+// there); every 50µs, median 0.65 ms, p99 7-9 ms, worst 12-56 ms. A
+// deadline read with Coarse fires that much late, never early: Coarse
+// never runs ahead of Now, and never goes backwards. The ticker runs only
+// while Coarse is read: after 3 ticks without a read it stops, and the
+// next Coarse reads Now itself. On a clock on a Manual counter or a
+// [Bubble] Source Coarse is Now, exact.
 //
 // # The default clock, at start-up and for life
 //

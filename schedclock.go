@@ -82,6 +82,9 @@ type clockState struct {
 	coarseRunning atomic.Bool
 	coarseWanted  atomic.Bool
 	coarseWG      sync.WaitGroup
+	// coarseExact says Coarse is Now (a Manual or Bubble counter: see
+	// adoptCoarseLocked).
+	coarseExact atomic.Bool
 
 	wallState
 
@@ -179,6 +182,7 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 	if src.manual != nil {
 		src.manual.attach(c)
 	}
+	c.adoptCoarseLocked(src)
 	c.publishLocked(line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask})
 	c.adoptWallOriginLocked(src)
 	c.fold.due = time.Now().Add(conv.refreshPeriod())
@@ -382,6 +386,7 @@ func runBackground(w weak.Pointer[Clock], st *clockState, delay time.Duration) {
 		}
 	}
 	for {
+		startCoarse(w, st)
 		next, ok := tickIfAlive(w, time.Now())
 		if !ok {
 			exited = false
@@ -459,7 +464,6 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 		c.fold.due = now.Add(c.conv.refreshPeriod())
 	}
 	c.faults.streak = 0
-	c.startCoarseLocked()
 	next = c.fold.due
 	if !c.wallDue.IsZero() {
 		if !now.Before(c.wallDue) {

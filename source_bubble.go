@@ -19,6 +19,10 @@ import "time"
 //		// c.Since(start) == time.Minute, exactly
 //	})
 //
+// Coarse on such a Clock is Now, exact (as on a Manual counter): a
+// ticker would wake at the same fake instant as the test's own sleeps, in
+// an order the bubble does not fix.
+//
 // The Source counts from the moment Bubble is called; call it inside the
 // bubble. Its limits:
 //   - outside a bubble it reads the real time (Go's monotonic clock, as

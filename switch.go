@@ -94,6 +94,7 @@ func (c *Clock) Register(src Source) error {
 	if src.manual != nil {
 		src.manual.attach(c)
 	}
+	c.adoptCoarseLocked(src)
 	c.adoptWallOriginLocked(src)
 	if c.track != nil {
 		// A clock made by New with a reference: calibration and the

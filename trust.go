@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/schedclock/schedclock/internal/warp"
 )
@@ -172,8 +173,10 @@ func (c *Clock) parked(checks bool) {
 	}
 	// The caller of the first use goes on at once; on a machine with few
 	// CPUs the work below (the checks' pinned threads, calibration)
-	// would otherwise preempt it there.
-	if !c.sleepUnlessClosed(firstUseGrace) {
+	// would otherwise preempt it there. Coarse's ticker is not work of
+	// that kind: it starts at once, and at once when Coarse asks for it
+	// during the wait (its value is not refreshed until it runs).
+	if !c.graceUnlessClosed() {
 		close(c.stopped)
 		return
 	}
@@ -273,6 +276,25 @@ const (
 	vouchedRetryAfter = time.Minute
 	warpRetries       = 5
 )
+
+// graceUnlessClosed waits out firstUseGrace, or until the clock is closed
+// (false), starting Coarse's ticker whenever Coarse asks for it (a first
+// use by Coarse asks too: its kick is waiting).
+func (c *Clock) graceUnlessClosed() bool {
+	w := weak.Make(c)
+	timer := time.NewTimer(firstUseGrace)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			return true
+		case <-c.stop:
+			return false
+		case <-c.wake: // the background loop looks at everything first anyway
+			startCoarse(w, c.clockState)
+		}
+	}
+}
 
 // sleepUnlessClosed sleeps for d or until the clock is closed, and
 // reports whether it is still open.
