@@ -5,7 +5,7 @@
 // kernel-level detail: conversion, refresh, reference, checks, faults.
 //
 //	go run ./examples/clockinfo       # about one screen
-//	go run ./examples/clockinfo -v    # each round's costs, the kernel's clocks
+//	go run ./examples/clockinfo -v    # the rounds' spread, the kernel's clocks too
 package main
 
 import (
@@ -22,7 +22,7 @@ import (
 )
 
 func main() {
-	verbose := flag.Bool("v", false, "also print each round's costs and the kernel's clocks as Sources")
+	verbose := flag.Bool("v", false, "also print the spread of the rounds' costs, and time the kernel's clocks as Sources")
 	flag.Parse()
 	cfg := defaultConfig
 	cfg.verbose = *verbose
@@ -89,9 +89,11 @@ func settledInfo(wait time.Duration) schedclock.Info {
 
 // undecided reports whether the default clock still waits for something
 // before it settles on a counter: it runs on the portable source and says
-// neither why (Rejected) nor what for (Pending), or it says it waits.
+// neither why (Rejected) nor what for (Pending), or it says it waits, or
+// its first cross-CPU check (which the timings would slow) has not ended.
 func undecided(in schedclock.Info) bool {
-	return in.Pending != "" || in.Source == schedclock.Portable().Name && in.Rejected == ""
+	return in.Pending != "" || in.Source == schedclock.Portable().Name && in.Rejected == "" ||
+		in.CrossCPU == "running" || strings.HasPrefix(in.CrossCPU, "not run yet")
 }
 
 // plainNames says what each of the library's counters is, by the first
@@ -107,21 +109,19 @@ var plainNames = map[string]string{
 	"timebase":      "the CPU's time base",
 	"tod":           "the CPU's time-of-day clock",
 	"stablecounter": "the CPU's stable counter",
-	"portable":      "Go's monotonic clock, as time.Since does",
 }
 
 // plainSource names a Source in plain words, with the name the library
 // gives it: "the hypervisor's clock page (kvm-clock)".
 func plainSource(name string) string {
-	key, _, _ := strings.Cut(name, " ")
-	what, ok := plainNames[key]
-	if !ok {
-		return name
-	}
-	if key == schedclock.Portable().Name {
+	if name == schedclock.Portable().Name {
 		return "Go's monotonic clock (portable), as time.Since does"
 	}
-	return what + " (" + key + ")"
+	key, _, _ := strings.Cut(name, " ")
+	if what, ok := plainNames[key]; ok {
+		return what + " (" + key + ")"
+	}
+	return name
 }
 
 // trustReasons says in plain words why the default clock trusts its
@@ -135,7 +135,7 @@ func trustReasons(in schedclock.Info) []string {
 		why = append(why, "the page says it is stable")
 	}
 	if strings.HasPrefix(in.CrossCPU, "no warp") {
-		why = append(why, "no CPU read it behind another in the cross-CPU check")
+		why = append(why, "a cross-CPU check found no CPU's reading behind another's")
 	}
 	return why
 }
@@ -153,7 +153,7 @@ func printSummary(out io.Writer, in schedclock.Info, costs []callCost) {
 		fmt.Fprintln(out, "It has not chosen its counter yet.")
 	default:
 		if why := trustReasons(in); len(why) > 0 {
-			fmt.Fprintf(out, "Trusted because %s.\n", strings.Join(why, " and "))
+			fmt.Fprintf(out, "Trusted because %s.\n", joinAnd(why))
 		} else {
 			fmt.Fprintln(out, "Trusted on the evidence under details.")
 		}
@@ -167,6 +167,14 @@ func printSummary(out io.Writer, in schedclock.Info, costs []callCost) {
 		base := costOf(costs, c.against)
 		fmt.Fprintf(out, "  %-18s %6.1f ns  %5.2fx %s (%.1f ns)\n", c.name, c.perCall(), c.perCall()/base, c.against, base)
 	}
+}
+
+// joinAnd joins phrases as a sentence does: "a, b and c".
+func joinAnd(phrases []string) string {
+	if len(phrases) < 2 {
+		return strings.Join(phrases, "")
+	}
+	return strings.Join(phrases[:len(phrases)-1], ", ") + " and " + phrases[len(phrases)-1]
 }
 
 func printRounds(out io.Writer, costs []callCost) {
@@ -216,7 +224,7 @@ func printDrift(out io.Writer, d time.Duration) error {
 		return fmt.Errorf("over %v Now advanced %d ns and %s %d ns", d, dClock, refName, dRef)
 	}
 	ppm := func(ns int64) float64 { return float64(ns) / float64(dRef) * 1e6 }
-	fmt.Fprintf(out, "drift against %s: %+.3f ppm ±%.3f (Now and it %d ns apart after %v)\n",
+	fmt.Fprintf(out, "drift against %s: %+.3f ppm ±%.3f (%+d ns over %v)\n",
 		refName, ppm(dClock-dRef), ppm(at0.Width+at1.Width)/2, dClock-dRef, time.Duration(dRef))
 	return nil
 }
@@ -228,7 +236,7 @@ func printDetails(out io.Writer, in schedclock.Info) {
 	line("source", "%s, %d bits", in.Source, in.Bits)
 	line("rate", "%d Hz, from %s (error %.3f ppm)", in.Rate, in.RateOrigin, in.RateErrorPPM)
 	line("conversion", "ns = cycles × %d / 2^%d (rounding %+.5f ppm)", in.Mult, in.Shift, in.ConversionErrorPPM)
-	line("refresh", "every %v, before cycles × %d can overflow 64 bits", in.RefreshPeriod, in.Mult)
+	line("refresh", "every %v (half the time until the counter wraps or cycles × %d overflows 64 bits)", in.RefreshPeriod, in.Mult)
 	if in.Rejected != "" {
 		line("not used", "%s", in.Rejected)
 	}

@@ -30,6 +30,11 @@ func TestRunFirstLineNamesTheSource(t *testing.T) {
 	summary, details := strings.Index(out.String(), "cost per call"), strings.Index(out.String(), "\ndetails:")
 	assert.True(t, summary > 0 && details > summary, "the costs come before the details")
 	assert.Contains(t, out.String(), "median of 5 rounds")
+
+	out.Reset()
+	cfg.verbose = true
+	require.NoError(t, run(&out, cfg))
+	assert.Regexp(t, `min +25% +median +75% +max`, out.String(), "-v prints the rounds' spread")
 }
 
 // Costs as a first short measurement got them wrong: time.Since read 107 ns
@@ -103,7 +108,7 @@ func TestTrustReasons(t *testing.T) {
 		Kernel:   "kernel clocksource is hpet, not tsc",
 		CrossCPU: "no warp across 2 CPUs (1 pair, 52000 cross-CPU reads, 10ms)",
 	}
-	assert.Equal(t, []string{"no CPU read it behind another in the cross-CPU check"}, trustReasons(tsc))
+	assert.Equal(t, []string{"a cross-CPU check found no CPU's reading behind another's"}, trustReasons(tsc))
 }
 
 func TestSummaryOnThePortableSource(t *testing.T) {
@@ -123,5 +128,13 @@ func TestUndecided(t *testing.T) {
 	assert.True(t, undecided(schedclock.Info{Source: "portable"}), "on the portable source, with no reason given")
 	assert.True(t, undecided(schedclock.Info{Source: "portable", Pending: "tsc: adopted once its rate is measured"}))
 	assert.False(t, undecided(schedclock.Info{Source: "portable", Rejected: "tsc: unusable rate 0 Hz"}))
-	assert.False(t, undecided(schedclock.Info{Source: "kvm-clock (pvclock, stable)"}))
+	assert.False(t, undecided(schedclock.Info{Source: "kvm-clock (pvclock, stable)", CrossCPU: "no warp across 2 CPUs"}))
+	assert.True(t, undecided(schedclock.Info{Source: "kvm-clock (pvclock, stable)", CrossCPU: "running"}), "the cross-CPU check runs")
+}
+
+func TestJoinAnd(t *testing.T) {
+	assert.Equal(t, "", joinAnd(nil))
+	assert.Equal(t, "a", joinAnd([]string{"a"}))
+	assert.Equal(t, "a and b", joinAnd([]string{"a", "b"}))
+	assert.Equal(t, "a, b and c", joinAnd([]string{"a", "b", "c"}))
 }
