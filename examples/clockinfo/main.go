@@ -53,7 +53,7 @@ func run(out io.Writer, cfg config) error {
 	in := settledInfo(cfg.settle)
 
 	costs := measureCosts(timedCalls(cfg.verbose), cfg.rounds, cfg.roundLen)
-	printSummary(out, in, costs)
+	printSummary(out, in, costs, cfg.roundLen)
 	if cfg.verbose {
 		printRounds(out, costs)
 	}
@@ -140,7 +140,7 @@ func trustReasons(in schedclock.Info) []string {
 	return why
 }
 
-func printSummary(out io.Writer, in schedclock.Info, costs []callCost) {
+func printSummary(out io.Writer, in schedclock.Info, costs []callCost, roundLen time.Duration) {
 	now, since := costOf(costs, "schedclock.Now"), costOf(costs, "time.Since")
 	fmt.Fprintf(out, "Now reads %s: %.1f ns a call, %.2fx time.Since here.\n",
 		plainSource(in.Source), now, now/since)
@@ -159,7 +159,7 @@ func printSummary(out io.Writer, in schedclock.Info, costs []callCost) {
 		}
 	}
 
-	fmt.Fprintf(out, "\ncost per call here (median of %d rounds, interleaved between the calls):\n", len(costs[0].rounds))
+	fmt.Fprintf(out, "\ncost per call here (median of %d rounds of %v a call, interleaved):\n", len(costs[0].rounds), roundLen)
 	for _, c := range costs {
 		if c.against == "" {
 			continue
@@ -187,7 +187,7 @@ func printRounds(out io.Writer, costs []callCost) {
 }
 
 // printReadings prints a few readings of each call beside time.Now: Now
-// and Coarse are nanoseconds since the package started, WallNow is wall
+// and Coarse are nanoseconds since the program started, WallNow is wall
 // time read from the same counter.
 func printReadings(out io.Writer) {
 	fmt.Fprintln(out, "readings, 10 ms apart (Now and Coarse: ns since the program started):")

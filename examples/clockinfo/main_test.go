@@ -29,7 +29,7 @@ func TestRunFirstLineNamesTheSource(t *testing.T) {
 	assert.LessOrEqual(t, len(lines), 50, "the output should fit one screen")
 	summary, details := strings.Index(out.String(), "cost per call"), strings.Index(out.String(), "\ndetails:")
 	assert.True(t, summary > 0 && details > summary, "the costs come before the details")
-	assert.Contains(t, out.String(), "median of 5 rounds")
+	assert.Contains(t, out.String(), "median of 5 rounds of 200µs a call")
 
 	out.Reset()
 	cfg.verbose = true
@@ -50,11 +50,11 @@ func TestSummaryPrintsMedians(t *testing.T) {
 	}
 	in := schedclock.Info{Source: "kvm-clock (pvclock, stable)"}
 	var out bytes.Buffer
-	printSummary(&out, in, costs)
+	printSummary(&out, in, costs, time.Millisecond)
 
 	lines := strings.Split(out.String(), "\n")
 	assert.Equal(t, "Now reads the hypervisor's clock page (kvm-clock): 25.0 ns a call, 0.78x time.Since here.", lines[0])
-	assert.Contains(t, out.String(), "median of 5 rounds")
+	assert.Contains(t, out.String(), "median of 5 rounds of 1ms a call")
 	assert.Regexp(t, `schedclock\.Now +25\.0 ns +0\.78x time\.Since \(32\.0 ns\)`, out.String())
 	assert.Regexp(t, `schedclock\.Since +27\.0 ns +0\.84x time\.Since \(32\.0 ns\)`, out.String())
 	assert.Regexp(t, `schedclock\.Coarse +0\.4 ns +0\.01x time\.Since \(32\.0 ns\)`, out.String())
@@ -118,7 +118,7 @@ func TestSummaryOnThePortableSource(t *testing.T) {
 	}
 	rejected := `tsc: not trusted yet: kernel clocksource is hpet, not tsc, and the cross-CPU check has not passed`
 	var out bytes.Buffer
-	printSummary(&out, schedclock.Info{Source: "portable", Rejected: rejected}, costs)
+	printSummary(&out, schedclock.Info{Source: "portable", Rejected: rejected}, costs, time.Millisecond)
 	lines := strings.Split(out.String(), "\n")
 	assert.Equal(t, "Now reads Go's monotonic clock (portable), as time.Since does: 30.0 ns a call, 1.00x time.Since here.", lines[0])
 	assert.Equal(t, "It does not use the hardware counter: "+rejected+".", lines[1])
