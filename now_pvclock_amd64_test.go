@@ -232,6 +232,39 @@ func TestNowThroughPageFaults(t *testing.T) {
 	})
 }
 
+// TestDefaultClockInfoNamesAPageFallBack: the default clock on the
+// shared pvclock Source (pointed at a copy of the real page) says in
+// Info when the Source left the page for a transient (Source, and
+// CounterCheck with the fall back's reason and time), and says it is
+// back once the page is consistent again.
+func TestDefaultClockInfoNamesAPageFallBack(t *testing.T) {
+	onSyntheticPvclock(t, func(_ *Clock, pg *pvclock.Page, s *paravirtSource) {
+		c := newDefaultClock([]*counter{&pvclockCounter})
+		defer func() { require.NoError(t, c.Close()) }()
+		in := c.Info()
+		require.Equal(t, "kvm-clock (pvclock, stable)", in.Source, "%+v", in)
+		good := pg.Load()
+		pg.BeginUpdate()
+		before := c.Now()
+		for range 3 {
+			c.Now()
+		}
+		in = c.Info()
+		assert.Contains(t, in.Source, "kvm-clock (pvclock, stable) (on "+rawClockName+" since ")
+		assert.Contains(t, in.CounterCheck, "1 falls back to "+rawClockName+", the last at ")
+		assert.Contains(t, in.CounterCheck, "version kept changing")
+		pg.Store(good)
+		pg.EndUpdate()
+		deadline := time.Now().Add(time.Second)
+		for !s.onPage() && time.Now().Before(deadline) {
+			require.GreaterOrEqual(t, c.Now(), before)
+		}
+		in = c.Info()
+		assert.Equal(t, "kvm-clock (pvclock, stable)", in.Source)
+		assert.Contains(t, in.CounterCheck, "1 returns to the page, the last at ")
+	})
+}
+
 // TestPageSwitchesNeverStepBackAcrossReaders: readers on every P read
 // Now (the inline page read and readPvclock) on a copy of the real page
 // while a writer sends the Source back and forth between page and

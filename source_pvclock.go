@@ -562,7 +562,8 @@ func pvclockEvidence() string {
 }
 
 // pvclockDescription is the page's evidence for Info: which page, where,
-// its version and flags (or sequence), and whether it can be read.
+// its version and flags (or sequence), and whether it can be read (Info
+// adds pvclockStatus, fresh).
 func pvclockDescription() string {
 	p, err := foundParavirt()
 	if err != nil {
@@ -580,6 +581,15 @@ func pvclockDescription() string {
 	return evidence
 }
 
+// pvclockStatus is the status of the process's shared Source on the
+// pvclock page (paravirtSource.status).
+func pvclockStatus() (reading, history string) {
+	if pvclockShared.src == nil {
+		return "", ""
+	}
+	return pvclockShared.src.status()
+}
+
 // pvclockCounter is the paravirtual clock's entry for the default
 // clock's table: trusted on the kernel's word (its clocksource is the
 // page's clock) and the page's own evidence (the stable bit), both
@@ -590,4 +600,5 @@ var pvclockCounter = counter{
 	verdict:  pvclockVerdict,
 	evidence: pvclockEvidence,
 	describe: pvclockDescription,
+	status:   pvclockStatus,
 }
