@@ -3,6 +3,7 @@
 package schedclock
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -114,15 +115,17 @@ func TestNowLeavesAPageUnderUpdate(t *testing.T) {
 // the real page's parameters into what the hypervisor (or a test)
 // publishes; hold, if not nil, drives the page for a while instead.
 type pageFault struct {
-	name string
-	bad  func(p pvclock.Pvclock) pvclock.Pvclock
-	hold func(pg *pvclock.Page, good pvclock.Pvclock)
+	name       string
+	bad        func(p pvclock.Pvclock) pvclock.Pvclock
+	hold       func(pg *pvclock.Page, good pvclock.Pvclock)
+	consistent bool // still the hypervisor's time: no fault
+	either     bool // a fault or not, as the readers meet the writer
 }
 
 // pageFaults are the pages a Source on the paravirtual clock must read
 // as faults, or as no motion, and never as time: a TSC below the stamp
-// (once: a stamp a little ahead of the TSC, by tens of µs, which is
-// still the hypervisor's time, or by a millisecond, which is not; held:
+// (once: a stamp a little ahead of the TSC, by µs, which is still the
+// hypervisor's time, or by a millisecond, which is not; held:
 // a stamp seconds ahead, with the time of the old stamp or of the new
 // one), scales no
 // hypervisor writes, system_time stepped by a second either way, a
@@ -136,8 +139,8 @@ func pageFaults() []pageFault {
 			p.SystemTime, p.TSCTimestamp = p.Cycles(stamp), stamp
 			return p
 		}},
-		{name: "a stamp 100k counts ahead of the TSC (tens of µs: a consistent page)", bad: func(p pvclock.Pvclock) pvclock.Pvclock {
-			stamp := pvclock.TSC() + 100_000
+		{name: "a stamp 20k counts ahead of the TSC (µs: a consistent page)", consistent: true, bad: func(p pvclock.Pvclock) pvclock.Pvclock {
+			stamp := pvclock.TSC() + 20_000
 			p.SystemTime, p.TSCTimestamp = p.Cycles(stamp), stamp
 			return p
 		}},
@@ -155,7 +158,7 @@ func pageFaults() []pageFault {
 		{name: "mul 0", bad: func(p pvclock.Pvclock) pvclock.Pvclock { p.Mul = 0; return p }},
 		{name: "system_time +1s", bad: func(p pvclock.Pvclock) pvclock.Pvclock { p.SystemTime += 1e9; return p }},
 		{name: "system_time -1s", bad: func(p pvclock.Pvclock) pvclock.Pvclock { p.SystemTime -= 1e9; return p }},
-		{name: "version churn for 20ms", hold: func(pg *pvclock.Page, good pvclock.Pvclock) {
+		{name: "version churn for 20ms", either: true, hold: func(pg *pvclock.Page, good pvclock.Pvclock) {
 			for end := time.Now().Add(20 * time.Millisecond); time.Now().Before(end); {
 				pg.Publish(good)
 			}
@@ -177,31 +180,50 @@ func pageFaults() []pageFault {
 // within a few reads, the clock within 1 ms of the reference.
 func TestNowThroughPageFaults(t *testing.T) {
 	onSyntheticPvclock(t, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
-		// The clock's offset from raw, the tightest of a few brackets.
-		offset, width := int64(0), int64(math.MaxInt64)
-		for range 32 {
-			r0 := rawNow()
-			n := c.Now()
-			if w := rawNow() - r0; w < width {
-				offset, width = n-r0, w
+		// The clock made by New, and a default clock (its watch against
+		// CLOCK_MONOTONIC_RAW, its Info) on the same shared Source.
+		d := newDefaultClock([]*counter{&pvclockCounter})
+		defer func() { require.NoError(t, d.Close()) }()
+		require.Equal(t, "kvm-clock (pvclock, stable)", d.Info().Source)
+		clocks := map[string]*Clock{"New(Paravirt())": c, "the default clock": d}
+		offsets, prevs := map[string]int64{}, map[string]int64{}
+		for name, k := range clocks {
+			// The clock's offset from raw, the tightest of a few brackets.
+			width := int64(math.MaxInt64)
+			for range 32 {
+				r0 := rawNow()
+				n := k.Now()
+				if w := rawNow() - r0; w < width {
+					offsets[name], width = n-r0, w
+				}
+			}
+			prevs[name] = k.Now()
+		}
+		check := func(when string) {
+			for name, k := range clocks {
+				r0 := rawNow()
+				n := k.Now()
+				r1 := rawNow()
+				offset, prev := offsets[name], prevs[name]
+				require.NotEqual(t, int64(math.MaxInt64), n, "%s, %s: Now saturated", name, when)
+				require.GreaterOrEqual(t, n, prev, "%s, %s: Now stepped back by %v", name, when, time.Duration(prev-n))
+				require.LessOrEqual(t, n-(r1+offset), int64(time.Millisecond), "%s, %s: Now %v ahead of CLOCK_MONOTONIC_RAW", name, when, time.Duration(n-(r1+offset)))
+				require.GreaterOrEqual(t, n-(r0+offset), -int64(time.Millisecond), "%s, %s: Now %v behind CLOCK_MONOTONIC_RAW", name, when, time.Duration(r0+offset-n))
+				prevs[name] = n
 			}
 		}
-		prev := c.Now()
-		check := func(when string) {
-			r0 := rawNow()
-			n := c.Now()
-			r1 := rawNow()
-			require.NotEqual(t, int64(math.MaxInt64), n, "%s: Now saturated", when)
-			require.GreaterOrEqual(t, n, prev, "%s: Now stepped back by %v", when, time.Duration(prev-n))
-			require.LessOrEqual(t, n-(r1+offset), int64(time.Millisecond), "%s: Now %v ahead of CLOCK_MONOTONIC_RAW", when, time.Duration(n-(r1+offset)))
-			require.GreaterOrEqual(t, n-(r0+offset), -int64(time.Millisecond), "%s: Now %v behind CLOCK_MONOTONIC_RAW", when, time.Duration(r0+offset-n))
-			prev = n
+		falls := func() int {
+			if e := s.events.Load(); e != nil {
+				return e.falls
+			}
+			return 0
 		}
 		for _, f := range pageFaults() {
 			real, err := foundParavirt()
 			require.NoError(t, err)
 			good := real.pv.Load()
 			check(f.name + ", before")
+			fallsBefore := falls()
 			if f.hold != nil {
 				done := make(chan struct{})
 				go func() { defer close(done); f.hold(pg, good) }()
@@ -215,9 +237,18 @@ func TestNowThroughPageFaults(t *testing.T) {
 				}
 			} else {
 				pg.Publish(f.bad(good))
-				for range 20000 {
+				for range 10000 {
 					check(f.name)
 				}
+			}
+			switch {
+			case f.either:
+			case f.consistent:
+				assert.Equal(t, fallsBefore, falls(), "%s: a consistent page left", f.name)
+			default:
+				assert.Greater(t, falls(), fallsBefore, "%s: the Source never left the page", f.name)
+				in := d.Info()
+				assert.Contains(t, in.CounterCheck, fmt.Sprintf("%d falls back to %s", falls(), rawClockName), "%s: Info: %+v", f.name, in)
 			}
 			pg.Publish(good)
 			back := false
@@ -226,9 +257,13 @@ func TestNowThroughPageFaults(t *testing.T) {
 				back = s.onPage()
 			}
 			assert.True(t, back, "%s: not back on the page after 1000 reads of a sane page", f.name)
-			n, r := c.Now(), rawNow()
-			assert.InDelta(t, float64(r+offset), float64(n), float64(time.Millisecond), "%s: the clock %v from CLOCK_MONOTONIC_RAW, sane again", f.name, time.Duration(n-r-offset))
+			assert.Equal(t, "kvm-clock (pvclock, stable)", d.Info().Source, "%s, sane again", f.name)
+			for name, k := range clocks {
+				n, r := k.Now(), rawNow()
+				assert.InDelta(t, float64(r+offsets[name]), float64(n), float64(time.Millisecond), "%s, %s: the clock %v from CLOCK_MONOTONIC_RAW, sane again", name, f.name, time.Duration(n-r-offsets[name]))
+			}
 		}
+		t.Logf("Info.CounterCheck: %s", d.Info().CounterCheck)
 	})
 }
 
