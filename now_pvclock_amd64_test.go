@@ -338,13 +338,27 @@ func TestPageSwitchesNeverStepBackAcrossReaders(t *testing.T) {
 		if race.Enabled {
 			rounds = 20
 		}
+		// The writer reads too, right before and after each step: a step
+		// back across a switch shows there whatever the scheduler does to
+		// the readers.
+		writerRead := func(when string) {
+			before := maxSeen.Load()
+			v := c.Now()
+			if v < before {
+				t.Errorf("%s: a reading %v below one published before it began", when, time.Duration(before-v))
+			}
+			for m := maxSeen.Load(); v > m && !maxSeen.CompareAndSwap(m, v); m = maxSeen.Load() {
+			}
+		}
 		for i := range rounds {
 			good, err := foundParavirt()
 			require.NoError(t, err)
 			p := good.pv.Load()
+			writerRead("on the page")
 			switch i % 4 {
 			case 0:
 				pg.BeginUpdate()
+				writerRead("an update held odd")
 				time.Sleep(100 * time.Microsecond)
 				pg.Store(p)
 				pg.EndUpdate()
@@ -362,8 +376,12 @@ func TestPageSwitchesNeverStepBackAcrossReaders(t *testing.T) {
 				bad.SystemTime, bad.TSCTimestamp = bad.Cycles(stamp), stamp
 				pg.Publish(bad)
 			}
+			writerRead(fmt.Sprintf("case %d", i%4))
 			time.Sleep(100 * time.Microsecond)
 			pg.Publish(p)
+			for range 100 {
+				writerRead("sane again")
+			}
 			time.Sleep(200 * time.Microsecond)
 			// The reference 30 µs ahead of the page's timeline, then
 			// behind it: the fallback runs ahead of the page, then behind.
