@@ -49,6 +49,13 @@ type counter struct {
 	// (the paravirtual page: where, its version and flags), for
 	// Info.CounterCheck: read at start and with every verdict.
 	describe func() string
+	// status, if not nil, says what the counter's Source reads when
+	// that is not the counter (a paravirtual clock's Source on its
+	// fallback; "" while it is the counter), and the history of such
+	// times, each with its time ("" while there was none). Info appends
+	// the first to Source and the second to CounterCheck, fresh at every
+	// call.
+	status func() (reading, history string)
 }
 
 // counters is the default clock's table, in order of preference.

@@ -61,6 +61,7 @@ func newDefaultClock(table []*counter) *Clock {
 			hw, p.ownCheck = d.prepare(hw)
 		}
 		p.kernel = d.noVerdict
+		p.status = d.status
 		if d.describe != nil {
 			p.describe = d.describe
 			p.counterCheck = d.describe()

@@ -137,7 +137,13 @@
 // uses that clock's page, as the vDSO does ([Paravirt]), while the page
 // shows the hypervisor's stable-TSC promise and the kernel runs on it;
 // both are read again for life, and when either goes the clock falls
-// back to Go's monotonic clock. On arm64 it uses CNTVCT_EL0 (ISB, MRS,
+// back to Go's monotonic clock. A TSC value below the page's stamp is no
+// motion, as in the vDSO; a page that is not time for a while (an update
+// that does not settle within some 25 µs, a scale no hypervisor writes,
+// a new version whose time disagrees with CLOCK_MONOTONIC_RAW) is read
+// through CLOCK_MONOTONIC_RAW on the page's timeline meanwhile, which
+// Info's Source and CounterCheck say, with the time; the clock returns to
+// the page once it is consistent again, never stepping back. On arm64 it uses CNTVCT_EL0 (ISB, MRS,
 // then an ordering load), with the kernel's read workaround for the
 // counter errata it recognises; on riscv64, ppc64le, s390x and loong64
 // the architecture's time base, on the kernel's word. Elsewhere, in a

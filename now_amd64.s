@@ -62,33 +62,35 @@ slow:
 
 	// A bank that reads the pvclock page (Paravirt's readPvclock): the
 	// page read of internal/pvclock's Read (vread_pvclock's protocol)
-	// inline, its result the counter value of the conversion above. Only
-	// the first try is made here: an odd or changed version, a clear
-	// stable bit or a Source already on its fallback hands over to
-	// otherNow, whose call of readPvclock retries (bounded) and falls
-	// back.
+	// inline, its result the counter value of the conversion above, on
+	// the page version the shared Source checked against its reference
+	// (paravirtSource.state: an odd version, or a Source off the page,
+	// never matches) and never below the Source's floor. Only the first
+	// try is made here: a version not checked yet, a changed version, a
+	// TSC below the page's stamp or a reading below the floor hands over
+	// to otherNow, whose call of readPvclock checks, retries (bounded),
+	// falls back or returns to the page.
 other:
 	MOVQ    ·pvclockReadPtr(SB), R11
 	CMPQ    bank_read(SI), R11
 	JNE     otherGo
 	MOVQ    ·pvclockShared+8(SB), R11 // the shared paravirtSource
-	CMPL    paravirtSource_fellBack(R11), $0
-	JNE     otherGo
 	MOVQ    ·pvclockShared+0(SB), BX // the page
-	MOVL    0(BX), R12 // version
-	ANDL    $~1, R12 // pvclock_read_begin: an odd version (update in flight) cannot match the re-check
-	TESTB   $1, 29(BX) // PVCLOCK_TSC_STABLE_BIT in flags
-	JEQ     otherGo
+	MOVL    0(BX), R12 // version, zero-extended
+	CMPQ    R12, paravirtSource_state(R11) // the version the Source checked (PVCLOCK_TSC_STABLE_BIT included: the host changes flags only with the version)
+	JNE     otherGo
 	MOVQ    8(BX), R13 // tsc_timestamp
-	MOVL    24(BX), R11 // tsc_to_system_mul
 	MOVBQSX 28(BX), CX // tsc_shift
-	LFENCE  // RDTSC waits until the loads of seq, the bank's read function and the page's version and fields have completed.
+	LFENCE  // RDTSC waits until the loads of seq, the bank's read function, the Source's state and the page's version and stamp have completed.
 	RDTSC
 	SHLQ    $32, DX
 	ORQ     DX, AX
 	MOVQ    AX, R10
 	ANDQ    $0, R10 // R10 = 0, data-dependent on the TSC value: the version and seq re-checks cannot be satisfied before RDTSC.
 	SUBQ    R13, AX
+	MOVQ    AX, DX
+	SHRQ    $62, DX
+	JNE     otherGo // below the page's stamp: no motion, which readPvclock returns
 	TESTQ   CX, CX
 	JLT     pvShiftRight
 	SHLQ    CX, AX
@@ -99,12 +101,15 @@ pvShiftRight:
 	SHRQ CX, AX
 
 pvScale:
-	MULQ R11 // DX:AX = delta * mul
+	MOVL 24(BX), DX // tsc_to_system_mul; the version re-check below covers this load too
+	MULQ DX // DX:AX = delta * mul
 	SHRQ $32, DX, AX
 	ADDQ 16(BX), AX // system_time
 	CMPL R12, 0(BX)(R10*1) // pvclock_read_retry
 	JNE  otherGo
 	BTRQ $63, AX // & S64_MAX, as the vDSO returns it
+	CMPQ AX, paravirtSource_floor(R11)
+	JCS  otherGo // below the Source's floor: readPvclock returns the floor
 	JMP  convert
 
 otherGo:

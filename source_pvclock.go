@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/pvclock"
@@ -42,24 +43,49 @@ type paravirtPage struct {
 	hv   *pvclock.HypervPage // nil for a pvclock page
 }
 
-// read is the page's time in ns, ok false when the page says not to use
-// it (stable bit clear, Hyper-V sequence 0) or kept changing under the
-// reader (see internal/pvclock's maxTries).
-func (p *paravirtPage) read() (uint64, bool) {
+// read is the page's time in ns and the version (sequence) it was read
+// under, ok false when the page says not to use it (stable bit clear,
+// Hyper-V sequence 0), holds a scale no hypervisor writes, or kept
+// changing under the reader (see internal/pvclock's maxTries).
+func (p *paravirtPage) read() (ns uint64, version uint32, ok bool) {
 	if p.hv != nil {
 		return p.hv.ReadWith(pvclock.TSC)
 	}
 	return pvclock.Read(p.pv)
 }
 
+// version is the page's version (sequence) now.
+func (p *paravirtPage) version() uint32 {
+	if p.hv != nil {
+		return p.hv.Load().Sequence
+	}
+	return p.pv.Load().Version
+}
+
+// snapshot returns the page's time as a function of the TSC, for the
+// version (sequence) given, if the page holds it now; ok false while
+// the page cannot give one (an update in flight, a version that moved).
+func (p *paravirtPage) snapshot(version uint32) (timeAt func(tsc uint64) uint64, ok bool) {
+	if p.hv != nil {
+		h, ok := p.hv.Snapshot()
+		return func(tsc uint64) uint64 { return h.Nanoseconds(tsc) & mask63 }, ok && h.Sequence == version
+	}
+	v, ok := p.pv.Snapshot()
+	return v.Time, ok && v.Version == version
+}
+
 // state says what the page holds now: "" while it can be read, else why
 // not, and the evidence either way.
 func (p *paravirtPage) state() (untrusted, evidence string) {
-	_, ok := p.read()
+	_, _, ok := p.read()
 	if p.hv != nil {
 		h := p.hv.Load()
 		evidence = fmt.Sprintf("Hyper-V TSC page at %#x in %s, sequence %d", p.loc.Hyperv, p.loc.Mapping, h.Sequence)
-		if !ok {
+		switch {
+		case ok:
+		case h.Sequence != 0 && h.Scale == 0:
+			untrusted = "the Hyper-V TSC page's tsc_scale is 0"
+		default:
 			untrusted = fmt.Sprintf("the Hyper-V TSC page is invalid (sequence %d)", h.Sequence)
 		}
 		return untrusted, evidence
@@ -67,9 +93,12 @@ func (p *paravirtPage) state() (untrusted, evidence string) {
 	v := p.pv.Load()
 	evidence = fmt.Sprintf("pvclock page at %#x in %s, version %d, flags %#x", p.loc.Pvclock, p.loc.Mapping, v.Version, v.Flags)
 	switch {
+	case ok:
 	case !v.Stable():
 		untrusted = fmt.Sprintf("PVCLOCK_TSC_STABLE_BIT is clear (flags %#x)", v.Flags)
-	case !ok:
+	case !v.Scalable():
+		untrusted = fmt.Sprintf("the pvclock page's scale is not time (tsc_to_system_mul %d, tsc_shift %d)", v.Mul, v.Shift)
+	default:
 		untrusted = fmt.Sprintf("the pvclock page's version kept changing (now %d)", v.Version)
 	}
 	return untrusted, evidence
@@ -124,47 +153,119 @@ func findParavirt() (*paravirtPage, error) {
 	return nil, errors.Join(refusals...)
 }
 
-// paravirtSource is one Source on the page: the page's ns while it can
-// be read, else CLOCK_MONOTONIC_RAW moved onto the page's timeline.
+// paravirtSource is one Source on the page: the page's ns while the page
+// is consistent, CLOCK_MONOTONIC_RAW moved onto the page's timeline while
+// it is not, and the page again once it is.
+//
+// A page is consistent when it can be read (the stable bit, a scale a
+// hypervisor writes, a version that settles within maxTries) and its
+// time agrees with the reference's: on a kernel whose clocksource is the
+// page's clock, CLOCK_MONOTONIC_RAW is the page's time plus a constant (a
+// 1 GHz clocksource, whose mult is a power of two), so a page that runs
+// ahead or behind it by more than pageTolerance is not the hypervisor's
+// time, whatever its version says (a test's garbage, a torn write). The
+// check runs once per page version, off the read path: state holds the
+// version that passed it, and the read path (Clock.Now's inline read
+// included) uses the page only while the page holds that version, so a
+// new version sends the reader here, at the very next read.
+//
+// Every reading is at least floor, and every change of state raises
+// floor, before it is published, to the largest reading the state it
+// leaves could have handed out: the page's time under the version it
+// leaves, at a TSC read after the page stopped holding it (the
+// version's snapshot, accepted), or the fallback readings themselves
+// (each raises floor before it is returned). So no switch between page
+// and reference, or between two versions of the page, ever steps back,
+// whichever way the two timelines differ, and however a reader is
+// delayed.
 type paravirtSource struct {
-	page *paravirtPage
+	// state is the page version whose reading was checked (below
+	// 2^32: readers use the page while it holds that version), or
+	// onFallback, or unchecked. Clock.Now's inline read compares the page's version
+	// with it (now_amd64.s); keep it first.
+	state atomic.Uint64
+	// floor is the least reading any reader may hand out (see above);
+	// the inline read compares its reading with it.
+	floor atomic.Uint64
+	// accepted is the snapshot of the version in state: the page's time
+	// as a function of the TSC, for the raise of floor when the source
+	// leaves that version.
+	accepted atomic.Pointer[acceptedVersion]
+	// nextProbe is the reference's time before which a reader on the
+	// fallback does not try the page again.
+	nextProbe atomic.Int64
+	// events is what Info reports of the source's falls back and returns.
+	events atomic.Pointer[paravirtEvents]
+	page   *paravirtPage
 	// rawOffset is page ns - CLOCK_MONOTONIC_RAW ns, measured at
 	// creation as an upper bound: the page's reading minus the raw read
-	// just before it, from the tightest of several brackets. On a kernel
-	// whose clocksource is the page's clock the raw clock is the page's
-	// time plus a constant (a 1 GHz clocksource, whose mult is a power of
-	// two), so raw + rawOffset is never below a page reading made at the
-	// same instant, and above it by at most the bracket's width.
-	rawOffset int64
-	// fellBack is set, for good, by the first read the page refused: from
-	// then on every read is raw + rawOffset. Going back to the page would
-	// step back by up to the bracket's width; the default clock drops
-	// the source when the page's evidence goes (pvclockEvidence).
-	fellBack atomic.Bool
-	raw      func() int64 // CLOCK_MONOTONIC_RAW (rawNow; tests give their own)
+	// just before it, from the tightest of several brackets, rawWidth
+	// wide. raw + rawOffset is never below a page reading made at the
+	// same instant, and above it by at most rawWidth.
+	rawOffset, rawWidth int64
+	raw                 func() int64 // CLOCK_MONOTONIC_RAW (rawNow; tests give their own)
 }
+
+// acceptedVersion is one page version's time as a function of the TSC.
+type acceptedVersion struct {
+	version uint32
+	timeAt  func(tsc uint64) uint64
+}
+
+// paravirtEvents is the record of a source's falls back and returns,
+// replaced whole at each (they are rare).
+type paravirtEvents struct {
+	falls, returns int
+	lastWhy        string    // why the last fall back
+	lastAt, backAt time.Time // when the last fall back and the last return
+	onFallback     bool
+}
+
+const (
+	// onFallback is state while readers read the reference.
+	onFallback = 1 << 32
+	// unchecked is state before the first version is checked.
+	unchecked = 2 << 32
+	// pageTolerance is how far a page version's time may be from the
+	// reference's (rawOffset's bracket aside) and still be the
+	// hypervisor's time; on a kernel on the page's clock the two agree to
+	// the nanosecond.
+	pageTolerance = 50 * time.Microsecond
+	// probeEvery is how often a reader on the fallback tries the page
+	// again: a transient costs about that long on the reference.
+	probeEvery = 50 * time.Microsecond
+	// maxStateRounds bounds the read's changes of state; past it, the
+	// read falls back (a page changing faster than it can be checked).
+	maxStateRounds = 8
+	// mask63 is the width of the Source's values (see Paravirt).
+	mask63 = 1<<63 - 1
+)
 
 // offsetBrackets is how many raw/page/raw brackets the offset
 // measurement takes the tightest of.
 const offsetBrackets = 32
 
 // newParavirtSource measures the page's offset from raw (rawNow, or a
-// test's stand-in) and returns the Source's state.
+// test's stand-in) and returns the Source's state, on the page.
 func newParavirtSource(p *paravirtPage, raw func() int64) (*paravirtSource, error) {
 	best, width := int64(0), int64(-1)
+	var version uint32
 	for range offsetBrackets {
 		r0 := raw()
-		ns, ok := p.read()
+		ns, v, ok := p.read()
 		r1 := raw()
 		if !ok {
 			why, evidence := p.state()
 			return nil, fmt.Errorf("%w %q: %s (%s)", ErrUntrusted, p.kind.name, why, evidence)
 		}
 		if w := r1 - r0; width < 0 || w < width {
-			best, width = int64(ns)-r0, w
+			best, width, version = int64(ns)-r0, w, v
 		}
 	}
-	return &paravirtSource{page: p, rawOffset: best, raw: raw}, nil
+	s := &paravirtSource{page: p, rawOffset: best, rawWidth: width, raw: raw}
+	s.state.Store(unchecked)
+	s.accept(unchecked, version) // else the page moved on: the first read checks the version it finds
+	return s, nil
 }
 
 // read is the Source's Read. The page read orders itself against the
@@ -172,15 +273,177 @@ func newParavirtSource(p *paravirtPage, raw func() int64) (*paravirtSource, erro
 // depends on the TSC value, and x86 keeps the caller's later loads after
 // it.
 func (s *paravirtSource) read() uint64 {
-	if !s.fellBack.Load() {
-		if ns, ok := s.page.read(); ok {
-			return ns
+	for range maxStateRounds {
+		st := s.state.Load()
+		if st == onFallback {
+			return s.readFallback()
 		}
-		s.fellBack.Store(true)
+		ns, version, ok := s.page.read()
+		if ok && uint64(version) == st {
+			return max(ns, s.floor.Load())
+		}
+		if !ok {
+			why, _ := s.page.state()
+			s.fallBack(st, why)
+			continue
+		}
+		// A version not checked yet.
+		r0 := s.raw()
+		ns, version, ok = s.page.read()
+		r1 := s.raw()
+		if why := s.inconsistent(ns, ok, r0, r1); why != "" {
+			s.fallBack(st, why)
+			continue
+		}
+		if !s.accept(st, version) {
+			continue
+		}
+		return max(ns, s.floor.Load())
 	}
-	v := uint64(s.raw() + s.rawOffset)
+	s.fallBack(s.state.Load(), "the page's state kept changing under the reader")
+	return s.readFallback()
+}
+
+// inconsistent says why a page reading ns (ok false: no reading), made
+// between the reference's readings r0 and r1, is not the hypervisor's
+// time, or "".
+func (s *paravirtSource) inconsistent(ns uint64, ok bool, r0, r1 int64) string {
+	if !ok {
+		why, _ := s.page.state()
+		return why
+	}
+	lo := r0 + s.rawOffset - s.rawWidth - int64(pageTolerance)
+	hi := r1 + s.rawOffset + int64(pageTolerance)
+	switch {
+	case int64(ns) > hi:
+		return fmt.Sprintf("the page's time runs %v ahead of %s", time.Duration(int64(ns)-(r1+s.rawOffset)), rawClockName)
+	case int64(ns) < lo:
+		return fmt.Sprintf("the page's time runs %v behind %s", time.Duration(r0+s.rawOffset-int64(ns)), rawClockName)
+	}
+	return ""
+}
+
+// accept moves the source from state from onto the page at version,
+// if the page still holds it: floor is raised past what the state left
+// could have handed out, then the version's snapshot and the state are
+// published. It reports whether the source is on that version now.
+func (s *paravirtSource) accept(from uint64, version uint32) bool {
+	timeAt, ok := s.page.snapshot(version)
+	if !ok {
+		return false
+	}
+	s.raiseFloorLeaving(from)
+	s.accepted.Store(&acceptedVersion{version: version, timeAt: timeAt})
+	if !s.state.CompareAndSwap(from, uint64(version)) {
+		return s.state.Load() == uint64(version)
+	}
+	if from == onFallback {
+		s.record(func(e *paravirtEvents) {
+			e.returns++
+			e.backAt = time.Now()
+			e.onFallback = false
+		})
+	}
+	return true
+}
+
+// fallBack moves the source from state from to the reference, for why.
+func (s *paravirtSource) fallBack(from uint64, why string) {
+	if from == onFallback {
+		return
+	}
+	s.raiseFloorLeaving(from)
+	if s.state.CompareAndSwap(from, onFallback) {
+		s.nextProbe.Store(s.raw() + int64(probeEvery))
+		s.record(func(e *paravirtEvents) {
+			e.falls++
+			e.lastWhy = why
+			e.lastAt = time.Now()
+			e.onFallback = true
+		})
+	}
+}
+
+// raiseFloorLeaving raises floor past every reading made on the page
+// version from (a state that is not a version leaves nothing to raise
+// for: its readings raised floor themselves). A page reader under that
+// version re-checked the version after its TSC read, before the page
+// changed, before this TSC read: the version's time now bounds them all.
+func (s *paravirtSource) raiseFloorLeaving(from uint64) {
+	if a := s.accepted.Load(); a != nil && uint64(a.version) == from {
+		s.raiseFloor(a.timeAt(pvclock.TSC()))
+	}
+}
+
+// raiseFloor makes floor at least v.
+func (s *paravirtSource) raiseFloor(v uint64) {
+	for f := s.floor.Load(); v > f && !s.floor.CompareAndSwap(f, v); f = s.floor.Load() {
+	}
+}
+
+// readFallback is a reading of the reference moved onto the page's
+// timeline, never below floor (and raising it), and, every probeEvery,
+// a try of the page, which puts the source back on it when it is
+// consistent again.
+func (s *paravirtSource) readFallback() uint64 {
+	r := s.raw()
+	v := max(uint64(r+s.rawOffset)&mask63, s.floor.Load())
+	s.raiseFloor(v)
+	if next := s.nextProbe.Load(); r >= next && s.nextProbe.CompareAndSwap(next, r+int64(probeEvery)) {
+		s.probe()
+	}
 	orderAfter(v) // the latch's re-check of seq must follow the read
 	return v
+}
+
+// probe tries the page once from the fallback: a page whose snapshot
+// settles and whose time agrees with the reference's takes the source
+// back.
+func (s *paravirtSource) probe() {
+	if _, ok := s.page.snapshot(s.page.version()); !ok {
+		return // under update: no waiting here
+	}
+	r0 := s.raw()
+	ns, version, ok := s.page.read()
+	r1 := s.raw()
+	if s.inconsistent(ns, ok, r0, r1) == "" {
+		s.accept(onFallback, version)
+	}
+}
+
+// record applies f to a copy of the events and publishes it.
+func (s *paravirtSource) record(f func(*paravirtEvents)) {
+	for {
+		old := s.events.Load()
+		e := paravirtEvents{}
+		if old != nil {
+			e = *old
+		}
+		f(&e)
+		if s.events.CompareAndSwap(old, &e) {
+			return
+		}
+	}
+}
+
+// status says what the source reads when not the page (reading: "on
+// CLOCK_MONOTONIC_RAW since ...: why", "" on the page) and its falls
+// back and returns, each with its time (history: "" while it never
+// left the page).
+func (s *paravirtSource) status() (reading, history string) {
+	e := s.events.Load()
+	if e == nil {
+		return "", ""
+	}
+	const stamp = time.RFC3339Nano
+	if e.onFallback {
+		reading = fmt.Sprintf("on %s since %s: %s", rawClockName, e.lastAt.Format(stamp), e.lastWhy)
+	}
+	history = fmt.Sprintf("%d falls back to %s, the last at %s: %s", e.falls, rawClockName, e.lastAt.Format(stamp), e.lastWhy)
+	if e.returns > 0 {
+		history += fmt.Sprintf("; %d returns to the page, the last at %s", e.returns, e.backAt.Format(stamp))
+	}
+	return reading, history
 }
 
 // Paravirt returns the hypervisor's clock as a Source: the page the
@@ -188,9 +451,10 @@ func (s *paravirtSource) read() uint64 {
 // (kvm-clock's and Xen's pvclock page, Hyper-V's reference TSC page),
 // read in user space the way the vDSO reads it (the page's version
 // protocol, LFENCE; RDTSC, the hypervisor's scale with a 128-bit
-// product), 1 GHz and 64 bits, its Read returning the page's
-// nanoseconds: the kernel's kvm-clock (or Xen, Hyper-V) time. Its Name
-// says which clock it is, e.g. "kvm-clock (pvclock, stable)".
+// product), 1 GHz and 63 bits (the vDSO's reading has its top bit
+// cleared), its Read returning the page's nanoseconds: the kernel's
+// kvm-clock (or Xen, Hyper-V) time. Its Name says which clock it is,
+// e.g. "kvm-clock (pvclock, stable)".
 //
 // It is offered only where the kernel's clocksource is that clock and
 // the page is mapped in this process, plausible and, for the pvclock
@@ -202,12 +466,16 @@ func (s *paravirtSource) read() uint64 {
 // wraps ErrUnsupported; where the stable bit is clear, ErrUntrusted. The
 // message says exactly why.
 //
-// Should the page refuse a read later (the stable bit cleared, a
-// Hyper-V page marked invalid), Read goes on, for good, from
-// CLOCK_MONOTONIC_RAW plus the offset from the page's time measured
-// when Paravirt was called: never below a reading the page gave, and
-// above the page's own time by at most that measurement's bracket (tens
-// of ns).
+// A TSC value below the page's stamp is no motion, as the kernel's vDSO
+// treats it. A page that cannot be read (the stable bit cleared, a
+// scale no hypervisor writes, an update that does not settle within
+// some 25 µs) or whose time, at a new version, disagrees with
+// CLOCK_MONOTONIC_RAW by more than tens of µs is a fault, not time:
+// Read goes on from CLOCK_MONOTONIC_RAW plus the page's offset from it
+// measured when Paravirt was called, tries the page again every 50 µs
+// and returns to it once it is consistent. No change between page and
+// reference steps back: each reading is at least the largest the Source
+// could have handed out before the change.
 func Paravirt() (Source, error) {
 	p, err := foundParavirt()
 	if err != nil {
@@ -217,13 +485,13 @@ func Paravirt() (Source, error) {
 		if err := sharePvclock(p); err != nil {
 			return Source{}, err
 		}
-		return Source{Name: p.kind.name, Read: readPvclock, Bits: 64, Rate: 1_000_000_000}, nil
+		return Source{Name: p.kind.name, Read: readPvclock, Bits: 63, Rate: 1_000_000_000}, nil
 	}
 	s, err := newParavirtSource(p, rawNow)
 	if err != nil {
 		return Source{}, err
 	}
-	return Source{Name: p.kind.name, Read: s.read, Bits: 64, Rate: 1_000_000_000}, nil
+	return Source{Name: p.kind.name, Read: s.read, Bits: 63, Rate: 1_000_000_000}, nil
 }
 
 // pvclockShared is the process's one Source state on its pvclock page,
@@ -294,20 +562,32 @@ func pvclockEvidence() string {
 }
 
 // pvclockDescription is the page's evidence for Info: which page, where,
-// its version and flags (or sequence), and whether it can be read.
+// its version and flags (or sequence), and whether it can be read (Info
+// adds pvclockStatus, fresh).
 func pvclockDescription() string {
 	p, err := foundParavirt()
 	if err != nil {
 		return err.Error()
 	}
 	why, evidence := p.state()
-	if why != "" {
-		return evidence + ": " + why
+	switch {
+	case why != "":
+		evidence += ": " + why
+	case p.hv != nil:
+		evidence += " (" + p.loc.Layout + ")"
+	default:
+		evidence += " (stable; " + p.loc.Layout + ")"
 	}
-	if p.hv != nil {
-		return evidence + " (" + p.loc.Layout + ")"
+	return evidence
+}
+
+// pvclockStatus is the status of the process's shared Source on the
+// pvclock page (paravirtSource.status).
+func pvclockStatus() (reading, history string) {
+	if pvclockShared.src == nil {
+		return "", ""
 	}
-	return evidence + " (stable; " + p.loc.Layout + ")"
+	return pvclockShared.src.status()
 }
 
 // pvclockCounter is the paravirtual clock's entry for the default
@@ -320,4 +600,5 @@ var pvclockCounter = counter{
 	verdict:  pvclockVerdict,
 	evidence: pvclockEvidence,
 	describe: pvclockDescription,
+	status:   pvclockStatus,
 }

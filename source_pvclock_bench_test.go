@@ -26,7 +26,7 @@ func BenchmarkParavirt(b *testing.B) {
 	b.Run("page-asm", func(b *testing.B) {
 		var s uint64
 		for b.Loop() {
-			ns, _ := pvclock.Read(page.pv)
+			ns, _, _ := pvclock.Read(page.pv)
 			s += ns
 		}
 		paravirtSink += s
@@ -34,7 +34,7 @@ func BenchmarkParavirt(b *testing.B) {
 	b.Run("page-go", func(b *testing.B) {
 		var s uint64
 		for b.Loop() {
-			ns, _ := page.pv.ReadWith(pvclock.TSC)
+			ns, _, _ := page.pv.ReadWith(pvclock.TSC)
 			s += ns
 		}
 		paravirtSink += s

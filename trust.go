@@ -28,6 +28,8 @@ type trustPolicy struct {
 	// describe says what the counter's own evidence shows, for
 	// CounterCheck (its descriptor's describe), nil if nothing.
 	describe func() string
+	// status is its descriptor's status, nil if none.
+	status func() (reading, history string)
 	// ownCheck is the counter's own background check (its descriptor's
 	// prepare), nil if none.
 	ownCheck func() (found string, err error)
@@ -153,6 +155,15 @@ func (p *trustPolicy) fillInfo(in *Info) {
 	}
 	in.Rejected, in.Kernel, in.Pending = p.rejected, p.kernel, p.pending
 	in.CrossCPU, in.CounterCheck = p.crossCPU, p.counterCheck
+	if p.status != nil && in.Source == p.hw.Name {
+		reading, history := p.status()
+		if reading != "" {
+			in.Source += " (" + reading + ")"
+		}
+		if history != "" {
+			in.CounterCheck += "; " + history
+		}
+	}
 }
 
 // firstUseGrace is how long the default clock's background work waits

@@ -12,7 +12,10 @@
 // (an unmapped vclock page is SIGBUS, fatal to a Go program); and the
 // readers convert the TSC with the page's parameters under the page's
 // own version protocol, in assembly on amd64 (Read) and in Go (ReadWith,
-// the reference, given the TSC read to use).
+// the reference, given the TSC read to use). The readers read a TSC
+// below the page's stamp as no motion (the page's system_time), as the
+// kernel's vdso_calc_ns does, and refuse a scale no hypervisor writes
+// (Scalable), as they refuse a page under update.
 //
 // The package answers with reasons of its own (ErrNoPage, ErrLayout,
 // ErrImplausible); the root package wraps them in its ErrUnsupported or

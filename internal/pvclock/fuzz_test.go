@@ -106,21 +106,30 @@ func FuzzPvclockPage(f *testing.F) {
 		copy(unsafe.Slice((*byte)(mem), PvclockSize), b)
 		require.Equal(t, p, (*Page)(mem).Load())
 
-		// The Go reader on that page with that TSC: the stable bit
-		// decides, and a stable page gives Cycles with the top bit clear.
+		// The Go reader on that page with that TSC: the stable bit and
+		// the scale decide, and a readable page gives Time.
 		pg := (*Page)(mem)
 		pg.version.Store(p.Version &^ 1)
-		ns, ok := pg.ReadWith(func() uint64 { return tsc })
-		require.Equal(t, p.Stable(), ok)
+		ns, version, ok := pg.ReadWith(func() uint64 { return tsc })
+		require.Equal(t, p.Stable() && p.Scalable(), ok)
 		if ok {
-			require.Equal(t, p.Cycles(tsc)&(1<<63-1), ns)
+			require.Equal(t, p.Time(tsc), ns)
+			require.Equal(t, p.Version&^1, version)
 		}
-		// The assembly reader agrees on the stable bit and, where the TSC
-		// does not count (mul 0), on the value.
+		// Time is Cycles where the TSC moved forward of the stamp by
+		// less than 2^62 counts, the page's system_time elsewhere.
+		if d := tsc - p.TSCTimestamp; d < 1<<62 {
+			require.Equal(t, p.Cycles(tsc)&(1<<63-1), p.Time(tsc))
+		} else {
+			require.Equal(t, p.SystemTime&(1<<63-1), p.Time(tsc))
+		}
+		// The assembly reader agrees on the stable bit and the scale and,
+		// where the TSC does not count (a stamp 2^62 counts ahead of it),
+		// on the value.
 		if Supported {
-			pg.mul.Store(0)
-			ns, ok = Read(pg)
-			require.Equal(t, p.Stable(), ok)
+			pg.tscTimestamp.Store(TSC() + 1<<62)
+			ns, _, ok = Read(pg)
+			require.Equal(t, p.Stable() && p.Scalable(), ok)
 			if ok {
 				require.Equal(t, p.SystemTime&(1<<63-1), ns)
 			}
@@ -166,8 +175,8 @@ func FuzzHypervPage(f *testing.F) {
 		copy(unsafe.Slice((*byte)(mem), HypervSize), b)
 		pg := (*HypervPage)(mem)
 		require.Equal(t, h, pg.Load())
-		ns, ok := pg.ReadWith(func() uint64 { return tsc })
-		require.Equal(t, h.Sequence != 0, ok)
+		ns, _, ok := pg.ReadWith(func() uint64 { return tsc })
+		require.Equal(t, h.Sequence != 0 && h.Scale != 0, ok)
 		if ok {
 			require.Equal(t, h.Nanoseconds(tsc), ns)
 		}

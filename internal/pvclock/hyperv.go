@@ -85,20 +85,32 @@ func (pg *HypervPage) Load() Hyperv {
 // maxTries times (see maxTries for why the bound is sound; the claim
 // there is KVM's, checked in its source; for Hyper-V, whose source we
 // cannot read, the bound is all there is).
-// ns is the reference time in ns (Nanoseconds).
-func (pg *HypervPage) ReadWith(tsc func() uint64) (ns uint64, ok bool) {
+// ns is the reference time in ns (Nanoseconds); a page whose scale is 0
+// (a clock that never moves, not time) reads !ok as an invalid one does.
+// sequence is the sequence the reading was made under.
+func (pg *HypervPage) ReadWith(tsc func() uint64) (ns uint64, sequence uint32, ok bool) {
 	for range maxTries {
-		sequence := pg.sequence.Load()
+		sequence = pg.sequence.Load()
 		if sequence == 0 {
-			return 0, false
+			return 0, 0, false
 		}
 		h := Hyperv{Sequence: sequence, Scale: pg.scale.Load(), Offset: pg.offset.Load()}
 		cur := tsc()
 		if pg.sequence.Load() == sequence {
-			return h.Nanoseconds(cur), true
+			if h.Scale == 0 {
+				return 0, sequence, false
+			}
+			return h.Nanoseconds(cur), sequence, true
 		}
 	}
-	return 0, false
+	return 0, 0, false
+}
+
+// Snapshot returns the page's fields as one consistent copy (the
+// sequence before and after them equal and not 0), ok false otherwise.
+func (pg *HypervPage) Snapshot() (h Hyperv, ok bool) {
+	h = Hyperv{Sequence: pg.sequence.Load(), Scale: pg.scale.Load(), Offset: pg.offset.Load()}
+	return h, h.Sequence != 0 && pg.sequence.Load() == h.Sequence
 }
 
 // Publish writes h into the page as the hypervisor does: the sequence

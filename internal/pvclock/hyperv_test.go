@@ -20,7 +20,7 @@ func TestHypervReaderFollowsEveryUpdate(t *testing.T) {
 	pg.Publish(published)
 	h := &hooked{hooks: map[int]func(){}}
 
-	ns, ok := pg.ReadWith(h.tsc)
+	ns, _, ok := pg.ReadWith(h.tsc)
 	require.True(t, ok)
 	assert.Equal(t, published.Nanoseconds(h.last), ns)
 
@@ -30,7 +30,7 @@ func TestHypervReaderFollowsEveryUpdate(t *testing.T) {
 		published = Hyperv{Sequence: published.Sequence + 2, Scale: published.Scale / 3, Offset: -7}
 		pg.Publish(published)
 	}
-	ns, ok = pg.ReadWith(h.tsc)
+	ns, _, ok = pg.ReadWith(h.tsc)
 	require.True(t, ok)
 	assert.Equal(t, published.Nanoseconds(h.last), ns, "a reading with the scale and offset of before the update")
 
@@ -39,6 +39,6 @@ func TestHypervReaderFollowsEveryUpdate(t *testing.T) {
 		pg.sequence.Store(0)
 		pg.scale.Store(published.Scale * 2)
 	}
-	_, ok = pg.ReadWith(h.tsc)
+	_, _, ok = pg.ReadWith(h.tsc)
 	assert.False(t, ok, "a reading from a page marked invalid")
 }

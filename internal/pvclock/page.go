@@ -122,12 +122,48 @@ func ScaleDelta(delta uint64, mul uint32, shift int8) uint64 {
 	return hi<<32 | lo>>32
 }
 
-// Cycles is __pvclock_read_cycles: the page's time at TSC value tsc.
-// A tsc below tsc_timestamp wraps, as in the kernel, which never reads
-// the TSC before the hypervisor's update (the update happens while the
-// vCPU is out of the guest).
+// Cycles is __pvclock_read_cycles: the page's time at TSC value tsc,
+// as the kernel computes it. A tsc below tsc_timestamp wraps: the
+// kernel's vDSO throws the wrapped value away later (Time says how the
+// readers here do it).
 func (p Pvclock) Cycles(tsc uint64) uint64 {
 	return p.SystemTime + ScaleDelta(tsc-p.TSCTimestamp, p.Mul, p.Shift)
+}
+
+// Scalable reports whether p's scale can be the hypervisor's: a non-zero
+// multiplier (a zero one stops the clock) and a shift within -31..31
+// (kvm_get_time_scale's range, and more: a 64-bit delta shifted further
+// means nothing). The readers refuse a page without it (ok false), as
+// they refuse a page under update: its parameters are not time.
+func (p Pvclock) Scalable() bool {
+	return p.Mul != 0 && p.Shift >= -maxShift && p.Shift <= maxShift
+}
+
+// maxShift bounds tsc_shift either way (Scalable).
+const maxShift = 31
+
+// Time is the page's time at TSC value tsc as the readers return it:
+// Cycles with the TSC's motion since tsc_timestamp counted only when it
+// is forward. A tsc below the stamp (a vCPU a few counts behind the one
+// the page was written for, or a page stamped ahead of the TSC) is no
+// motion: the page's system_time, never a wrapped delta of some 2^64
+// counts. The kernel's x86 vdso_calc_ns makes the same call on the
+// 63-bit value vread_pvclock returns ("the effective sign bit is now
+// bit 62"); here the rule is applied where the wrap happens, to the TSC
+// delta: one with bit 62 or 63 set (2^62 counts are decades at any TSC
+// rate) is negative motion. The result has its top bit cleared, as the
+// vDSO returns it (ret & S64_MAX): the Source's values are 63 bits wide.
+func (p Pvclock) Time(tsc uint64) uint64 {
+	return (p.SystemTime + ScaleDelta(forward(tsc-p.TSCTimestamp), p.Mul, p.Shift)) & (1<<63 - 1)
+}
+
+// forward is a TSC delta counted only when it is forward motion (see
+// Time): 0 when bit 62 or 63 is set.
+func forward(delta uint64) uint64 {
+	if delta>>62 != 0 {
+		return 0
+	}
+	return delta
 }
 
 // Load returns a copy of the page's fields, each loaded once, in the
@@ -142,6 +178,24 @@ func (pg *Page) Load() Pvclock {
 		Shift:        int8(sf),
 		Flags:        uint8(sf >> 8),
 	}
+}
+
+// Snapshot returns the page's fields as one consistent copy: the
+// version (even) loaded before and after the fields, as a reader loads
+// them; ok false while an update is in flight or the version changed
+// between the loads.
+func (pg *Page) Snapshot() (p Pvclock, ok bool) {
+	version := pg.version.Load()
+	sf := pg.shiftFlags.Load()
+	p = Pvclock{
+		Version:      version,
+		TSCTimestamp: pg.tscTimestamp.Load(),
+		SystemTime:   pg.systemTime.Load(),
+		Mul:          pg.mul.Load(),
+		Shift:        int8(sf),
+		Flags:        uint8(sf >> 8),
+	}
+	return p, version&1 == 0 && pg.version.Load() == version
 }
 
 // maxTries bounds every reader's version loop. The writer is the
@@ -167,31 +221,38 @@ const maxTries = 1024
 // in Go, with tsc the ordered TSC read (the vDSO's rdtsc_ordered): the
 // version with its low bit cleared (pvclock_read_begin: an odd version
 // can then never match the re-check), the stable bit, the fields, the
-// TSC, the version again (pvclock_read_retry). ok is false when the
-// stable bit is clear (the vDSO returns U64_MAX then and takes the
-// system call) or when maxTries versions changed under the reader. x86
-// keeps loads in order, so Go's atomic loads (plain MOVs) give the
-// vDSO's smp_rmb for free; the TSC read must itself be ordered after
-// the field loads (LFENCE; RDTSC), which is tsc's job.
+// TSC, the version again (pvclock_read_retry). The reading is Time's: a
+// TSC below the page's stamp is no motion. ok is false when the stable
+// bit is clear (the vDSO returns U64_MAX then and takes the system
+// call), when the page's scale cannot be the hypervisor's (Scalable:
+// such a page is not time, whatever its version says) or when maxTries
+// versions changed under the reader. version is the (even) version the
+// reading was made under. x86 keeps loads in order, so Go's atomic loads
+// (plain MOVs) give the vDSO's smp_rmb for free; the TSC read must itself
+// be ordered after the field loads (LFENCE; RDTSC), which is tsc's job.
 //
 // It is the reference the assembly reader is tested against, and the
 // reader of builds without assembly (given a tsc function).
-func (pg *Page) ReadWith(tsc func() uint64) (ns uint64, ok bool) {
+func (pg *Page) ReadWith(tsc func() uint64) (ns uint64, version uint32, ok bool) {
 	for range maxTries {
-		version := pg.version.Load() &^ 1
+		version = pg.version.Load() &^ 1
 		sf := pg.shiftFlags.Load()
 		if uint8(sf>>8)&TSCStableBit == 0 {
-			return 0, false
+			return 0, version, false
 		}
-		stamp := pg.tscTimestamp.Load()
-		system := pg.systemTime.Load()
-		mul := pg.mul.Load()
-		ns = system + ScaleDelta(tsc()-stamp, mul, int8(sf))
+		p := Pvclock{TSCTimestamp: pg.tscTimestamp.Load(), SystemTime: pg.systemTime.Load(), Mul: pg.mul.Load(), Shift: int8(sf)}
+		if !p.Scalable() {
+			if pg.version.Load() == version {
+				return 0, version, false // the page as published
+			}
+			continue // torn: under update
+		}
+		ns = p.Time(tsc())
 		if pg.version.Load() == version {
-			return ns & (1<<63 - 1), true // the vDSO's ret & S64_MAX
+			return ns, version, true
 		}
 	}
-	return 0, false
+	return 0, version, false
 }
 
 // Publish writes p into the page the way kvm_setup_guest_pvclock does:

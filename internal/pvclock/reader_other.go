@@ -8,7 +8,7 @@ package pvclock
 const Supported = false
 
 // Read is never called when Supported is false; it reports !ok.
-func Read(pg *Page) (ns uint64, ok bool) { return 0, false }
+func Read(pg *Page) (ns uint64, version uint32, ok bool) { return 0, 0, false }
 
 // TSC is never called when Supported is false; it returns 0.
 func TSC() uint64 { return 0 }

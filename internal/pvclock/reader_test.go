@@ -97,7 +97,7 @@ func TestGoReaderFollowsEveryUpdate(t *testing.T) {
 		published := first
 		v0 := pg.version.Load()
 		h := &hooked{hooks: map[int]func(){}}
-		read := func() (uint64, bool) { return pg.ReadWith(h.tsc) }
+		read := func() (uint64, bool) { ns, _, ok := pg.ReadWith(h.tsc); return ns, ok }
 
 		// 1. An update completes between the reader's loads and its re-check.
 		h.hooks[h.calls+1] = func() {
@@ -142,7 +142,7 @@ func TestGoReaderGivesUpOnAStuckWriter(t *testing.T) {
 	pg := newSyntheticPage(t, 4, Pvclock{Mul: 1 << 31, Shift: 1, Flags: TSCStableBit})
 	pg.BeginUpdate()
 	h := &hooked{}
-	_, ok := pg.ReadWith(h.tsc)
+	_, _, ok := pg.ReadWith(h.tsc)
 	assert.False(t, ok)
 	assert.Equal(t, maxTries, h.calls)
 }
@@ -259,20 +259,21 @@ func TestAsmReaderOnASyntheticPage(t *testing.T) {
 	if !Supported {
 		t.Skip("no assembly reader in this build (" + runtime.GOARCH + ", or purego)")
 	}
-	driveSynthetic(t, Read)
+	driveSynthetic(t, func(pg *Page) (uint64, bool) { ns, _, ok := Read(pg); return ns, ok })
 }
 
 func TestGoReaderOnASyntheticPage(t *testing.T) {
 	if !Supported {
 		t.Skip("no TSC to read in this build (" + runtime.GOARCH + ", or purego)")
 	}
-	driveSynthetic(t, func(pg *Page) (uint64, bool) { return pg.ReadWith(TSC) })
+	driveSynthetic(t, func(pg *Page) (uint64, bool) { ns, _, ok := pg.ReadWith(TSC); return ns, ok })
 }
 
 // TestAsmReaderMatchesGoReader: on one page, with the same TSC value
-// (a page whose mul is 0 makes the TSC's contribution vanish, and
-// system_time carries the case), both readers compute the same
-// nanoseconds for every shift and the S64_MAX mask.
+// (a page stamped 2^62 counts ahead of the TSC makes the TSC's
+// contribution vanish, and system_time carries the case), both readers
+// compute the same nanoseconds for every shift and the S64_MAX mask,
+// under the same version.
 func TestAsmReaderMatchesGoReader(t *testing.T) {
 	if !Supported {
 		t.Skip("no assembly reader in this build")
@@ -280,15 +281,85 @@ func TestAsmReaderMatchesGoReader(t *testing.T) {
 	mem, _ := alignedPage(t)
 	pg := (*Page)(mem)
 	for _, sys := range []uint64{0, 1 << 62, 1<<64 - 1} {
-		pg.Publish(Pvclock{SystemTime: sys, Mul: 0, Flags: TSCStableBit})
-		a, okA := Read(pg)
-		g, okG := pg.ReadWith(TSC)
-		require.True(t, okA && okG)
-		assert.Equal(t, g, a)
-		assert.Equal(t, sys&(1<<63-1), a)
+		for _, r := range rates {
+			pg.Publish(Pvclock{TSCTimestamp: TSC() + 1<<62, SystemTime: sys, Mul: r.mul, Shift: r.shift, Flags: TSCStableBit})
+			a, va, okA := Read(pg)
+			g, vg, okG := pg.ReadWith(TSC)
+			require.True(t, okA && okG)
+			assert.Equal(t, g, a)
+			assert.Equal(t, vg, va)
+			assert.Equal(t, pg.version.Load(), va)
+			assert.Equal(t, sys&(1<<63-1), a)
+		}
 	}
-	pg.Publish(Pvclock{SystemTime: 1, Mul: 0, Flags: 0})
-	_, ok := Read(pg)
+	pg.Publish(Pvclock{SystemTime: 1, Mul: 1 << 31, Flags: 0})
+	_, _, ok := Read(pg)
 	assert.False(t, ok, "a reading from a page without PVCLOCK_TSC_STABLE_BIT")
 	_ = unsafe.Pointer(pg)
+}
+
+// belowStampReaders are the page readers the below-stamp and
+// plausibility rules bind: the Go reader with a TSC the test picks, and
+// the assembly reader with the real TSC.
+func belowStampReaders() map[string]func(pg *Page, tsc uint64) (uint64, bool) {
+	readers := map[string]func(pg *Page, tsc uint64) (uint64, bool){
+		"ReadWith": func(pg *Page, tsc uint64) (uint64, bool) {
+			ns, _, ok := pg.ReadWith(func() uint64 { return tsc })
+			return ns, ok
+		},
+	}
+	if Supported {
+		readers["Read"] = func(pg *Page, _ uint64) (uint64, bool) { ns, _, ok := Read(pg); return ns, ok }
+	}
+	return readers
+}
+
+// TestReadersHoldStillBelowTheStamp: a TSC value below the page's
+// tsc_timestamp (a vCPU a few counts behind the one the page was written
+// for, or a page stamped ahead) is no motion, as the kernel's
+// vdso_calc_ns treats it: the reading is the page's system_time, never
+// the wrapped delta (some 2^63 ns, centuries ahead).
+func TestReadersHoldStillBelowTheStamp(t *testing.T) {
+	mem, _ := alignedPage(t)
+	pg := (*Page)(mem)
+	for name, read := range belowStampReaders() {
+		for _, behind := range []uint64{1, 1000, 1 << 40} {
+			for _, r := range rates {
+				// The assembly reader reads the real TSC: stamp the page
+				// far enough ahead of it that it stays behind.
+				now := TSC()
+				if !Supported {
+					now = 1 << 50
+				}
+				stamp := now + behind + 1<<41
+				pg.Publish(Pvclock{TSCTimestamp: stamp, SystemTime: 5e18, Mul: r.mul, Shift: r.shift, Flags: TSCStableBit})
+				ns, ok := read(pg, stamp-behind)
+				require.True(t, ok, name)
+				assert.Equal(t, uint64(5e18), ns, "%s: %d counts below the stamp, mul %#x shift %d: %d ns past the page's time", name, behind, r.mul, r.shift, int64(ns-5e18))
+			}
+		}
+	}
+}
+
+// TestReadersRefuseImplausibleParameters: a page whose parameters no
+// hypervisor writes (tsc_shift outside -31..31, a zero multiplier) is
+// not time: the readers report !ok, as for a page under update, rather
+// than a reading centuries ahead or one that never moves.
+func TestReadersRefuseImplausibleParameters(t *testing.T) {
+	mem, _ := alignedPage(t)
+	pg := (*Page)(mem)
+	for name, read := range belowStampReaders() {
+		for _, p := range []Pvclock{
+			{Mul: 0x80000000, Shift: 40},
+			{Mul: 0x80000000, Shift: 127},
+			{Mul: 0x80000000, Shift: -40},
+			{Mul: 0x80000000, Shift: -128},
+			{Mul: 0, Shift: -1},
+		} {
+			p.TSCTimestamp, p.SystemTime, p.Flags = 1<<20, 1e18, TSCStableBit
+			pg.Publish(p)
+			ns, ok := read(pg, 1<<30)
+			assert.False(t, ok, "%s: mul %#x shift %d read as %d ns", name, p.Mul, p.Shift, ns)
+		}
+	}
 }

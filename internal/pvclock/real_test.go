@@ -73,7 +73,7 @@ func trackRaw(t *testing.T, pg *Page, span time.Duration, n int) []offsetBracket
 		for raw.Now()-start < int64(i)*int64(span)/int64(n) {
 		}
 		r0 := raw.Now()
-		ns, ok := Read(pg)
+		ns, _, ok := Read(pg)
 		r1 := raw.Now()
 		require.True(t, ok, "the stable bit cleared during the test")
 		out = append(out, offsetBracket{lo: int64(ns) - r1, hi: int64(ns) - r0, at: r0})
