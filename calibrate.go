@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/schedclock/schedclock/internal/kernel"
@@ -668,10 +667,12 @@ func rawNow() int64 {
 
 // rawClock is CLOCK_MONOTONIC_RAW through internal/vdso (its vDSO path or
 // its system call), nil where there is none.
-var rawClock = sync.OnceValue(func() *vdso.Clock {
+func rawClock() *vdso.Clock { return rawClockOnce.get() }
+
+var rawClockOnce = lazy[*vdso.Clock]{make: func() *vdso.Clock {
 	c, err := vdso.Open(vdso.MonotonicRaw)
 	if err != nil {
 		return nil
 	}
 	return c
-})
+}}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/timebase"
 )
 
@@ -17,7 +18,10 @@ const timebaseClocksource = "timebase"
 // trusted on the kernel's word (its clocksource is timebase), which it
 // follows for life, and only where a read costs no more than the
 // portable source's.
-var timebaseCounter = counter{arch: "ppc64le", probe: probeTimeBase, verdict: clocksourceVerdict(timebaseClocksource), prepare: prepareReadCost}
+var timebaseCounter = counter{arch: "ppc64le", probe: probeTimeBase, verdict: timebaseVerdict, prepare: prepareReadCost}
+
+// timebaseVerdict is the kernel's verdict on the counter (see clocksourceVerdict).
+func timebaseVerdict() kernel.Verdict { return clocksourceVerdict(timebaseClocksource) }
 
 // TimeBase returns the ppc64le time base register as a Source: 64 bits,
 // read with mftb between an isync and an acquire load
