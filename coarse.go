@@ -77,6 +77,11 @@ func (c *Clock) coarseSlow() int64 {
 		return c.Now()
 	}
 	c.wakeFirstUse()
+	if !c.policy.started() {
+		// No goroutine will clear a stored value (a first use inside a
+		// testing/synctest bubble starts none): read Now each time.
+		return c.Now()
+	}
 	for {
 		now := min(c.Now(), math.MaxInt64-1)
 		if !atomic.CompareAndSwapInt64(&c.coarse.value, 0, now+1) {

@@ -55,6 +55,7 @@ func (c *Clock) lockWriter(method string) error {
 	if c == nil || c.clockState == nil {
 		return fmt.Errorf("%w: %s on a zero Clock", ErrClosed, method)
 	}
+	c.policy.startSetUp() // the default clock's background work must run: see firstuse.go
 	c.mu.Lock()
 	c.faults.exiting = false
 	if c.closed {

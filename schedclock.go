@@ -318,6 +318,9 @@ func (c *Clock) Close() error {
 	c.track = nil
 	c.policy.closeLocked()
 	close(c.stop)
+	if c.policy.claimUnused() {
+		close(c.stopped) // no set-up ever started: nothing to wait for
+	}
 	c.unlock()
 	<-c.stopped
 	c.coarseWG.Wait()

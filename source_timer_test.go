@@ -244,7 +244,7 @@ func TestTimerCountersAreAdoptedOnTheKernelsWord(t *testing.T) {
 			t.Run(e.name+" on "+current, func(t *testing.T) {
 				path := filepath.Join(dir, e.name+"-"+current)
 				require.NoError(t, os.WriteFile(path, []byte(current+"\n"), 0o644))
-				c := newDefaultClock([]*counter{{arch: runtime.GOARCH, probe: probe,
+				c := newChosenDefaultClock([]*counter{{arch: runtime.GOARCH, probe: probe,
 					verdict: func() kernel.Verdict { return kernel.ReadVerdict(path, e.entry.verdict().Want) }}})
 				defer func() { require.NoError(t, c.Close()) }()
 				in := *c.info.Load()
