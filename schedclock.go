@@ -558,8 +558,16 @@ func (c *Clock) Info() Info {
 	if c.mu.TryLock() {
 		// Fresh when no writer holds the lock; otherwise the snapshot the
 		// last writer left, so that a writer stuck in user code (a
-		// reference that blocks) never blocks Info.
-		c.unlock()
+		// reference that blocks) never blocks Info. A snapshot that
+		// has not changed is kept (a first Info allocates nothing).
+		in := c.infoLocked()
+		if last := c.info.Load(); last == nil || *last != in {
+			fresh := new(Info)
+			*fresh = in
+			c.info.Store(fresh)
+		}
+		c.mu.Unlock()
+		return in
 	}
 	if in := c.info.Load(); in != nil {
 		return *in
