@@ -215,7 +215,7 @@ func referenceOff(refElapsed, monoElapsed int64) string {
 // distrustLocked records that the reference misbehaved and starts the
 // tracking afresh from the next tick.
 func (c *Clock) distrustLocked(tr *tracker, why string) {
-	c.watch.reference = fmt.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", why, time.Now().Format(time.RFC3339Nano))
+	c.watch.reference = fmt.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", why, stamp(time.Now()))
 	tr.restart = true
 }
 

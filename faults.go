@@ -91,11 +91,11 @@ func (c *Clock) recordFaultLocked(where string, r any) {
 		}
 		c.faults.exiting = true
 		c.faults.count++
-		c.faults.last = fmt.Sprintf("%s: %v (at %s)", where, goexit{}, time.Now().Format(time.RFC3339Nano))
+		c.faults.last = fmt.Sprintf("%s: %v (at %s)", where, goexit{}, stamp(time.Now()))
 		return
 	}
 	c.faults.count++
-	c.faults.last = fmt.Sprintf("%s: panic: %v (at %s)", where, faultValue(r), time.Now().Format(time.RFC3339Nano))
+	c.faults.last = fmt.Sprintf("%s: panic: %v (at %s)", where, faultValue(r), stamp(time.Now()))
 }
 
 // recoverInto is deferred by a writer method that holds the lock: a panic
