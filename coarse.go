@@ -4,7 +4,6 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
-	"weak"
 )
 
 // Coarse's resolution: its default and the range WithCoarseResolution
@@ -105,7 +104,7 @@ func (c *Clock) coarseSlow() int64 {
 func (c *Clock) startCoarseLocked() {
 	if c.coarseWanted.Swap(false) && !c.stoppedLocked() {
 		c.coarseWG.Add(1)
-		go tickCoarse(weak.Make(c), c.clockState, c.coarseEvery)
+		go tickCoarse(weakClock(c), c.clockState, c.coarseEvery)
 	}
 }
 
@@ -117,9 +116,9 @@ func (c *Clock) startCoarseLocked() {
 // atomics), and a stored value is never left uncleared. It holds the
 // Clock weakly, as the background goroutine does, and stops when nothing
 // else holds it.
-func tickCoarse(w weak.Pointer[Clock], st *clockState, every time.Duration) {
+func tickCoarse(w clockRef, st *clockState, every time.Duration) {
 	defer st.coarseWG.Done()
-	ticker := time.NewTicker(every)
+	ticker := newWakeTimer(every) // re-armed at each tick (see wakeTimer)
 	defer ticker.Stop()
 	idle := 0
 	for {
@@ -127,8 +126,9 @@ func tickCoarse(w weak.Pointer[Clock], st *clockState, every time.Duration) {
 		case <-st.stop:
 			return
 		case <-ticker.C:
+			ticker.Reset(every)
 		}
-		c := w.Value()
+		c := clockOf(w)
 		if c == nil {
 			return
 		}

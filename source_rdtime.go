@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 
 	"github.com/schedclock/schedclock/internal/kernel"
+	"github.com/schedclock/schedclock/internal/sysfile"
 	"github.com/schedclock/schedclock/internal/timebase"
 )
 
@@ -47,7 +47,7 @@ func probeRDTIME() (src Source, origin RateOrigin, errPPM float64, err error) {
 	if !rdtimeSupported {
 		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "rdtime", rdtimeUnsupportedReason())
 	}
-	property, readErr := os.ReadFile(timebase.DeviceTreePath)
+	property, readErr := sysfile.Read(timebase.DeviceTreePath)
 	rate, origin, errPPM, err := rdtimeRate(property, readErr)
 	if err != nil {
 		return Source{}, 0, 0, err

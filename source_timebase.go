@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 
 	"github.com/schedclock/schedclock/internal/kernel"
+	"github.com/schedclock/schedclock/internal/sysfile"
 	"github.com/schedclock/schedclock/internal/timebase"
 )
 
@@ -47,7 +47,7 @@ func probeTimeBase() (src Source, origin RateOrigin, errPPM float64, err error) 
 	if !timebaseSupported {
 		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "timebase", timebaseUnsupportedReason())
 	}
-	cpuinfo, readErr := os.ReadFile(timebase.CPUInfoPath)
+	cpuinfo, readErr := sysfile.Read(timebase.CPUInfoPath)
 	rate, origin, errPPM, err := timebaseRate(cpuinfo, readErr)
 	if err != nil {
 		return Source{}, 0, 0, err

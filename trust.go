@@ -246,7 +246,7 @@ const (
 // sleepUnlessClosed sleeps for d or until the clock is closed, and
 // reports whether it is still open.
 func (c *Clock) sleepUnlessClosed(d time.Duration) bool {
-	timer := time.NewTimer(d)
+	timer := newWakeTimer(d)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
