@@ -145,6 +145,30 @@ type panicError struct{ v any }
 
 func (p panicError) Error() string { return fmt.Sprint(p.v) }
 
+// asPanic finds the panicError that err wraps: errors.As, without the
+// reflection (internal/reflectlite) that errors.As links into every
+// binary.
+func asPanic(err error) (panicError, bool) {
+	for err != nil {
+		switch e := err.(type) {
+		case panicError:
+			return e, true
+		case interface{ Unwrap() []error }:
+			for _, w := range e.Unwrap() {
+				if p, ok := asPanic(w); ok {
+					return p, true
+				}
+			}
+			return panicError{}, false
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		default:
+			return panicError{}, false
+		}
+	}
+	return panicError{}, false
+}
+
 // readOnce calls src.Read, turning a panic into an error.
 func readOnce(src Source) (cyc uint64, err error) {
 	defer func() {
