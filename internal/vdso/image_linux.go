@@ -1,10 +1,12 @@
 package vdso
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -179,19 +181,21 @@ func mappedFor(addr, n uintptr) (mapped, known bool) {
 // mappingEnd returns the end of the mapping in /proc/self/maps that holds
 // addr, and false when /proc/self/maps cannot be read.
 func mappingEnd(addr uintptr) (uintptr, bool) {
-	maps, err := sysfile.Read("/proc/self/maps")
+	f, err := os.Open("/proc/self/maps")
 	if err != nil {
 		return 0, false
 	}
-	for line := range strings.Lines(string(maps)) {
-		lo, hi, ok := parseMapsRange(line)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lo, hi, ok := parseMapsRange(sc.Text())
 		if ok && lo <= addr && addr < hi {
 			return hi, true
 		}
 	}
 	// Readable, yet no mapping holds the header: length 0 refuses the
 	// image, whose header we would not have been able to read anyway.
-	return addr, true
+	return addr, sc.Err() == nil
 }
 
 // parseMapsRange reads the "lo-hi" that starts a /proc/self/maps line.
