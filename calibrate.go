@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/schedclock/schedclock/internal/kernel"
@@ -260,7 +259,7 @@ func referenceOff(refElapsed, monoElapsed int64) string {
 // distrustLocked records that the reference misbehaved and starts the
 // tracking afresh from the next tick.
 func (c *Clock) distrustLocked(tr *tracker, why string) {
-	c.watch.reference = fmt.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", why, time.Now().Format(time.RFC3339Nano))
+	c.watch.reference = fmt.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", why, stamp(time.Now()))
 	tr.restart = true
 }
 
@@ -785,10 +784,12 @@ func rawNow() int64 {
 
 // rawClock is CLOCK_MONOTONIC_RAW through internal/vdso (its vDSO path or
 // its system call), nil where there is none.
-var rawClock = sync.OnceValue(func() *vdso.Clock {
+func rawClock() *vdso.Clock { return rawClockOnce.get() }
+
+var rawClockOnce = lazy[*vdso.Clock]{make: func() *vdso.Clock {
 	c, err := vdso.Open(vdso.MonotonicRaw)
 	if err != nil {
 		return nil
 	}
 	return c
-})
+}}

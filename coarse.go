@@ -4,7 +4,6 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
-	"weak"
 )
 
 // Coarse's resolution: its default and the range WithCoarseResolution
@@ -97,6 +96,11 @@ func (c *Clock) coarseSlow() int64 {
 		return c.Now()
 	}
 	c.wakeFirstUse()
+	if !c.policy.started() {
+		// No goroutine will clear a stored value (a first use inside a
+		// testing/synctest bubble starts none): read Now each time.
+		return c.Now()
+	}
 	for {
 		now := min(c.Now(), math.MaxInt64-1)
 		if !atomic.CompareAndSwapInt64(&c.coarse.value, 0, now+1) {
@@ -135,7 +139,7 @@ func (c *Clock) adoptCoarseLocked(src Source) {
 // them, so coarseWG.Add comes before Close's Wait. They call it as soon as
 // they are woken, before any other work: until the ticker runs, the value
 // the first Coarse stored is not refreshed.
-func startCoarse(w weak.Pointer[Clock], st *clockState) {
+func startCoarse(w clockRef, st *clockState) {
 	if !st.coarseWanted.Swap(false) {
 		return
 	}
@@ -161,11 +165,11 @@ func startCoarse(w weak.Pointer[Clock], st *clockState) {
 // consistent atomics), and a stored value is never left uncleared. It
 // holds the Clock weakly, as the background goroutine does, and stops
 // when nothing else holds it.
-func tickCoarse(w weak.Pointer[Clock], st *clockState, every time.Duration) {
+func tickCoarse(w clockRef, st *clockState, every time.Duration) {
 	defer st.coarseWG.Done()
-	ticker := time.NewTicker(every)
+	ticker := newWakeTimer(every) // re-armed at each tick (see wakeTimer)
 	defer ticker.Stop()
-	if c := w.Value(); c != nil {
+	if c := clockOf(w); c != nil {
 		if v := atomic.LoadInt64(&c.coarse.value); v != 0 && c.Now()-(v-1) >= int64(every) {
 			atomic.CompareAndSwapInt64(&c.coarse.value, v, 0)
 		}
@@ -176,8 +180,9 @@ func tickCoarse(w weak.Pointer[Clock], st *clockState, every time.Duration) {
 		case <-st.stop:
 			return
 		case <-ticker.C:
+			ticker.Reset(every)
 		}
-		c := w.Value()
+		c := clockOf(w)
 		if c == nil {
 			return
 		}

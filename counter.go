@@ -58,16 +58,11 @@ type counter struct {
 	status func() (reading, history string)
 }
 
-// counters is the default clock's table, in order of preference.
-var counters = []*counter{
-	&tscCounter,
-	&pvclockCounter,
-	&cntvctCounter,
-	&rdtimeCounter,
-	&timebaseCounter,
-	&todCounter,
-	&stableCounterCounter,
-}
+// counters is the default clock's table, in order of preference: the
+// entries of this architecture's counters (counters_GOARCH.go), so that
+// a binary links the probes, parsers and tables of its own machine's
+// counters alone (the arm64 errata, the riscv64 device tree, the ppc64le
+// cpuinfo parser stay out of an amd64 binary).
 
 // choice is what the walk of a table found: the counter to use, or why
 // there is none.

@@ -3,22 +3,25 @@ package schedclock
 import (
 	"fmt"
 	"time"
+	"unsafe"
 )
 
 // The default clock follows the kernel's boot sequence: it starts on a
 // source that is ready at once, the hardware counter wins as soon as its
 // rate is known, and the rate is then refined in the background. Package
-// initialisation never blocks: it costs a few CPUIDs (or one MRS) and one
-// small file read. Every switch and refinement goes through the switch
-// protocol (switch.go), so Now never goes backwards across them, wherever
-// the writer stops.
+// initialisation does none of that: it publishes the portable source's
+// line (static data and a handful of allocations: no file, no system
+// call, no goroutine), read through a function whose first call starts
+// the rest (firstuse.go). At that first use, off the caller's path, a
+// goroutine probes the hardware, chooses, and switches through the
+// switch protocol (switch.go) like any Register, so Now never goes
+// backwards across it, wherever the writer stops.
 //
 //   - Where CPUID, the hypervisor leaf or CNTFRQ_EL0 gives the rate, the
-//     clock starts on the hardware counter directly.
+//     clock switches to the hardware counter at once.
 //   - Where the hardware counter is trusted but its rate must be measured,
-//     the clock starts on the portable source and switches to the counter
-//     after a 20 ms measurement against CLOCK_MONOTONIC_RAW, in the
-//     background.
+//     the clock stays on the portable source and switches to the counter
+//     after a 20 ms measurement against CLOCK_MONOTONIC_RAW.
 //   - Where no hardware counter can be used, the clock stays on the
 //     portable source and Info().Rejected says why.
 //
@@ -31,107 +34,210 @@ import (
 // default clock (trust.go).
 // A caller's Register ends all of this: the caller has taken the clock
 // over.
-var defaultClock = newDefaultClock(counters)
+var (
+	// The default clock's storage is static data, so that initialisation
+	// allocates no more than its channels: the Clock in whichever slot of
+	// defaultSlots is 64-byte aligned (see alignedSlot), its writer's
+	// state, trust policy and first Info snapshot.
+	defaultSlots  [cacheLine / 8]paddedClock
+	defaultState  clockState
+	defaultPolicy trustPolicy
+	defaultInfo   Info
+	defaultClock  = bootDefaultClock(alignedSlot(&defaultSlots), &defaultState, &defaultPolicy, &defaultInfo, counters)
+)
 
-func init() { warmFirstCalls() }
+// cacheLine is the alignment a Clock's latch needs (see latch).
+const cacheLine = 64
 
-// newDefaultClock builds the default clock at package initialisation:
-// a few CPUIDs (or one MRS) and a few small file reads (the kernel's
-// clocksource), and one goroutine, parked until the clock's first use.
-// Nothing else runs, and nothing wakes, in a process that never reads it.
-// table lists the hardware counters in order of preference (counters;
-// tests give others).
+// paddedClock is a Clock and 8 bytes: in an array of them, the Clocks
+// start at addresses 8 bytes further from a 64-byte boundary each.
+type paddedClock struct {
+	Clock
+	_ [8]byte
+}
+
+// alignedSlot returns the Clock of slots that starts on a 64-byte
+// boundary. A heap-allocated Clock gets that from its size class
+// (clockSize); static data is only aligned to 8 bytes, but of
+// cacheLine/8 Clocks 8 bytes apart modulo 64, one is aligned.
+func alignedSlot(slots *[cacheLine / 8]paddedClock) *Clock {
+	for i := range slots {
+		if uintptr(unsafe.Pointer(&slots[i].Clock))%cacheLine == 0 {
+			return &slots[i].Clock
+		}
+	}
+	panic("schedclock: no 64-byte aligned slot for the default clock")
+}
+
+// newDefaultClock returns a clock that starts as the default clock does,
+// choosing among the counters of table at its first use (tests give
+// tables of their own; chooseHardware makes the choice at once).
+func newDefaultClock(table []*counter) *Clock {
+	return bootDefaultClock(new(Clock), new(clockState), new(trustPolicy), new(Info), table)
+}
+
+// bootDefaultClock makes c a default clock on the portable source, with
+// writer state st and policy p, its first Info snapshot written into
+// in, which chooses among table's counters at its first use. It reads
+// no file and makes no system call: it runs at package initialisation.
+func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, in *Info, table []*counter) *Clock {
+	src := Portable()
+	conv, err := newConversion(src)
+	if err != nil {
+		panic("schedclock: the portable source is invalid: " + err.Error())
+	}
+	*st = clockState{
+		src: src, conv: conv, rate: rating{hz: 1e9, origin: RateDeclared}, declared: src.Rate,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
+		step: noStep, coarseEvery: defaultCoarseResolution,
+		policy: p,
+	}
+	c.clockState = st
+	p.table, p.deferred, p.clock = table, true, c
+	p.pending = choicePending
+	p.kernel = "not read yet: read at the clock's first use"
+	p.crossCPU = "not run yet: it runs at the clock's first use"
+	// The line reads Go's monotonic clock through firstRead, which starts
+	// the set-up; the set-up puts readMono back.
+	if p == &defaultPolicy {
+		p.firstRead = readDefaultFirstUse // static: no allocation
+	} else {
+		p.firstRead = p.readFirstUse
+	}
+	c.src.Read = p.firstRead
+	c.publishLocked(line{read: c.src.Read, conv: conv, epochCyc: readMono() & conv.mask})
+	c.fold.due = time.Now().Add(conv.refreshPeriod())
+	c.fold.lastMono = runtimeNano()
+	*in = c.infoLocked()
+	c.info.Store(in)
+	return c
+}
+
+// choicePending is Info.Pending until the default clock has chosen its
+// hardware counter.
+const choicePending = "the choice of a hardware counter: it runs in the background from the clock's first use"
+
+// evidence is what the default clock's set-up learns of its hardware
+// counter before it takes the writer lock: the probes of the table's
+// counters, the kernel's verdict, the counter's own evidence.
+type evidence struct {
+	ch            choice
+	hw            Source // as probed and prepared
+	ownCheck      func() (found string, err error)
+	describe      func() string
+	status        func() (reading, history string)
+	kernel        string
+	counterCheck  string
+	vouched       bool // the kernel runs on hw
+	needsEvidence bool // the kernel keeps a verdict on hw, which could not be read
+	kernelTrusts  bool
+}
+
+// gatherEvidence probes table's counters and reads the evidence on the
+// chosen one: a few CPUIDs (or one MRS) and a few small file reads.
 //
-// The hardware counter is trusted only on evidence: where the kernel runs
-// on it (its clocksource is that counter), the clock starts on it at
-// once; where the kernel's verdict is unknown (no sysfs), the clock
-// starts on the portable source and adopts the counter only once the
+// The hardware counter is trusted only on evidence: where the kernel
+// runs on it (its clocksource is that counter), the clock switches to it
+// at once; where the kernel's verdict is unknown (no sysfs), the clock
+// stays on the portable source and adopts the counter only once the
 // cross-CPU check has run and found no warp (retried later while it
 // cannot run: one allowed CPU, GOMAXPROCS=1, a busy machine); where the
 // kernel keeps no verdict on it (the arm64 generic timer), the counter's
 // own check decides. Info shows each piece of evidence: Kernel, CrossCPU,
 // CounterCheck, Rejected, Pending.
-func newDefaultClock(table []*counter) *Clock {
-	ch := chooseCounter(table)
-	hw, err := ch.src, ch.err
-	p := &trustPolicy{firstUse: make(chan struct{})}
-	kernelTrusts := true
-	if d := ch.desc; d != nil {
-		if d.prepare != nil {
-			hw, p.ownCheck = d.prepare(hw)
-		}
-		p.kernel = d.noVerdict
-		p.status = d.status
-		if d.describe != nil {
-			p.describe = d.describe
-			p.counterCheck = d.describe()
-		}
-		if d.verdict != nil {
-			v := d.verdict()
-			p.kernel = v.String()
-			p.vouched = v.Known() && v.Current == v.Want
-			p.needsEvidence = !p.vouched
-			kernelTrusts = p.vouched
-		}
-		p.hw = hw
+func gatherEvidence(table []*counter) evidence {
+	ev := evidence{ch: chooseCounter(table), kernelTrusts: true}
+	ev.hw = ev.ch.src
+	d := ev.ch.desc
+	if d == nil {
+		ev.kernel = "not read: no hardware counter"
+		return ev
 	}
-	var c *Clock
-	if err == nil && hw.Rate != 0 && kernelTrusts {
-		tr := &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true}
-		c, err = newClock(hw, rating{hz: float64(hw.Rate), origin: ch.origin, errPPM: ch.errPPM}, tr)
+	if d.prepare != nil {
+		ev.hw, ev.ownCheck = d.prepare(ev.hw)
 	}
-	if c == nil {
-		var tr *tracker
-		switch {
-		case err != nil:
-			p.rejected = err.Error()
-		case hw.Rate == 0 || !kernelTrusts:
-			tr = &tracker{ref: rawNow, src: hw, endsOnRegister: true}
-			if !kernelTrusts {
-				p.rejected = fmt.Sprintf("%s: not trusted yet: %s, and the cross-CPU check has not passed", hw.Name, p.kernel)
-				p.pending = "the cross-CPU check"
-			} else {
-				// Not rejected: trusted, and adopted as soon as its rate
-				// is known. Pending says so.
-				p.pending = measurePending(hw.Name)
-			}
-		default:
-			p.rejected = fmt.Sprintf("%s: unusable rate %d Hz", hw.Name, hw.Rate)
-		}
-		var perr error
-		c, perr = newClock(Portable(), rating{hz: 1e9, origin: RateDeclared}, tr)
-		if perr != nil {
-			panic("schedclock: the portable source is invalid: " + perr.Error())
-		}
+	ev.kernel = d.noVerdict
+	ev.status = d.status
+	if d.describe != nil {
+		ev.describe = d.describe
+		ev.counterCheck = d.describe()
 	}
-	c.policy = p
-	checks := c.track != nil
-	if checks {
-		// The hardware counter is in use or about to be: the kernel's
-		// verdict is followed for life, and the checks that need time run
-		// in the background; until they pass, calibration does not adopt
-		// it (but where the kernel vouches for it, a measured rate is
-		// adopted at once).
-		p.verdict = lostTrust(ch.desc, hw.Name)
-		p.crossCPU = "not run yet: it runs at the clock's first use"
-		p.trustPending = !p.vouched
-	} else {
-		p.crossCPU = "not run: no hardware counter to check"
+	if d.verdict != nil {
+		v := d.verdict()
+		ev.kernel = v.String()
+		ev.vouched = v.Known() && v.Current == v.Want
+		ev.needsEvidence = !ev.vouched
+		ev.kernelTrusts = ev.vouched
 	}
-	// The first line reads through wake, which starts the background
-	// work at the first Now (and is then replaced by the counter's own
-	// read function: the read path is as before from then on).
-	first := c.cur
-	read := first.read
-	first.read = func() uint64 {
-		p.wakeFirstUse()
-		return read()
+	return ev
+}
+
+// chooseHardware is the default clock's hardware choice: it gathers the
+// evidence, then, under the writer lock, switches to the counter (rate
+// known, kernel trusting), or tracks it for adoption (a rate to measure,
+// a check to pass), or records why not; p.checks says whether the
+// counter's background checks must run. It runs once, at the set-up;
+// tests call it to make the choice at once.
+func (c *Clock) chooseHardware() {
+	p := c.policy
+	if c.mu.Lock(); p.chosen {
+		c.mu.Unlock()
+		return
 	}
-	c.publishLocked(first)
+	c.mu.Unlock()
+	ev := gatherEvidence(p.table)
 	c.mu.Lock()
-	c.unlock()
-	go c.parked(checks)
-	return c
+	defer c.unlock()
+	if p.chosen || c.closed {
+		return
+	}
+	p.chosen = true
+	defer c.dropFirstUseReadLocked()
+	hw, err := ev.hw, ev.ch.err
+	p.hw, p.ownCheck, p.describe, p.status = hw, ev.ownCheck, ev.describe, ev.status
+	p.kernel, p.counterCheck = ev.kernel, ev.counterCheck
+	p.vouched, p.needsEvidence = ev.vouched, ev.needsEvidence
+	p.pending = ""
+	p.crossCPU = "not run: no hardware counter to check"
+	switch {
+	case err != nil:
+		p.rejected = err.Error()
+		return
+	case p.takenOver != "":
+		p.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", hw.Name, p.takenOver)
+		return
+	case hw.Rate == 0 || !ev.kernelTrusts:
+		c.track = &tracker{ref: rawNow, src: hw, endsOnRegister: true, restart: true}
+		if !ev.kernelTrusts {
+			p.rejected = fmt.Sprintf("%s: not trusted yet: %s, and the cross-CPU check has not passed", hw.Name, p.kernel)
+			p.pending = "the cross-CPU check"
+		} else {
+			// Not rejected: trusted, and adopted as soon as its rate
+			// is known. Pending says so.
+			p.pending = measurePending(hw.Name)
+		}
+	default:
+		conv, err := newConversion(hw)
+		if err == nil {
+			err = c.switchLocked(hw, conv, rating{hz: float64(hw.Rate), origin: ev.ch.origin, errPPM: ev.ch.errPPM})
+		}
+		if err != nil {
+			p.rejected = fmt.Sprintf("%s: unusable: %v", hw.Name, err)
+			return
+		}
+		c.declared = hw.Rate
+		c.adoptWallOriginLocked(hw)
+		c.track = &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true, restart: true}
+	}
+	// The hardware counter is in use or about to be: the kernel's
+	// verdict is followed for life, and the checks that need time run
+	// in the background; until they pass, calibration does not adopt it
+	// (but where the kernel vouches for it, a measured rate is adopted
+	// at once).
+	p.verdict = lostTrust(ev.ch.desc, hw.Name)
+	p.crossCPU = "not run yet: it runs in the background"
+	p.trustPending = !p.vouched
+	p.checks = true
 }
 
 // Now returns the default clock's time in nanoseconds: Default().Now().

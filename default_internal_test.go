@@ -194,3 +194,12 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 		assert.True(t, c.wall.Load().stale.Load(), "the wall map is still refreshed")
 	})
 }
+
+// newChosenDefaultClock is newDefaultClock with its hardware choice made
+// at once, as the set-up makes it at the first use: what a test of the
+// choice looks at. Its background work starts at its first use.
+func newChosenDefaultClock(table []*counter) *Clock {
+	c := newDefaultClock(table)
+	c.chooseHardware()
+	return c
+}

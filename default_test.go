@@ -126,25 +126,42 @@ func synctestChild(t *testing.T) {
 
 // TestNothingRunsBeforeFirstUse checks, in a process of its own, what
 // importing the package costs before anything reads the default clock:
-// one goroutine, parked, and no background work; and that the first Now
-// wakes it into the clock's background loop.
+// no goroutine at all, nor after the first Now; and that a Now after the
+// first one's grace starts the clock's set-up, which runs the background
+// loop.
 func TestNothingRunsBeforeFirstUse(t *testing.T) { inAProcessOfItsOwn(t, firstUseChild) }
 
 // schedclockGoroutines counts the goroutines whose stack runs through
-// fn, a function of the package's ("(*Clock).parked").
+// fn, a function of the package's ("(*Clock).background").
 func schedclockGoroutines(fn string) int {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	return strings.Count(string(buf), "schedclock.(*Clock)."+fn+"(")
 }
 
+// anySchedclockGoroutine reports whether a goroutine runs code of the
+// package (a test's own frames aside).
+func anySchedclockGoroutine() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "github.com/schedclock/schedclock.") && !strings.Contains(g, "_test.") && !strings.Contains(g, "testing.") {
+			return true
+		}
+	}
+	return false
+}
+
 func firstUseChild(t *testing.T) {
 	// Wait for the goroutines the test binary itself starts to settle.
 	time.Sleep(10 * time.Millisecond)
-	assert.Equal(t, 1, schedclockGoroutines("parked"), "goroutines parked at import")
+	assert.False(t, anySchedclockGoroutine(), "a goroutine runs the package's code before its first use")
+	assert.Zero(t, schedclockGoroutines("setUp"), "set-up before the first use")
 	assert.Zero(t, schedclockGoroutines("background"), "background work before the first use")
-	assert.Zero(t, schedclockGoroutines("checkTrust"), "trust checks before the first use")
+	schedclock.Now()
+	time.Sleep(50 * time.Millisecond)
+	assert.False(t, anySchedclockGoroutine(), "the first Now started a goroutine: its caller paid for it")
 	schedclock.Now()
 	require.Eventually(t, func() bool { return schedclockGoroutines("background") == 1 }, 10*time.Second, time.Millisecond,
-		"the first Now did not start the background loop")
+		"a Now after the first one's grace did not start the background loop")
 }

@@ -55,6 +55,7 @@ func (c *Clock) lockWriter(method string) error {
 	if c == nil || c.clockState == nil {
 		return fmt.Errorf("%w: %s on a zero Clock", ErrClosed, method)
 	}
+	c.policy.startSetUp() // the default clock's background work must run: see firstuse.go
 	c.mu.Lock()
 	c.faults.exiting = false
 	if c.closed {
@@ -90,11 +91,11 @@ func (c *Clock) recordFaultLocked(where string, r any) {
 		}
 		c.faults.exiting = true
 		c.faults.count++
-		c.faults.last = fmt.Sprintf("%s: %v (at %s)", where, goexit{}, time.Now().Format(time.RFC3339Nano))
+		c.faults.last = fmt.Sprintf("%s: %v (at %s)", where, goexit{}, stamp(time.Now()))
 		return
 	}
 	c.faults.count++
-	c.faults.last = fmt.Sprintf("%s: panic: %v (at %s)", where, faultValue(r), time.Now().Format(time.RFC3339Nano))
+	c.faults.last = fmt.Sprintf("%s: panic: %v (at %s)", where, faultValue(r), stamp(time.Now()))
 }
 
 // recoverInto is deferred by a writer method that holds the lock: a panic
@@ -143,6 +144,30 @@ func faultValue(r any) any {
 type panicError struct{ v any }
 
 func (p panicError) Error() string { return fmt.Sprint(p.v) }
+
+// asPanic finds the panicError that err wraps: errors.As, without the
+// reflection (internal/reflectlite) that errors.As links into every
+// binary.
+func asPanic(err error) (panicError, bool) {
+	for err != nil {
+		switch e := err.(type) {
+		case panicError:
+			return e, true
+		case interface{ Unwrap() []error }:
+			for _, w := range e.Unwrap() {
+				if p, ok := asPanic(w); ok {
+					return p, true
+				}
+			}
+			return panicError{}, false
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		default:
+			return panicError{}, false
+		}
+	}
+	return panicError{}, false
+}
 
 // readOnce calls src.Read, turning a panic into an error.
 func readOnce(src Source) (cyc uint64, err error) {

@@ -3,10 +3,9 @@
 package schedclock_test
 
 import (
-	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"testing"
@@ -14,41 +13,31 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
-	"github.com/schedclock/schedclock"
 	"github.com/schedclock/schedclock/internal/cpu"
 	"github.com/schedclock/schedclock/internal/race"
 )
 
-// firstCalls are the calls a new process makes first, each measured in
-// processes of its own: the first call into the package pays for
-// whatever the package left to its first use.
-var firstCalls = map[string]func(){
-	"Now":      func() { schedclock.Now() },
-	"Since":    func() { schedclock.Since(0) },
-	"Coarse":   func() { schedclock.Coarse() },
-	"WallNow":  func() { schedclock.WallNow() },
-	"Time":     func() { schedclock.Default().Time(12345) },
-	"Raw":      func() { _, _ = schedclock.Raw() },
-	"Boottime": func() { _, _ = schedclock.Boottime() },
-	"Info":     func() { schedclock.Default().Info() },
-}
+// firstCallNames are the calls testdata/weight/firstcall measures as
+// a new process's first call into the package: it pays for whatever the
+// package left to its first use.
+var firstCallNames = []string{"Boottime", "Coarse", "Info", "Now", "Raw", "Since", "Time", "WallNow"}
 
 // firstCallProcesses is how many fresh processes measure each first call.
 const firstCallProcesses = 5
 
-// TestFirstCallsAreCheap runs each call of firstCalls as the first call
-// into the package, in firstCallProcesses fresh processes (see TestMain),
-// each of which also measures time.Now's first call and the wake-up of a
-// parked goroutine (closing the channel it waits on), the one thing the
-// default clock's first use must do: its background work starts then.
-// The bar is issue 25's, 2x time.Now's first call plus 10µs, plus what
-// that one wake-up costs in the same processes (a median of 3-10µs on
-// the development machine's 2-vCPU KVM guest, where the futex wake-up of
-// an idle thread may have to wait for a loaded CPU); the figures are
-// logged against issue 25's bar alone too. Medians, because a loaded
-// machine preempts a process now and then for milliseconds.
+// TestFirstCallsAreCheap runs each call of firstCallNames as the first
+// call into the package, in firstCallProcesses fresh processes of a
+// small program (testdata/weight/firstcall: a test binary's own size and
+// start-up would be measured with it), each of which also measures
+// time.Now's first call and the wake-up of a parked goroutine (closing
+// the channel it waits on). The bar is issue 25's, 2x time.Now's first
+// call plus 10µs, plus what that one wake-up costs in the same
+// processes (a median of 2-10µs on the development machine's 2-vCPU KVM
+// guest, where the futex wake-up of an idle thread may have to wait for
+// a loaded CPU); the figures are logged against issue 25's bar alone
+// too. Medians, because a loaded machine preempts a process now and then
+// for milliseconds.
 func TestFirstCallsAreCheap(t *testing.T) {
 	if race.Enabled || cpu.Emulated() {
 		// The race detector's instrumentation and shadow memory, or an
@@ -56,12 +45,8 @@ func TestFirstCallsAreCheap(t *testing.T) {
 		// time.Now's: the figures would not be this package's.
 		t.Skip("first calls are measured without the race detector and emulation")
 	}
+	bin := buildWeightProgram(t, "firstcall")
 	line := regexp.MustCompile(`firstcall (\w+) time.Now=(\d+) wake=(\d+) call=(\d+)`)
-	names := make([]string, 0, len(firstCalls))
-	for name := range firstCalls {
-		names = append(names, name)
-	}
-	slices.Sort(names)
 	median := func(v []int64) time.Duration {
 		slices.Sort(v)
 		return time.Duration(v[len(v)/2])
@@ -70,9 +55,9 @@ func TestFirstCallsAreCheap(t *testing.T) {
 	// a fresh process for hundreds of microseconds at any call: a call
 	// whose median misses the bar is measured again in new processes, up
 	// to firstCallRounds rounds, and fails only if every round misses.
-	for _, name := range names {
+	for _, name := range firstCallNames {
 		for round := 1; ; round++ {
-			if firstCallRound(t, name, line, median, round == firstCallRounds) {
+			if firstCallRound(t, bin, name, line, median, round == firstCallRounds) {
 				break
 			}
 		}
@@ -86,11 +71,11 @@ const firstCallRounds = 3
 // firstCallRound measures name's first call in firstCallProcesses fresh
 // processes, and reports whether the median met the bar; the last round
 // asserts it.
-func firstCallRound(t *testing.T, name string, line *regexp.Regexp, median func([]int64) time.Duration, last bool) bool {
+func firstCallRound(t *testing.T, bin, name string, line *regexp.Regexp, median func([]int64) time.Duration, last bool) bool {
 	{
 		var nows, wakes, calls []int64
 		for range firstCallProcesses {
-			out, err := runTestChild(t, firstCallEnv+"="+name)
+			out, err := exec.Command(bin, name).CombinedOutput()
 			require.NoError(t, err, "child:\n%s", out)
 			m := line.FindSubmatch(out)
 			require.NotNil(t, m, "child:\n%s", out)
@@ -118,52 +103,14 @@ func firstCallRound(t *testing.T, name string, line *regexp.Regexp, median func(
 	}
 }
 
-// monoRaw reads CLOCK_MONOTONIC by the system call: a bracket that
-// neither the package nor the runtime's clock warms up.
-func monoRaw() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
-}
-
-// firstCallEnv names, in a child process, the first call it measures.
-const firstCallEnv = "SCHEDCLOCK_FIRST_CALL"
-
-// TestMain measures a first call, in a child that TestFirstCallsAreCheap
-// started, or the idle cost, in one that TestIdleCostAfterCoarse
-// started, before the testing package starts anything: the process is
-// then as close to a program's start as a test binary gets (its test
-// goroutines, timers and output would otherwise run beside it on a
-// machine of two CPUs). Otherwise it runs the tests.
+// TestMain measures the idle cost, in a child that
+// TestIdleCostAfterCoarse started, before the testing package starts
+// anything: the process is then as close to a program's start as a test
+// binary gets (its test goroutines, timers and output would otherwise
+// run beside it on a machine of two CPUs). Otherwise it runs the tests.
 func TestMain(m *testing.M) {
-	if name := os.Getenv(firstCallEnv); name != "" {
-		os.Exit(firstCallChild(name))
-	}
 	if mode := os.Getenv(idleEnv); mode != "" {
 		os.Exit(idleChild(mode))
 	}
 	os.Exit(m.Run())
-}
-
-func firstCallChild(name string) int {
-	call, ok := firstCalls[name]
-	if !ok {
-		fmt.Printf("no first call %q\n", name)
-		return 2
-	}
-	parked, done := make(chan struct{}), make(chan struct{})
-	go func() { <-parked; close(done) }()
-	runtime.Gosched() // let it park
-	monoRaw()         // the bracket's own first call
-	a := monoRaw()
-	_ = time.Now()
-	b := monoRaw()
-	close(parked)
-	c := monoRaw()
-	<-done
-	d := monoRaw()
-	call()
-	e := monoRaw()
-	fmt.Printf("firstcall %s time.Now=%d wake=%d call=%d\n", name, b-a, c-b, e-d)
-	return 0
 }

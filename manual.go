@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"weak"
 )
 
 // Manual is a counter that moves only when told to: the way to test code
@@ -44,16 +43,15 @@ type Manual struct {
 	// It is taken under a Clock's writer lock (Register) and never
 	// holds one, so it orders after every other lock.
 	clocksMu sync.Mutex
-	// Each is a weak.Pointer[Clock], held as an any: a field that names
-	// Clock would make the types recursive (Clock's padding is sized
-	// with unsafe.Sizeof).
-	clocks []any
+	// Each is a clockRef: a field that names Clock would make the types
+	// recursive (Clock's padding is sized with unsafe.Sizeof).
+	clocks []clockRef
 }
 
 // manualWallOrigin is where a Manual's wall time starts unless
 // SetWallOrigin says otherwise: a fixed instant, so that tests are
 // deterministic (the same as a testing/synctest bubble's start).
-var manualWallOrigin = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+var manualWallOrigin = time.Unix(946_684_800, 0).UTC() // 2000-01-01T00:00:00Z: time.Date would link the time zone loader
 
 // NewManual returns a counter at 0 that counts at rate Hz when advanced,
 // bits wide. New and Register check rate and bits as for any Source (a
@@ -144,11 +142,11 @@ func (m *Manual) attach(c *Clock) {
 	defer m.clocksMu.Unlock()
 	live := m.clocks[:0]
 	for _, w := range m.clocks {
-		if w.(weak.Pointer[Clock]).Value() != nil {
+		if clockOf(w) != nil {
 			live = append(live, w)
 		}
 	}
-	m.clocks = append(live, weak.Make(c))
+	m.clocks = append(live, weakClock(c))
 }
 
 // foldAcross moves a narrow counter on by counts, any number of wraps,
@@ -161,7 +159,7 @@ func (m *Manual) foldAcross(counts uint64) {
 	m.clocksMu.Lock()
 	var held []*Clock
 	for _, w := range m.clocks {
-		if c := w.(weak.Pointer[Clock]).Value(); c != nil {
+		if c := clockOf(w); c != nil {
 			held = append(held, c)
 		}
 	}

@@ -192,7 +192,22 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 	return c, nil
 }
 
-func (c *Clock) start() { go runBackground(weak.Make(c), c.clockState, 0) }
+func (c *Clock) start() { go runBackground(weakClock(c), c.clockState, 0) }
+
+// clockRef is a weak reference to a Clock, made on its latch: the
+// Clock's first field, at the Clock's own address, so that it holds the
+// whole Clock as weakly. A weak.Pointer[Clock] would do the same, but
+// its generic dictionary marks Clock as used in an interface, and with
+// it every type its fields reach: time.Time's String and GoString then
+// stay in every binary, and with them time's formatting and its time
+// zone loader (some 90 KB of a stripped hello world).
+type clockRef = weak.Pointer[latch]
+
+// weakClock returns a weak reference to c.
+func weakClock(c *Clock) clockRef { return weak.Make(&c.latch) }
+
+// clockOf returns the Clock w refers to, nil once it was collected.
+func clockOf(w clockRef) *Clock { return (*Clock)(unsafe.Pointer(w.Value())) }
 
 // Update folds the counter elapsed since the epoch into the epoch, so that
 // the counter can wrap without time being lost. The refresh goroutine
@@ -332,6 +347,9 @@ func (c *Clock) Close() error {
 	c.track = nil
 	c.policy.closeLocked()
 	close(c.stop)
+	if c.policy.claimUnused() {
+		close(c.stopped) // no set-up ever started: nothing to wait for
+	}
 	c.unlock()
 	<-c.stopped
 	c.coarseWG.Wait()
@@ -357,7 +375,7 @@ func (c *Clock) kick() {
 // conversion.refreshPeriod), and, on a clock with a reference, calibrates
 // and watches the counter (see calibrate.go). It runs on the goroutine
 // that calls it (the default clock's parked one).
-func (c *Clock) background() { runBackground(weak.Make(c), c.clockState, 0) }
+func (c *Clock) background() { runBackground(weakClock(c), c.clockState, 0) }
 
 // runBackground is a clock's background goroutine. It holds the Clock
 // only weakly, and strongly only during a tick, so that a Clock nothing
@@ -366,7 +384,7 @@ func (c *Clock) background() { runBackground(weak.Make(c), c.clockState, 0) }
 // the goroutine whatever it does: its deferred function starts another,
 // which waits out the tick's backoff and goes on with the work; the
 // goroutine count stays what it was. It first waits delay.
-func runBackground(w weak.Pointer[Clock], st *clockState, delay time.Duration) {
+func runBackground(w clockRef, st *clockState, delay time.Duration) {
 	exited := true
 	defer func() {
 		if exited {
@@ -375,7 +393,7 @@ func runBackground(w weak.Pointer[Clock], st *clockState, delay time.Duration) {
 		}
 		close(st.stopped)
 	}()
-	timer := time.NewTimer(delay)
+	timer := newWakeTimer(delay)
 	defer timer.Stop()
 	if delay > 0 {
 		select {
@@ -406,8 +424,8 @@ func runBackground(w weak.Pointer[Clock], st *clockState, delay time.Duration) {
 // tickIfAlive ticks the Clock w points to, if it is still reachable: the
 // only strong reference the background goroutine takes, dropped on
 // return.
-func tickIfAlive(w weak.Pointer[Clock], now time.Time) (next time.Time, ok bool) {
-	c := w.Value()
+func tickIfAlive(w clockRef, now time.Time) (next time.Time, ok bool) {
+	c := clockOf(w)
 	if c == nil {
 		return time.Time{}, false
 	}
@@ -582,8 +600,16 @@ func (c *Clock) Info() Info {
 	if c.mu.TryLock() {
 		// Fresh when no writer holds the lock; otherwise the snapshot the
 		// last writer left, so that a writer stuck in user code (a
-		// reference that blocks) never blocks Info.
-		c.unlock()
+		// reference that blocks) never blocks Info. A snapshot that
+		// has not changed is kept (a first Info allocates nothing).
+		in := c.infoLocked()
+		if last := c.info.Load(); last == nil || *last != in {
+			fresh := new(Info)
+			*fresh = in
+			c.info.Store(fresh)
+		}
+		c.mu.Unlock()
+		return in
 	}
 	if in := c.info.Load(); in != nil {
 		return *in

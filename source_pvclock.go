@@ -107,7 +107,21 @@ func (p *paravirtPage) state() (untrusted, evidence string) {
 // foundParavirt is the page of this process, looked for once: where the
 // kernel maps it does not change, and once mapped it stays readable
 // (internal/pvclock.ProbePvclock says why).
-var foundParavirt = sync.OnceValues(findParavirt)
+func foundParavirt() (*paravirtPage, error) {
+	f := foundParavirtOnce.get()
+	return f.page, f.err
+}
+
+var foundParavirtOnce = lazy[paravirtFound]{make: func() paravirtFound {
+	p, err := findParavirt()
+	return paravirtFound{p, err}
+}}
+
+// paravirtFound is what findParavirt returned.
+type paravirtFound struct {
+	page *paravirtPage
+	err  error
+}
 
 // findParavirt finds the page of the kind the kernel's clocksource
 // names, and proves it mapped and plausible before anything loads from

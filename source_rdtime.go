@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 
+	"github.com/schedclock/schedclock/internal/kernel"
+	"github.com/schedclock/schedclock/internal/sysfile"
 	"github.com/schedclock/schedclock/internal/timebase"
 )
 
@@ -17,7 +18,10 @@ const rdtimeClocksource = "riscv_clocksource"
 // trusted on the kernel's word (its clocksource is riscv_clocksource),
 // which it follows for life, and only where a read costs no more than
 // the portable source's (some SBI implementations trap the CSR).
-var rdtimeCounter = counter{arch: "riscv64", probe: probeRDTIME, verdict: clocksourceVerdict(rdtimeClocksource), prepare: prepareReadCost}
+var rdtimeCounter = counter{arch: "riscv64", probe: probeRDTIME, verdict: rdtimeVerdict, prepare: prepareReadCost}
+
+// rdtimeVerdict is the kernel's verdict on the counter (see clocksourceVerdict).
+func rdtimeVerdict() kernel.Verdict { return clocksourceVerdict(rdtimeClocksource) }
 
 // RDTIME returns the riscv64 time CSR as a Source: 64 bits, read with
 // RDTIME between two fences (source_rdtime_riscv64.s says why both).
@@ -43,7 +47,7 @@ func probeRDTIME() (src Source, origin RateOrigin, errPPM float64, err error) {
 	if !rdtimeSupported {
 		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "rdtime", rdtimeUnsupportedReason())
 	}
-	property, readErr := os.ReadFile(timebase.DeviceTreePath)
+	property, readErr := sysfile.Read(timebase.DeviceTreePath)
 	rate, origin, errPPM, err := rdtimeRate(property, readErr)
 	if err != nil {
 		return Source{}, 0, 0, err

@@ -3,6 +3,7 @@ package schedclock
 import (
 	"fmt"
 
+	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/timebase"
 )
 
@@ -16,7 +17,10 @@ const stableCounterClocksource = "Constant"
 // more than the portable source's. It runs on the CPUCFG rate, as the
 // kernel does; under qemu-user, whose counter does not follow CPUCFG,
 // the kernel's verdict is the host's and the entry is never adopted.
-var stableCounterCounter = counter{arch: "loong64", probe: probeStableCounter, verdict: clocksourceVerdict(stableCounterClocksource), prepare: prepareReadCost}
+var stableCounterCounter = counter{arch: "loong64", probe: probeStableCounter, verdict: stableCounterVerdict, prepare: prepareReadCost}
+
+// stableCounterVerdict is the kernel's verdict on the counter (see clocksourceVerdict).
+func stableCounterVerdict() kernel.Verdict { return clocksourceVerdict(stableCounterClocksource) }
 
 // StableCounter returns the loong64 stable counter as a Source: 64 bits,
 // read with RDTIME.D between a barrier and a dependent acquire

@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 
+	"github.com/schedclock/schedclock/internal/kernel"
+	"github.com/schedclock/schedclock/internal/sysfile"
 	"github.com/schedclock/schedclock/internal/timebase"
 )
 
@@ -17,7 +18,10 @@ const timebaseClocksource = "timebase"
 // trusted on the kernel's word (its clocksource is timebase), which it
 // follows for life, and only where a read costs no more than the
 // portable source's.
-var timebaseCounter = counter{arch: "ppc64le", probe: probeTimeBase, verdict: clocksourceVerdict(timebaseClocksource), prepare: prepareReadCost}
+var timebaseCounter = counter{arch: "ppc64le", probe: probeTimeBase, verdict: timebaseVerdict, prepare: prepareReadCost}
+
+// timebaseVerdict is the kernel's verdict on the counter (see clocksourceVerdict).
+func timebaseVerdict() kernel.Verdict { return clocksourceVerdict(timebaseClocksource) }
 
 // TimeBase returns the ppc64le time base register as a Source: 64 bits,
 // read with mftb between an isync and an acquire load
@@ -43,7 +47,7 @@ func probeTimeBase() (src Source, origin RateOrigin, errPPM float64, err error) 
 	if !timebaseSupported {
 		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "timebase", timebaseUnsupportedReason())
 	}
-	cpuinfo, readErr := os.ReadFile(timebase.CPUInfoPath)
+	cpuinfo, readErr := sysfile.Read(timebase.CPUInfoPath)
 	rate, origin, errPPM, err := timebaseRate(cpuinfo, readErr)
 	if err != nil {
 		return Source{}, 0, 0, err

@@ -1,6 +1,10 @@
 package schedclock
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/schedclock/schedclock/internal/kernel"
+)
 
 // todClocksource is the name under which the kernel registers the TOD
 // clock (clocksource_tod, arch/s390/kernel/time.c).
@@ -10,7 +14,10 @@ const todClocksource = "tod"
 // trusted on the kernel's word (its clocksource is tod), which it
 // follows for life, and only where a read costs no more than the
 // portable source's.
-var todCounter = counter{arch: "s390x", probe: probeTOD, verdict: clocksourceVerdict(todClocksource), prepare: prepareReadCost}
+var todCounter = counter{arch: "s390x", probe: probeTOD, verdict: todVerdict, prepare: prepareReadCost}
+
+// todVerdict is the kernel's verdict on the counter (see clocksourceVerdict).
+func todVerdict() kernel.Verdict { return clocksourceVerdict(todClocksource) }
 
 // todRate is the TOD clock's rate, fixed by the architecture: bit 51 of
 // the 64-bit clock is one microsecond, so the clock counts 2^12 = 4096

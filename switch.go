@@ -1,7 +1,6 @@
 package schedclock
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -200,8 +199,7 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 	}()
 	if _, err := readOnce(src); err != nil {
 		returned = true
-		var p panicError
-		if same && errors.As(err, &p) {
+		if p, ok := asPanic(err); same && ok {
 			c.recordFaultLocked("switch to "+src.Name, p.v)
 			return fmt.Errorf("%w: %q: Read panicked before the switch: %v", ErrFault, src.Name, p.v)
 		}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-	"weak"
 
 	"github.com/schedclock/schedclock/internal/warp"
 )
@@ -14,7 +13,9 @@ import (
 // portable source when the evidence goes. Only the default clock has one
 // (Clock.policy is nil for clocks made by New), as the kernel keeps its
 // clocksource watchdog apart from sched_clock's read data. Its fields are
-// guarded by the Clock's writer lock, but for firstUse, used and usedAt.
+// guarded by the Clock's writer lock, but for those the first use reads
+// (table, deferred, clock, firstRead: set at construction), used and
+// usedAt.
 type trustPolicy struct {
 	// hw is the hardware counter the policy is about, as probed and
 	// prepared (its rate 0 while it must be measured).
@@ -46,25 +47,23 @@ type trustPolicy struct {
 	// (Pending), what the cross-CPU check and the counter's own check
 	// found (CrossCPU, CounterCheck).
 	rejected, kernel, pending, crossCPU, counterCheck string
-	// firstUse is closed by the clock's first use, which starts its
-	// background work (see newDefaultClock); used says it was, usedAt
-	// when (the runtime's clock).
-	firstUse chan struct{}
-	used     atomic.Bool
-	usedAt   atomic.Int64
+	// The first use (firstuse.go): deferred says the clock waits for its
+	// first use to make its hardware choice among table's counters
+	// (chosen, once made); clock is the clock, firstRead the read
+	// function that notes its uses; usedAt is when the first use came
+	// (the runtime's clock), used says the set-up has started.
+	// takenOver names the Source of a caller's Register that came
+	// before the choice.
+	table     []*counter
+	deferred  bool
+	chosen    bool
+	checks    bool // the choice wants the counter's background checks run
+	clock     *Clock
+	firstRead func() uint64
+	takenOver string
+	used      atomic.Bool
+	usedAt    atomic.Int64
 }
-
-// wakeFirstUse starts the default clock's background work at its first
-// use; a no-op on other clocks (p nil), and once it has run.
-func (p *trustPolicy) wakeFirstUse() {
-	if p != nil && p.firstUse != nil && !p.used.Load() && p.used.CompareAndSwap(false, true) {
-		p.usedAt.Store(runtimeNano())
-		close(p.firstUse)
-	}
-}
-
-// wakeFirstUse: see trustPolicy.wakeFirstUse.
-func (c *Clock) wakeFirstUse() { c.policy.wakeFirstUse() }
 
 // tickLocked asks the verdict when it is due, falling back when it has
 // gone, and returns when the background goroutine must wake for the next
@@ -121,6 +120,12 @@ func (p *trustPolicy) adoptedLocked(name string) {
 // does its following of the kernel's verdict. It returns what undoes
 // that, for a Register that fails.
 func (p *trustPolicy) registerLocked(c *Clock, src Source) (undo func()) {
+	if p != nil && p.deferred && !p.chosen {
+		// Before the hardware choice: it will find the clock taken over.
+		prev := p.takenOver
+		p.takenOver = src.Name
+		return func() { p.takenOver = prev }
+	}
 	tr := c.track
 	if tr == nil || !tr.endsOnRegister {
 		return func() {}
@@ -164,45 +169,6 @@ func (p *trustPolicy) fillInfo(in *Info) {
 			in.CounterCheck += "; " + history
 		}
 	}
-}
-
-// firstUseGrace is how long the default clock's background work waits
-// after the first use before it starts.
-const firstUseGrace = 10 * time.Millisecond
-
-// parked is the default clock's one goroutine: it waits for the first
-// use, puts the counter's own read function back in the line, starts the
-// checks of the hardware counter and runs the background loop. Being
-// started at initialisation, it belongs to no testing/synctest bubble, nor
-// does anything it starts.
-func (c *Clock) parked(checks bool) {
-	select {
-	case <-c.policy.firstUse:
-	case <-c.stop: // closed unused (the tests' default-like clocks)
-		close(c.stopped)
-		return
-	}
-	// The caller of the first use goes on at once; on a machine with few
-	// CPUs the work below (the checks' pinned threads, calibration)
-	// would otherwise preempt it there. Coarse's ticker is not work of
-	// that kind: it starts at once, and at once when Coarse asks for it
-	// during the wait (its value is not refreshed until it runs).
-	if !c.graceUnlessClosed() {
-		close(c.stopped)
-		return
-	}
-	c.mu.Lock()
-	if !c.suspended && funcPtr(c.cur.read) != funcPtr(c.src.Read) && c.cur.read != nil && funcPtr(c.cur.read) != funcPtr(readSuspended) {
-		if ln := c.cur; c.cur.conv == c.conv {
-			ln.read = c.src.Read
-			c.publishLocked(ln)
-		}
-	}
-	c.unlock()
-	if checks {
-		go c.checkTrust()
-	}
-	c.background()
 }
 
 // checkTrust runs the checks a hardware counter must pass before the
@@ -288,29 +254,10 @@ const (
 	warpRetries       = 5
 )
 
-// graceUnlessClosed waits out firstUseGrace, or until the clock is closed
-// (false), starting Coarse's ticker whenever Coarse asks for it (a first
-// use by Coarse asks too: its kick is waiting).
-func (c *Clock) graceUnlessClosed() bool {
-	w := weak.Make(c)
-	timer := time.NewTimer(firstUseGrace)
-	defer timer.Stop()
-	for {
-		select {
-		case <-timer.C:
-			return true
-		case <-c.stop:
-			return false
-		case <-c.wake: // the background loop looks at everything first anyway
-			startCoarse(w, c.clockState)
-		}
-	}
-}
-
 // sleepUnlessClosed sleeps for d or until the clock is closed, and
 // reports whether it is still open.
 func (c *Clock) sleepUnlessClosed(d time.Duration) bool {
-	timer := time.NewTimer(d)
+	timer := newWakeTimer(d)
 	defer timer.Stop()
 	select {
 	case <-timer.C:

@@ -245,7 +245,7 @@ func TestTheTSCIsTrustedOnlyOnEvidence(t *testing.T) {
 		{"tsc", file("tsc", "tsc\n"), "kernel clocksource is tsc", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newDefaultClock([]*counter{{arch: runtime.GOARCH, probe: probe,
+			c := newChosenDefaultClock([]*counter{{arch: runtime.GOARCH, probe: probe,
 				verdict: func() kernel.Verdict { return kernel.ReadVerdict(tc.path, "tsc") }}})
 			defer func() {
 				require.NoError(t, c.Close()) // unused: its checks never start
@@ -348,7 +348,7 @@ func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
 	var cleared atomic.Bool
 	kernelFile := filepath.Join(t.TempDir(), "current_clocksource")
 	require.NoError(t, os.WriteFile(kernelFile, []byte("kvm-clock\n"), 0o644))
-	c := newDefaultClock([]*counter{{
+	c := newChosenDefaultClock([]*counter{{
 		arch:    runtime.GOARCH,
 		probe:   func() (Source, RateOrigin, float64, error) { return page, RateNanoseconds, 0, nil },
 		verdict: func() kernel.Verdict { return kernel.ReadVerdict(kernelFile, "kvm-clock") },

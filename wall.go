@@ -5,7 +5,6 @@ import (
 
 	"github.com/schedclock/schedclock/internal/vdso"
 	"math/bits"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -295,14 +294,16 @@ func realWallNow() time.Time {
 // none; looked up by the first refinement of a wall map (in the
 // background), not at import nor on a caller's first Time.
 // realtimeResolved holds it once it is known.
-var realtimeVDSO = sync.OnceValue(func() *vdso.Clock {
+func realtimeVDSO() *vdso.Clock { return realtimeVDSOOnce.get() }
+
+var realtimeVDSOOnce = lazy[*vdso.Clock]{make: func() *vdso.Clock {
 	c, err := vdso.Open(vdso.Realtime)
 	if err != nil {
 		return nil
 	}
 	realtimeResolved.Store(c)
 	return c
-})
+}}
 
 var realtimeResolved atomic.Pointer[vdso.Clock]
 

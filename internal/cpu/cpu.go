@@ -15,8 +15,9 @@ import (
 	"bytes"
 	"fmt"
 	"math/bits"
-	"os"
 	"runtime"
+
+	"github.com/schedclock/schedclock/internal/sysfile"
 )
 
 // Func executes CPUID for leaf eax and sub-leaf ecx.
@@ -190,7 +191,7 @@ func Emulated() bool {
 	if runtime.GOARCH == "amd64" || runtime.GOARCH == "386" {
 		return false
 	}
-	cpuinfo, err := os.ReadFile("/proc/cpuinfo")
+	cpuinfo, err := sysfile.Read("/proc/cpuinfo")
 	if err != nil {
 		return false
 	}

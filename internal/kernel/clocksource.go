@@ -9,10 +9,10 @@ package kernel
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/schedclock/schedclock/internal/sysfile"
 )
 
 // The kernel keeps judging its clocksource for as long as it runs: its
@@ -32,7 +32,7 @@ const ClocksourcePath = "/sys/devices/system/clocksource/clocksource0/current_cl
 // Clocksource returns the kernel's current clocksource, or "" where the
 // file does not exist or cannot be read (not Linux, no sysfs).
 func Clocksource() string {
-	content, err := os.ReadFile(ClocksourcePath)
+	content, err := sysfile.Read(ClocksourcePath)
 	if err != nil {
 		return ""
 	}
@@ -64,12 +64,12 @@ type Verdict struct {
 // current_clocksource file; available_clocksource is read beside it only
 // when the counter is not the current one).
 func ReadVerdict(path, want string) Verdict {
-	content, err := os.ReadFile(path)
+	content, err := sysfile.Read(path)
 	if err != nil {
 		return Verdict{Want: want, Err: err}
 	}
 	return verdictOf(want, content, func() ([]byte, error) {
-		return os.ReadFile(filepath.Join(filepath.Dir(path), "available_clocksource"))
+		return sysfile.Read(path[:strings.LastIndexByte(path, '/')+1] + "available_clocksource")
 	})
 }
 

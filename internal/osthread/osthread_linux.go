@@ -4,7 +4,6 @@ package osthread
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 	"unsafe"
@@ -39,7 +38,7 @@ func threadMask() (set unix.CPUSetDynamic, size int, err error) {
 	for size = 1024; ; size *= 2 {
 		set = unix.NewCPUSet(size)
 		err = unix.SchedGetaffinityDynamic(0, set)
-		if err == nil || !errors.Is(err, unix.EINVAL) || size >= 1<<20 {
+		if err != unix.EINVAL || size >= 1<<20 { // a bare errno: no errors.Is (and its reflection) needed
 			return set, size, err
 		}
 	}

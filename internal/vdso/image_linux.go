@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/schedclock/schedclock/internal/sysfile"
 )
 
 const atSysinfoEhdr = 33 // AT_SYSINFO_EHDR: the address of the vDSO's ELF header
@@ -26,7 +28,7 @@ var errNoVDSO = errors.New("no vDSO: AT_SYSINFO_EHDR absent")
 func sysinfoEhdr() (uintptr, error) {
 	auxv, err := unix.Auxv()
 	if err != nil {
-		raw, rerr := os.ReadFile("/proc/self/auxv")
+		raw, rerr := sysfile.Read("/proc/self/auxv")
 		if rerr != nil {
 			return 0, fmt.Errorf("auxiliary vector unreadable: %v; %v", err, rerr)
 		}

@@ -1,0 +1,4 @@
+package schedclock
+
+// counters: see counter.go.
+var counters = []*counter{&tscCounter, &pvclockCounter}
