@@ -15,11 +15,12 @@ import (
 // to the wall clock: every wallPeriod it pairs a reading with the wall
 // clock (a bracket, fastest of wallSamples) and, when the map has drifted
 // from it by more than wallTolerance, aims the map at it with a new
-// segment. The map follows NTP's slewing (its slope is re-estimated at
-// every new segment) and its steps (a disagreement beyond wallStep is
-// taken at once, backwards too). A new segment only ever starts after
-// every reading the clock has returned (wallLead ahead of the pairing, or
-// later if the writer was slow), and the segments before it are kept: the
+// segment, and a second one after it at the wall clock's pace. The map
+// follows NTP's slewing (its slope is re-estimated at every new segment)
+// and its steps (a disagreement beyond wallStep is taken at once,
+// backwards too). A new segment only ever starts after every reading
+// the clock has returned (wallLead ahead of the pairing, or later if
+// the writer was slow), and the segments before it are kept: the
 // wall time of a reading never changes once the reading was taken
 // (within the wallHistory segments kept), and the map is continuous
 // except across a step, so a goroutine that reads the clock and then the
@@ -30,6 +31,14 @@ import (
 // from a provisional map made of one (clock, wall) pair, read through the
 // cheapest path at hand, and has the background goroutine refine it,
 // which it does with a new segment like any other.
+//
+// The map's own arithmetic must not be its error: a pairing is good to
+// a few ns (WallNow sits at the middle of [time.Now, time.Now]
+// brackets, TestWallNowInsideTimeNowBrackets), so slopes are computed
+// from differences (a Unix time in float64 is rounded to 256 ns today),
+// a correction ends where it meets the wall clock (a slope kept past its
+// period overshoots), and the map is aimed again whenever it is found
+// more than wallTolerance off, not only microseconds off.
 
 const (
 	// wallPeriod is how often the map is aimed again at the wall clock.
@@ -44,10 +53,17 @@ const (
 	// wallSamples is how many (clock, wall, clock) brackets a pairing
 	// takes.
 	wallSamples = 8
+	// wallQuickSamples is how many a provisional pairing takes: the
+	// first reads of a process are slow and lopsided (cold caches, page
+	// faults), so not one, and not so many that a first call waits.
+	wallQuickSamples = 3
 	// wallTolerance is how far the map may drift from a pairing before a
-	// new segment re-aims it: well inside what Time promises (about
-	// 100µs), and few enough segments that the history lasts.
-	wallTolerance = 5 * time.Microsecond
+	// new segment re-aims it: below the spread of time.Now's own
+	// brackets (about 100 ns here), so that WallNow stays at their
+	// middle; a map whose slope is right stays within it for several
+	// periods, and a segment per period while Time is called keeps the
+	// history's 4096 segments for at least 7 minutes.
+	wallTolerance = 20 * time.Nanosecond
 	// wallHistory is how many segments the map keeps: a reading older
 	// than the oldest kept segment's start maps through that segment.
 	wallHistory = 4096
@@ -132,13 +148,23 @@ func (m *wallMap) segmentAt(ns int64) wallSegment {
 	return m.segs[max(lo-1, 0)]
 }
 
-// with returns a new version: this one's segments and g after them.
-func (m *wallMap) with(g wallSegment) *wallMap {
+// with returns a new version: this one's segments and gs after them.
+// Segments of this version that start at or after gs[0] go: they start
+// in the future (every new segment starts after every reading taken so
+// far), so nothing was mapped through them; but this version, which
+// readers may still hold, keeps them, so the new one is a copy.
+func (m *wallMap) with(gs ...wallSegment) *wallMap {
 	segs := m.segs
-	if len(segs) >= wallHistory {
+	if n := len(segs); n > 1 && segs[n-1].at >= gs[0].at {
+		for n > 1 && segs[n-1].at >= gs[0].at {
+			n--
+		}
+		segs = segs[:n:n] // the appends below copy
+	}
+	if len(segs)+len(gs) > wallHistory {
 		segs = append(make([]wallSegment, 0, wallHistory), segs[len(segs)-wallHistory/2:]...)
 	}
-	return &wallMap{segs: append(segs, g)}
+	return &wallMap{segs: append(segs, gs...)}
 }
 
 // Time returns the wall-clock time at which the clock read ns (a value
@@ -219,10 +245,8 @@ func (c *Clock) startWall() *wallMap {
 	if m := c.wall.Load(); m != nil && !m.stale.Load() {
 		return m
 	}
-	before := c.Now()
-	w := c.quickWallNow()
-	after := c.Now()
-	c.aimWallLocked(before+(after-before)/2, w.UnixNano(), true)
+	clock, wall, _ := c.pairWall(c.quickWallNow, wallQuickSamples)
+	c.aimWallLocked(clock, wall, true)
 	c.wallIdle = 0
 	if !c.stoppedLocked() {
 		c.wallDue = time.Now() // refined at the goroutine's next look
@@ -246,6 +270,21 @@ func (c *Clock) quickWallNow() time.Time {
 		return t
 	}
 	return syscallRealtime()
+}
+
+// pairWall takes samples brackets Now, read, Now and pairs the middle of
+// the narrowest with its wall reading; width is that bracket's.
+func (c *Clock) pairWall(read func() time.Time, samples int) (clock, wall, width int64) {
+	width = math.MaxInt64
+	for range samples {
+		before := c.Now()
+		w := read().UnixNano()
+		after := c.Now()
+		if after-before < width {
+			width, clock, wall = after-before, before+(after-before)/2, w
+		}
+	}
+	return clock, wall, width
 }
 
 // initWall and initMono are time.Now and the runtime's monotonic clock
@@ -312,15 +351,7 @@ func (c *Clock) refreshWallLocked() {
 	if c.wallNow == nil {
 		c.wallNow = realWallNow
 	}
-	best, clock, wall := int64(math.MaxInt64), int64(0), int64(0)
-	for i := 0; i < wallSamples; i++ {
-		before := c.Now()
-		w := c.wallNow().UnixNano()
-		after := c.Now()
-		if after-before < best {
-			best, clock, wall = after-before, before+(after-before)/2, w
-		}
-	}
+	clock, wall, _ := c.pairWall(c.wallNow, wallSamples)
 	c.aimWallLocked(clock, wall, false)
 }
 
@@ -369,17 +400,28 @@ func (c *Clock) aimWallLocked(clock, wall int64, provisional bool) {
 		c.wall.Store(old.with(wallSegment{at: at, wall: addSat(wall, at-clock)}))
 		return
 	}
-	// The new segment starts where the map already goes, with the slope
-	// that brings it to the wall clock a period later, the wall clock's
-	// own pace taken from the last two pairings.
+	// Two new segments: the first starts where the map already goes,
+	// with the slope that brings it to the wall clock a period later; the
+	// second goes on from there at the wall clock's own pace, taken from
+	// the last two pairings. A correction kept past its period would
+	// overshoot by as much again every period (and, with pairings found
+	// within wallTolerance, swing the map from side to side).
 	pace := 1.0
 	if pair[0] != 0 && clock > pair[0] {
 		pace = float64(wall-pair[1]) / float64(clock-pair[0])
 	}
-	from := old.wallAt(at)
-	target := float64(wall) + float64(at+int64(wallPeriod)-clock)*pace
-	slope := min(max((target-float64(from))/float64(wallPeriod), 1-wallMaxSlew), 1+wallMaxSlew)
-	c.wall.Store(old.with(wallSegment{at: at, wall: from, slope: int64(math.Round((slope - 1) * (1 << 32)))}))
+	from, end := old.wallAt(at), at+int64(wallPeriod)
+	// Differences only: a wall time in Unix ns as a float64 is rounded
+	// to 256 ns, which would quantise the slope to 2.56 ppm steps.
+	rise := float64(wall-from) + float64(end-clock)*pace
+	aim := wallSegment{at: at, wall: from, slope: wallSlope(rise / float64(wallPeriod))}
+	c.wall.Store(old.with(aim, wallSegment{at: end, wall: aim.wallAt(end), slope: wallSlope(pace)}))
+}
+
+// wallSlope is a segment's slope for a pace of the wall clock against
+// the clock's readings, bounded to 1±wallMaxSlew.
+func wallSlope(pace float64) int64 {
+	return int64(math.Round((min(max(pace, 1-wallMaxSlew), 1+wallMaxSlew) - 1) * (1 << 32)))
 }
 
 // wallState is the Clock's side of the wall map.
