@@ -39,10 +39,31 @@ import (
 // a correction ends where it meets the wall clock (a slope kept past its
 // period overshoots), and the map is aimed again whenever it is found
 // more than wallTolerance off, not only microseconds off.
+//
+// Idle: the map is aimed every wallPeriod only while Time is called.
+// Readers mark the Clock (wallRead, one store per period at most); after
+// wallIdlePeriods refresh(es) that found no mark, the refreshing slows to
+// wallIdlePeriod and rides on the background goroutine's other wake-ups
+// (the watch's, on the default clock), so that an idle process pays for
+// no wake-up of its own. The first Time after that wakes the goroutine
+// (a non-blocking send: readers never wait for the writer) and the map is
+// paired at once and every wallPeriod again. Meanwhile the map has
+// followed the wall clock at the idle pace: a step of the wall clock
+// shows within 3/2 wallIdlePeriod, and a change of its slew costs at
+// most that change times as much.
 
 const (
-	// wallPeriod is how often the map is aimed again at the wall clock.
+	// wallPeriod is how often the map is aimed again at the wall clock
+	// while Time is called.
 	wallPeriod = 100 * time.Millisecond
+	// wallIdlePeriod is about how often it is aimed when Time is not
+	// called: at the first wake-up of the background goroutine from half
+	// of it after the last pairing on, and at a wake-up of its own one
+	// and a half of it after, only if nothing else woke the goroutine in
+	// that window. The default clock's watch wakes it every
+	// maxWatchPeriod, inside every such window, so the two share their
+	// wake-ups.
+	wallIdlePeriod = maxWatchPeriod
 	// wallLead is how far ahead of the pairing a new segment starts.
 	wallLead = 10 * time.Millisecond
 	// wallStep is the disagreement taken as a step of the wall clock.
@@ -117,10 +138,6 @@ func mulShift32(d, s int64) int64 {
 // appends, past the end of every published version.
 type wallMap struct {
 	segs []wallSegment
-	// used says Time read this version (set once per version, by the
-	// first Time); stale says the map is no longer refreshed, so the next
-	// Time pairs the clock with the wall clock again.
-	used, stale atomic.Bool
 }
 
 // wallAt maps the clock reading ns to Unix nanoseconds.
@@ -195,9 +212,12 @@ func (m *wallMap) with(gs ...wallSegment) *wallMap {
 // in 2026). Time saturates: Time(math.MaxInt64) is in 2262, and nothing
 // maps outside what time.Unix(0, ns) can say.
 //
-// The map is refreshed only while Time is called: wallIdlePeriods
-// periods without a call stop the refreshing, and the next Time pairs
-// the clock with the wall clock again, the same quick way as the first.
+// The map is aimed every 100 ms only while Time is called: a period
+// without a call slows the refreshing to every 1-3 s, on the background
+// goroutine's other wake-ups where it has some, and the next Time wakes
+// it without waiting for it; the map meanwhile followed the wall clock
+// at that pace (a step of the wall clock shows within 3 s, and a change
+// of its slew costs that change times 3 s at most).
 func (c *Clock) Time(ns int64) time.Time {
 	if c == nil || c.clockState == nil {
 		return time.Time{} // a zero or nil Clock has no wall time
@@ -209,18 +229,29 @@ func (c *Clock) Time(ns int64) time.Time {
 		return time.Unix(0, addSat(*o, ns))
 	}
 	m := c.wall.Load()
-	if m == nil || m.stale.Load() {
+	if m == nil {
 		m = c.startWall()
 	}
-	if !m.used.Load() {
-		m.used.Store(true)
+	if !c.wallRead.Load() {
+		c.markWallRead()
 	}
 	return time.Unix(0, m.wallAt(ns))
 }
 
-// wallIdlePeriods is how many wall periods without a Time stop the
-// refreshing of the map.
-const wallIdlePeriods = 3
+// markWallRead tells the refresher that Time was called, and wakes it if
+// it had slowed down. The store comes before the look at wallAsleep, and
+// the refresher sets wallAsleep before its last look at wallRead, so at
+// least one of them sees the other (sequentially consistent atomics).
+func (c *Clock) markWallRead() {
+	c.wallRead.Store(true)
+	if c.wallAsleep.Load() && c.wallAsleep.CompareAndSwap(true, false) {
+		c.kick()
+	}
+}
+
+// wallIdlePeriods is how many wall periods without a Time slow the
+// refreshing of the map to wallIdlePeriod.
+const wallIdlePeriods = 1
 
 // WallNow returns the default clock's time as wall-clock time,
 // Default().Time(Now()): time.Now without its monotonic reading, read
@@ -242,7 +273,7 @@ func (c *Clock) startWall() *wallMap {
 	// Nothing Info shows changes here: no snapshot to take (c.unlock
 	// allocates one, and a first call that allocates touches fresh pages).
 	defer c.mu.Unlock()
-	if m := c.wall.Load(); m != nil && !m.stale.Load() {
+	if m := c.wall.Load(); m != nil {
 		return m
 	}
 	clock, wall, _ := c.pairWall(c.quickWallNow, wallQuickSamples)
@@ -303,21 +334,49 @@ func runtimeWallNow() (time.Time, bool) {
 	return t, -time.Millisecond < d && d < time.Millisecond
 }
 
-// tickWallLocked is the background goroutine's wall work: refresh the
-// map while Time is being called, stop once it has not been for
-// wallIdlePeriods periods.
+// wallDueLocked is whether the wall map is due for a pairing at now:
+// its period has passed; at the idle pace, half of it has (the pairing
+// then rides on a wake-up that was due anyway); or a Time woke the
+// goroutine from the idle pace.
+func (c *Clock) wallDueLocked(now time.Time) bool {
+	if c.wallDue.IsZero() {
+		return false
+	}
+	if !c.wallSlow {
+		return !now.Before(c.wallDue)
+	}
+	return !c.wallAsleep.Load() || !now.Before(c.wallDue.Add(-wallIdlePeriod))
+}
+
+// tickWallLocked is the background goroutine's wall work: aim the map
+// every wallPeriod while Time is being called, every wallIdlePeriod
+// once it has not been for wallIdlePeriods periods.
 func (c *Clock) tickWallLocked(now time.Time) {
-	if m := c.wall.Load(); m != nil && !m.used.Load() {
-		if c.wallIdle++; c.wallIdle >= wallIdlePeriods {
-			m.stale.Store(true)
-			c.wallDue = time.Time{}
-			return
+	if c.wallRead.Swap(false) {
+		c.wallIdle = 0
+	} else if c.wallIdle < wallIdlePeriods {
+		c.wallIdle++
+	}
+	c.wallSlow = c.wallIdle >= wallIdlePeriods
+	if c.wallSlow {
+		c.wallAsleep.Store(true)
+		// A Time that marked the clock after the Swap above may have
+		// looked at wallAsleep before it was set: look again.
+		if c.wallRead.Swap(false) {
+			c.wallAsleep.Store(false)
+			c.wallIdle, c.wallSlow = 0, false
 		}
 	} else {
-		c.wallIdle = 0
+		c.wallAsleep.Store(false)
 	}
 	c.refreshWallLocked()
-	c.wallDue = now.Add(wallPeriod)
+	if c.wallSlow {
+		// Due from half the period on (wallDueLocked), at the latest
+		// after one and a half.
+		c.wallDue = now.Add(wallIdlePeriod * 3 / 2)
+	} else {
+		c.wallDue = now.Add(wallPeriod)
+	}
 }
 
 // realWallNow reads the real wall clock, CLOCK_REALTIME, never a
@@ -381,9 +440,6 @@ func (c *Clock) aimWallLocked(clock, wall int64, provisional bool) {
 	c.wallProvisional = provisional
 	off := abs(behind)
 	if off <= int64(wallTolerance) {
-		if old.stale.Load() {
-			c.wall.Store(&wallMap{segs: old.segs})
-		}
 		return
 	}
 	// The new segment starts after every reading taken so far (wallLead
@@ -431,6 +487,12 @@ type wallState struct {
 	wallDue      time.Time        // zero until Time is first called
 	lastWallPair [2]int64         // the last pairing: clock, wall
 	wallIdle     int              // refreshes in a row that Time did not use
+	// wallRead says Time was called since the last refresh (readers set
+	// it, the refresher clears it); wallAsleep that the refresher has
+	// slowed to wallIdlePeriod, until a Time clears it and wakes the
+	// goroutine; wallSlow is the refresher's own record of the pace.
+	wallRead, wallAsleep atomic.Bool
+	wallSlow             bool
 	// wallProvisional says the map's last segment is from a provisional
 	// pairing (see aimWallLocked).
 	wallProvisional bool
