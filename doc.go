@@ -115,8 +115,9 @@
 // the first use (a goroutine started later from inside a synctest bubble
 // would join it). The first Now answers at once and wakes the background
 // work (calibration, the watch, the cross-CPU check, the kernel's
-// verdict); Coarse's ticker and the wall map run only while Coarse and
-// WallNow are called.
+// verdict); Coarse's ticker runs only while Coarse is called, and the
+// wall map is aimed every 100 ms only while WallNow is called (otherwise
+// every 1-3 s, on the wake-ups the watch makes anyway).
 //
 // On amd64 the default clock uses the TSC (LFENCE; RDTSC) when CPUID
 // reports an invariant TSC and there is evidence that it is synchronised

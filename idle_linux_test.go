@@ -21,7 +21,8 @@ import (
 )
 
 // idleEnv names, in a child process, what it does before idling: "use"
-// reads Now and Coarse for a second, "none" never touches the clock.
+// reads Now and Coarse for a second, "wall" Now, Coarse and WallNow,
+// "none" never touches the clock.
 const idleEnv = "SCHEDCLOCK_IDLE_CHILD"
 
 // idleFor is how long a child idles while its CPU time is measured.
@@ -83,10 +84,13 @@ func processCPUTime() time.Duration {
 }
 
 func idleChild(mode string) int {
-	if mode == "use" {
+	if mode == "use" || mode == "wall" {
 		for start := time.Now(); time.Since(start) < time.Second; {
 			schedclock.Now()
 			schedclock.Coarse()
+			if mode == "wall" {
+				schedclock.WallNow()
+			}
 			time.Sleep(50 * time.Microsecond)
 		}
 	} else {

@@ -484,7 +484,7 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 	c.faults.streak = 0
 	next = c.fold.due
 	if !c.wallDue.IsZero() {
-		if !now.Before(c.wallDue) {
+		if c.wallDueLocked(now) {
 			c.tickWallLocked(now)
 		}
 		if !c.wallDue.IsZero() && c.wallDue.Before(next) {

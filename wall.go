@@ -14,11 +14,12 @@ import (
 // to the wall clock: every wallPeriod it pairs a reading with the wall
 // clock (a bracket, fastest of wallSamples) and, when the map has drifted
 // from it by more than wallTolerance, aims the map at it with a new
-// segment. The map follows NTP's slewing (its slope is re-estimated at
-// every new segment) and its steps (a disagreement beyond wallStep is
-// taken at once, backwards too). A new segment only ever starts after
-// every reading the clock has returned (wallLead ahead of the pairing, or
-// later if the writer was slow), and the segments before it are kept: the
+// segment, and a second one after it at the wall clock's pace. The map
+// follows NTP's slewing (its slope is re-estimated at every new segment)
+// and its steps (a disagreement beyond wallStep is taken at once,
+// backwards too). A new segment only ever starts after every reading
+// the clock has returned (wallLead ahead of the pairing, or later if
+// the writer was slow), and the segments before it are kept: the
 // wall time of a reading never changes once the reading was taken
 // (within the wallHistory segments kept), and the map is continuous
 // except across a step, so a goroutine that reads the clock and then the
@@ -29,10 +30,39 @@ import (
 // from a provisional map made of one (clock, wall) pair, read through the
 // cheapest path at hand, and has the background goroutine refine it,
 // which it does with a new segment like any other.
+//
+// The map's own arithmetic must not be its error: a pairing is good to
+// a few ns (WallNow sits at the middle of [time.Now, time.Now]
+// brackets, TestWallNowInsideTimeNowBrackets), so slopes are computed
+// from differences (a Unix time in float64 is rounded to 256 ns today),
+// a correction ends where it meets the wall clock (a slope kept past its
+// period overshoots), and the map is aimed again whenever it is found
+// more than wallTolerance off, not only microseconds off.
+//
+// Idle: the map is aimed every wallPeriod only while Time is called.
+// Readers mark the Clock (wallRead, one store per period at most); after
+// wallIdlePeriods refresh(es) that found no mark, the refreshing slows to
+// wallIdlePeriod and rides on the background goroutine's other wake-ups
+// (the watch's, on the default clock), so that an idle process pays for
+// no wake-up of its own. The first Time after that wakes the goroutine
+// (a non-blocking send: readers never wait for the writer) and the map is
+// paired at once and every wallPeriod again. Meanwhile the map has
+// followed the wall clock at the idle pace: a step of the wall clock
+// shows within 3/2 wallIdlePeriod, and a change of its slew costs at
+// most that change times as much.
 
 const (
-	// wallPeriod is how often the map is aimed again at the wall clock.
+	// wallPeriod is how often the map is aimed again at the wall clock
+	// while Time is called.
 	wallPeriod = 100 * time.Millisecond
+	// wallIdlePeriod is about how often it is aimed when Time is not
+	// called: at the first wake-up of the background goroutine from half
+	// of it after the last pairing on, and at a wake-up of its own one
+	// and a half of it after, only if nothing else woke the goroutine in
+	// that window. The default clock's watch wakes it every
+	// maxWatchPeriod, inside every such window, so the two share their
+	// wake-ups.
+	wallIdlePeriod = maxWatchPeriod
 	// wallLead is how far ahead of the pairing a new segment starts.
 	wallLead = 10 * time.Millisecond
 	// wallStep is the disagreement taken as a step of the wall clock.
@@ -43,10 +73,17 @@ const (
 	// wallSamples is how many (clock, wall, clock) brackets a pairing
 	// takes.
 	wallSamples = 8
+	// wallQuickSamples is how many a provisional pairing takes: the
+	// first reads of a process are slow and lopsided (cold caches, page
+	// faults), so not one, and not so many that a first call waits.
+	wallQuickSamples = 3
 	// wallTolerance is how far the map may drift from a pairing before a
-	// new segment re-aims it: well inside what Time promises (about
-	// 100µs), and few enough segments that the history lasts.
-	wallTolerance = 5 * time.Microsecond
+	// new segment re-aims it: below the spread of time.Now's own
+	// brackets (about 100 ns here), so that WallNow stays at their
+	// middle; a map whose slope is right stays within it for several
+	// periods, and a segment per period while Time is called keeps the
+	// history's 4096 segments for at least 7 minutes.
+	wallTolerance = 20 * time.Nanosecond
 	// wallHistory is how many segments the map keeps: a reading older
 	// than the oldest kept segment's start maps through that segment.
 	wallHistory = 4096
@@ -100,10 +137,6 @@ func mulShift32(d, s int64) int64 {
 // appends, past the end of every published version.
 type wallMap struct {
 	segs []wallSegment
-	// used says Time read this version (set once per version, by the
-	// first Time); stale says the map is no longer refreshed, so the next
-	// Time pairs the clock with the wall clock again.
-	used, stale atomic.Bool
 }
 
 // wallAt maps the clock reading ns to Unix nanoseconds.
@@ -131,13 +164,23 @@ func (m *wallMap) segmentAt(ns int64) wallSegment {
 	return m.segs[max(lo-1, 0)]
 }
 
-// with returns a new version: this one's segments and g after them.
-func (m *wallMap) with(g wallSegment) *wallMap {
+// with returns a new version: this one's segments and gs after them.
+// Segments of this version that start at or after gs[0] go: they start
+// in the future (every new segment starts after every reading taken so
+// far), so nothing was mapped through them; but this version, which
+// readers may still hold, keeps them, so the new one is a copy.
+func (m *wallMap) with(gs ...wallSegment) *wallMap {
 	segs := m.segs
-	if len(segs) >= wallHistory {
+	if n := len(segs); n > 1 && segs[n-1].at >= gs[0].at {
+		for n > 1 && segs[n-1].at >= gs[0].at {
+			n--
+		}
+		segs = segs[:n:n] // the appends below copy
+	}
+	if len(segs)+len(gs) > wallHistory {
 		segs = append(make([]wallSegment, 0, wallHistory), segs[len(segs)-wallHistory/2:]...)
 	}
-	return &wallMap{segs: append(segs, g)}
+	return &wallMap{segs: append(segs, gs...)}
 }
 
 // Time returns the wall-clock time at which the clock read ns (a value
@@ -168,9 +211,12 @@ func (m *wallMap) with(g wallSegment) *wallMap {
 // in 2026). Time saturates: Time(math.MaxInt64) is in 2262, and nothing
 // maps outside what time.Unix(0, ns) can say.
 //
-// The map is refreshed only while Time is called: wallIdlePeriods
-// periods without a call stop the refreshing, and the next Time pairs
-// the clock with the wall clock again, the same quick way as the first.
+// The map is aimed every 100 ms only while Time is called: a period
+// without a call slows the refreshing to every 1-3 s, on the background
+// goroutine's other wake-ups where it has some, and the next Time wakes
+// it without waiting for it; the map meanwhile followed the wall clock
+// at that pace (a step of the wall clock shows within 3 s, and a change
+// of its slew costs that change times 3 s at most).
 func (c *Clock) Time(ns int64) time.Time {
 	if c == nil || c.clockState == nil {
 		return time.Time{} // a zero or nil Clock has no wall time
@@ -182,18 +228,29 @@ func (c *Clock) Time(ns int64) time.Time {
 		return time.Unix(0, addSat(*o, ns))
 	}
 	m := c.wall.Load()
-	if m == nil || m.stale.Load() {
+	if m == nil {
 		m = c.startWall()
 	}
-	if !m.used.Load() {
-		m.used.Store(true)
+	if !c.wallRead.Load() {
+		c.markWallRead()
 	}
 	return time.Unix(0, m.wallAt(ns))
 }
 
-// wallIdlePeriods is how many wall periods without a Time stop the
-// refreshing of the map.
-const wallIdlePeriods = 3
+// markWallRead tells the refresher that Time was called, and wakes it if
+// it had slowed down. The store comes before the look at wallAsleep, and
+// the refresher sets wallAsleep before its last look at wallRead, so at
+// least one of them sees the other (sequentially consistent atomics).
+func (c *Clock) markWallRead() {
+	c.wallRead.Store(true)
+	if c.wallAsleep.Load() && c.wallAsleep.CompareAndSwap(true, false) {
+		c.kick()
+	}
+}
+
+// wallIdlePeriods is how many wall periods without a Time slow the
+// refreshing of the map to wallIdlePeriod.
+const wallIdlePeriods = 1
 
 // WallNow returns the default clock's time as wall-clock time,
 // Default().Time(Now()): time.Now without its monotonic reading, read
@@ -215,13 +272,11 @@ func (c *Clock) startWall() *wallMap {
 	// Nothing Info shows changes here: no snapshot to take (c.unlock
 	// allocates one, and a first call that allocates touches fresh pages).
 	defer c.mu.Unlock()
-	if m := c.wall.Load(); m != nil && !m.stale.Load() {
+	if m := c.wall.Load(); m != nil {
 		return m
 	}
-	before := c.Now()
-	w := c.quickWallNow()
-	after := c.Now()
-	c.aimWallLocked(before+(after-before)/2, w.UnixNano(), true)
+	clock, wall, _ := c.pairWall(c.quickWallNow, wallQuickSamples)
+	c.aimWallLocked(clock, wall, true)
 	c.wallIdle = 0
 	if !c.stoppedLocked() {
 		c.wallDue = time.Now() // refined at the goroutine's next look
@@ -247,6 +302,21 @@ func (c *Clock) quickWallNow() time.Time {
 	return syscallRealtime()
 }
 
+// pairWall takes samples brackets Now, read, Now and pairs the middle of
+// the narrowest with its wall reading; width is that bracket's.
+func (c *Clock) pairWall(read func() time.Time, samples int) (clock, wall, width int64) {
+	width = math.MaxInt64
+	for range samples {
+		before := c.Now()
+		w := read().UnixNano()
+		after := c.Now()
+		if after-before < width {
+			width, clock, wall = after-before, before+(after-before)/2, w
+		}
+	}
+	return clock, wall, width
+}
+
 // initWall and initMono are time.Now and the runtime's monotonic clock
 // at initialisation, which no testing/synctest bubble can be in.
 var initWall, initMono = time.Now(), runtimeNano()
@@ -263,21 +333,49 @@ func runtimeWallNow() (time.Time, bool) {
 	return t, -time.Millisecond < d && d < time.Millisecond
 }
 
-// tickWallLocked is the background goroutine's wall work: refresh the
-// map while Time is being called, stop once it has not been for
-// wallIdlePeriods periods.
+// wallDueLocked is whether the wall map is due for a pairing at now:
+// its period has passed; at the idle pace, half of it has (the pairing
+// then rides on a wake-up that was due anyway); or a Time woke the
+// goroutine from the idle pace.
+func (c *Clock) wallDueLocked(now time.Time) bool {
+	if c.wallDue.IsZero() {
+		return false
+	}
+	if !c.wallSlow {
+		return !now.Before(c.wallDue)
+	}
+	return !c.wallAsleep.Load() || !now.Before(c.wallDue.Add(-wallIdlePeriod))
+}
+
+// tickWallLocked is the background goroutine's wall work: aim the map
+// every wallPeriod while Time is being called, every wallIdlePeriod
+// once it has not been for wallIdlePeriods periods.
 func (c *Clock) tickWallLocked(now time.Time) {
-	if m := c.wall.Load(); m != nil && !m.used.Load() {
-		if c.wallIdle++; c.wallIdle >= wallIdlePeriods {
-			m.stale.Store(true)
-			c.wallDue = time.Time{}
-			return
+	if c.wallRead.Swap(false) {
+		c.wallIdle = 0
+	} else if c.wallIdle < wallIdlePeriods {
+		c.wallIdle++
+	}
+	c.wallSlow = c.wallIdle >= wallIdlePeriods
+	if c.wallSlow {
+		c.wallAsleep.Store(true)
+		// A Time that marked the clock after the Swap above may have
+		// looked at wallAsleep before it was set: look again.
+		if c.wallRead.Swap(false) {
+			c.wallAsleep.Store(false)
+			c.wallIdle, c.wallSlow = 0, false
 		}
 	} else {
-		c.wallIdle = 0
+		c.wallAsleep.Store(false)
 	}
 	c.refreshWallLocked()
-	c.wallDue = now.Add(wallPeriod)
+	if c.wallSlow {
+		// Due from half the period on (wallDueLocked), at the latest
+		// after one and a half.
+		c.wallDue = now.Add(wallIdlePeriod * 3 / 2)
+	} else {
+		c.wallDue = now.Add(wallPeriod)
+	}
 }
 
 // realWallNow reads the real wall clock, CLOCK_REALTIME, never a
@@ -313,15 +411,7 @@ func (c *Clock) refreshWallLocked() {
 	if c.wallNow == nil {
 		c.wallNow = realWallNow
 	}
-	best, clock, wall := int64(math.MaxInt64), int64(0), int64(0)
-	for i := 0; i < wallSamples; i++ {
-		before := c.Now()
-		w := c.wallNow().UnixNano()
-		after := c.Now()
-		if after-before < best {
-			best, clock, wall = after-before, before+(after-before)/2, w
-		}
-	}
+	clock, wall, _ := c.pairWall(c.wallNow, wallSamples)
 	c.aimWallLocked(clock, wall, false)
 }
 
@@ -351,9 +441,6 @@ func (c *Clock) aimWallLocked(clock, wall int64, provisional bool) {
 	c.wallProvisional = provisional
 	off := abs(behind)
 	if off <= int64(wallTolerance) {
-		if old.stale.Load() {
-			c.wall.Store(&wallMap{segs: old.segs})
-		}
 		return
 	}
 	// The new segment starts after every reading taken so far (wallLead
@@ -370,17 +457,28 @@ func (c *Clock) aimWallLocked(clock, wall int64, provisional bool) {
 		c.wall.Store(old.with(wallSegment{at: at, wall: addSat(wall, at-clock)}))
 		return
 	}
-	// The new segment starts where the map already goes, with the slope
-	// that brings it to the wall clock a period later, the wall clock's
-	// own pace taken from the last two pairings.
+	// Two new segments: the first starts where the map already goes,
+	// with the slope that brings it to the wall clock a period later; the
+	// second goes on from there at the wall clock's own pace, taken from
+	// the last two pairings. A correction kept past its period would
+	// overshoot by as much again every period (and, with pairings found
+	// within wallTolerance, swing the map from side to side).
 	pace := 1.0
 	if pair[0] != 0 && clock > pair[0] {
 		pace = float64(wall-pair[1]) / float64(clock-pair[0])
 	}
-	from := old.wallAt(at)
-	target := float64(wall) + float64(at+int64(wallPeriod)-clock)*pace
-	slope := min(max((target-float64(from))/float64(wallPeriod), 1-wallMaxSlew), 1+wallMaxSlew)
-	c.wall.Store(old.with(wallSegment{at: at, wall: from, slope: int64(math.Round((slope - 1) * (1 << 32)))}))
+	from, end := old.wallAt(at), at+int64(wallPeriod)
+	// Differences only: a wall time in Unix ns as a float64 is rounded
+	// to 256 ns, which would quantise the slope to 2.56 ppm steps.
+	rise := float64(wall-from) + float64(end-clock)*pace
+	aim := wallSegment{at: at, wall: from, slope: wallSlope(rise / float64(wallPeriod))}
+	c.wall.Store(old.with(aim, wallSegment{at: end, wall: aim.wallAt(end), slope: wallSlope(pace)}))
+}
+
+// wallSlope is a segment's slope for a pace of the wall clock against
+// the clock's readings, bounded to 1±wallMaxSlew.
+func wallSlope(pace float64) int64 {
+	return int64(math.Round((min(max(pace, 1-wallMaxSlew), 1+wallMaxSlew) - 1) * (1 << 32)))
 }
 
 // wallState is the Clock's side of the wall map.
@@ -390,6 +488,12 @@ type wallState struct {
 	wallDue      time.Time        // zero until Time is first called
 	lastWallPair [2]int64         // the last pairing: clock, wall
 	wallIdle     int              // refreshes in a row that Time did not use
+	// wallRead says Time was called since the last refresh (readers set
+	// it, the refresher clears it); wallAsleep that the refresher has
+	// slowed to wallIdlePeriod, until a Time clears it and wakes the
+	// goroutine; wallSlow is the refresher's own record of the pace.
+	wallRead, wallAsleep atomic.Bool
+	wallSlow             bool
 	// wallProvisional says the map's last segment is from a provisional
 	// pairing (see aimWallLocked).
 	wallProvisional bool

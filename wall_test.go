@@ -2,6 +2,7 @@ package schedclock
 
 import (
 	"math"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -190,4 +191,102 @@ func TestTimeOfAReadingSurvivesStepsAndSlew(t *testing.T) {
 	for i, r := range readings {
 		require.Equal(t, times[i], c.Time(r), "reading %d of %d changed its wall time", i, len(readings))
 	}
+}
+
+// TestWallMapHoldsItsPairings runs the wall map against a fake wall clock
+// late in the int64 range (2250, where a Unix time in float64 is rounded
+// to 1024 ns) that runs 37 ppm fast (an NTP-slewed clock), first read
+// in bursts of 200 every 50 ms for 1.5 s, then left idle for 3.5 s (the
+// map refreshed at its idle pace) and read again: the map stays at the
+// middle of [wall, wall] brackets around each Time(Now()), the median
+// distance at most 50 ns, or a quarter of the median bracket on a loaded
+// machine, in each phase. The error of a pairing is its own: neither the
+// epoch's size nor the time between pairings may add to it.
+func TestWallMapHoldsItsPairings(t *testing.T) {
+	fake := newFakeWall()
+	fake.base = time.Date(2250, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	fake.setSlew(37)
+	c := wallClock(t, fake)
+	measure := func(phase string, bursts int) {
+		var dists, widths []int64
+		for i := range bursts {
+			if i > 0 {
+				time.Sleep(wallPeriod / 2)
+			}
+			for range 200 {
+				a := fake.now().UnixNano()
+				got := c.Time(c.Now()).UnixNano()
+				b := fake.now().UnixNano()
+				dists, widths = append(dists, abs(got-(a+(b-a)/2))), append(widths, b-a)
+			}
+		}
+		n := len(dists)
+		slices.Sort(dists)
+		slices.Sort(widths)
+		dist, width := time.Duration(dists[n/2]), time.Duration(widths[n/2])
+		t.Logf("%s: median |Time(Now()) - middle| %v, p90 %v, median bracket %v", phase, dist, time.Duration(dists[n*9/10]), width)
+		bound := max(50*time.Nanosecond, width/4)
+		if cpu.Emulated() {
+			bound = width / 2
+		}
+		assert.LessOrEqual(t, dist, bound, phase)
+	}
+	c.Time(c.Now())
+	time.Sleep(3*wallPeriod + wallLead) // the provisional map refined
+	measure("read every 50 ms", 30)
+	time.Sleep(3500 * time.Millisecond)
+	measure("after 3.5 s idle", 1)
+}
+
+// TestWallAimMeetsThePairing: a map aimed at a pairing that finds it off
+// (by more than wallTolerance, less than a step) meets the wall clock,
+// as the pairing and the pace of the last two pairings extrapolate it,
+// where its correction ends, within a nanosecond, and goes on at that
+// pace: at 2 s past it, within 1 ns per second more (the slope's own
+// rounding is 2^-32). Late in the int64 range too (2250, where a Unix
+// time in float64 is rounded to 1024 ns). No goroutine aims the map
+// here (Time is never called), and the pairings are in the clock's
+// future, so each new segment starts wallLead after its pairing.
+func TestWallAimMeetsThePairing(t *testing.T) {
+	for _, year := range []int{2026, 2250} {
+		for _, off := range []int64{-999, -300, -70, 45, 333, 4999} {
+			c := wallClock(t, newFakeWall())
+			w0 := time.Date(year, 1, 1, 0, 0, 0, 123, time.UTC).UnixNano()
+			const ppm = 37
+			clock0 := c.Now() + int64(time.Hour)
+			clock1 := clock0 + int64(wallPeriod)
+			wall1 := w0 + int64(wallPeriod)*(1e6+ppm)/1e6
+			c.mu.Lock()
+			c.aimWallLocked(clock0, w0, false)
+			old := c.wall.Load()
+			c.aimWallLocked(clock1, wall1+off, false)
+			m := c.wall.Load()
+			c.unlock()
+			pace := float64(wall1+off-w0) / float64(clock1-clock0)
+			end := clock1 + int64(wallLead+wallPeriod)
+			want := func(ns int64) int64 { return wall1 + off + int64(math.Round(float64(ns-clock1)*pace)) }
+			// Differences: an int64 this large in float64 is rounded.
+			assert.LessOrEqual(t, abs(m.wallAt(end)-want(end)), int64(1), "%d, %d ns off: where the correction ends", year, off)
+			later := end + int64(2*time.Second)
+			assert.LessOrEqual(t, abs(m.wallAt(later)-want(later)), int64(3), "%d, %d ns off: 2 s after it", year, off)
+			assert.Equal(t, old.wallAt(clock1+int64(wallLead)-1), m.wallAt(clock1+int64(wallLead)-1), "readings before the new segment keep their wall time")
+		}
+	}
+}
+
+// TestWallMapVersionsStayAsPublished: a new version that drops the old
+// one's future segments (an aim earlier than the last one's end) leaves
+// the old version, which readers may hold, as it was published.
+func TestWallMapVersionsStayAsPublished(t *testing.T) {
+	// Room to append in place, as the writer's backing array has.
+	v1 := &wallMap{segs: append(make([]wallSegment, 0, 8),
+		wallSegment{at: 0, wall: 1e18},
+		wallSegment{at: 1e9, wall: 1e18 + 1e9, slope: 1 << 12},
+		wallSegment{at: 2e9, wall: 1e18 + 2e9 + 1000, slope: 0})}
+	published := slices.Clone(v1.segs)
+	v2 := v1.with(wallSegment{at: 15e8, wall: v1.wallAt(15e8), slope: -(1 << 12)},
+		wallSegment{at: 25e8, wall: 1e18 + 25e8, slope: 0})
+	assert.Equal(t, published, v1.segs, "the old version changed under its readers")
+	assert.Len(t, v2.segs, 4, "the old version's segment from 2e9 on is not the new one's")
+	assert.Equal(t, v1.wallAt(15e8-1), v2.wallAt(15e8-1))
 }

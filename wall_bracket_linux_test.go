@@ -1,0 +1,91 @@
+//go:build linux
+
+package schedclock_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/internal/cpu"
+	"github.com/schedclock/schedclock/internal/race"
+)
+
+// wallBrackets is what n brackets a := time.Now(); w := WallNow();
+// b := time.Now() found: how many put w before a and after b, the median
+// distance of w from the bracket's middle, and the median bracket width.
+type wallBrackets struct {
+	n, before, after int
+	dist, width      time.Duration
+}
+
+func measureWallBrackets(n int) wallBrackets {
+	r := wallBrackets{n: n}
+	dists, widths := make([]time.Duration, n), make([]time.Duration, n)
+	for i := range n {
+		a := time.Now()
+		w := schedclock.WallNow()
+		b := time.Now()
+		if w.Before(a) {
+			r.before++
+		}
+		if w.After(b) {
+			r.after++
+		}
+		width := b.Round(0).Sub(a.Round(0))
+		dists[i] = w.Sub(a.Round(0).Add(width / 2)).Abs()
+		widths[i] = width
+	}
+	slices.Sort(dists)
+	slices.Sort(widths)
+	r.dist, r.width = dists[n/2], widths[n/2]
+	return r
+}
+
+// ok says whether WallNow sat inside time.Now's brackets: each side
+// missed in at most a tenth of them, and the median distance from the
+// middle at most 50 ns, or a quarter of the median bracket where the
+// brackets themselves are wider than 200 ns (a loaded machine). Under
+// the race detector or user-mode emulation WallNow's own code, which the
+// bracket holds after its read of the counter, costs several times more
+// than time.Now's and moves the middle after the reading: there only
+// the half bracket bounds the distance.
+func (r wallBrackets) ok() bool {
+	bound := max(50*time.Nanosecond, r.width/4)
+	if race.Enabled || cpu.Emulated() {
+		bound = r.width / 2
+	}
+	return r.before*10 <= r.n && r.after*10 <= r.n && r.dist <= bound
+}
+
+// TestWallNowInsideTimeNowBrackets: in a fresh process, 100 ms after its
+// start and again after WallNow has not been read for three seconds (the
+// map refreshed at its idle pace), WallNow falls inside
+// [time.Now, time.Now] brackets, near their middle: the wall map is
+// paired without a bias of its own. A phase passes if one of three
+// rounds of 20,000 brackets does (a round can meet a preemption or a
+// re-aiming of the map on a loaded machine).
+func TestWallNowInsideTimeNowBrackets(t *testing.T) {
+	inAProcessOfItsOwn(t, func(t *testing.T) {
+		phase := func(name string) {
+			var rounds []wallBrackets
+			for range 3 {
+				r := measureWallBrackets(20_000)
+				rounds = append(rounds, r)
+				t.Logf("%s: w before a in %d, after b in %d of %d; median |w - middle| %v, median bracket %v",
+					name, r.before, r.after, r.n, r.dist, r.width)
+				if r.ok() {
+					return
+				}
+			}
+			assert.Fail(t, "WallNow outside time.Now's brackets", "%s: %+v", name, rounds)
+		}
+		time.Sleep(100 * time.Millisecond)
+		phase("100 ms after start")
+		time.Sleep(3 * time.Second)
+		phase("after 3 s without WallNow")
+	})
+}
