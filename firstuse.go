@@ -83,9 +83,9 @@ func (p *trustPolicy) startSetUp() {
 	}
 	if p.used.CompareAndSwap(false, true) {
 		p.usedAt.CompareAndSwap(0, runtimeNano())
-		if m := p.clock.wall.Load(); m != nil {
-			m.stale.Store(true) // provisional, and not refreshed until now
-		}
+		// A wall map made before (provisional, from one quick pairing)
+		// is refined at the background loop's first look: startWall set
+		// it due.
 		go p.clock.setUp()
 	}
 }
