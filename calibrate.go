@@ -547,7 +547,7 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 			what = fmt.Sprintf("past math.MaxInt64 (%s)", what)
 		}
 		c.watch.lastCounterFault = fmt.Sprintf("%s: read %s, which counted %v since the last comparison: a reading it cannot have produced, not adopted; the clock is back on the reference's timeline (at %s)",
-			src.Name, what, time.Duration(refused.elapsed), time.Now().Format(time.RFC3339Nano))
+			src.Name, what, time.Duration(refused.elapsed), stamp(time.Now()))
 		c.watch.lastReanchor = fmt.Sprintf("%s: read %v ahead of the reference's timeline at the re-anchoring: not adopted (see LastCounterFault)", src.Name, time.Duration(refused.ahead))
 	case rerated:
 		c.watch.lastReanchor = fmt.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, from, hz, (hz/from-1)*100)

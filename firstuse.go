@@ -117,7 +117,24 @@ func inSynctestBubble() bool {
 // Started outside any testing/synctest bubble, it belongs to none, nor
 // does anything it starts.
 func (c *Clock) setUp() {
+	// The hardware choice takes milliseconds (probes, file reads), more
+	// on a loaded machine; Coarse's ticker must not wait for it: a
+	// Coarse that asks for the ticker meanwhile has it started at once.
+	// The background loop looks at everything at its start anyway, so a
+	// wake-up taken here for another reason is not lost.
+	chosen := make(chan struct{})
+	go func(w clockRef, st *clockState) {
+		for {
+			select {
+			case <-chosen:
+				return
+			case <-st.wake:
+				startCoarse(w, st)
+			}
+		}
+	}(weakClock(c), c.clockState)
 	c.chooseHardware()
+	close(chosen)
 	c.mu.Lock()
 	checks := c.policy.checks && !c.closed
 	c.dropFirstUseReadLocked() // also where the choice was made before (tests), or the clock closed

@@ -449,13 +449,12 @@ func (s *paravirtSource) status() (reading, history string) {
 	if e == nil {
 		return "", ""
 	}
-	const stamp = time.RFC3339Nano
 	if e.onFallback {
-		reading = fmt.Sprintf("on %s since %s: %s", rawClockName, e.lastAt.Format(stamp), e.lastWhy)
+		reading = fmt.Sprintf("on %s since %s: %s", rawClockName, stamp(e.lastAt), e.lastWhy)
 	}
-	history = fmt.Sprintf("%d falls back to %s, the last at %s: %s", e.falls, rawClockName, e.lastAt.Format(stamp), e.lastWhy)
+	history = fmt.Sprintf("%d falls back to %s, the last at %s: %s", e.falls, rawClockName, stamp(e.lastAt), e.lastWhy)
 	if e.returns > 0 {
-		history += fmt.Sprintf("; %d returns to the page, the last at %s", e.returns, e.backAt.Format(stamp))
+		history += fmt.Sprintf("; %d returns to the page, the last at %s", e.returns, stamp(e.backAt))
 	}
 	return reading, history
 }
