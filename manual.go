@@ -31,8 +31,8 @@ import (
 // Manual with it (see the package example "Synctest").
 type Manual struct {
 	value  atomic.Uint64
-	carry  atomic.Uint64 // Advance's remainder, in 1/1e9 counts
-	origin atomic.Int64  // the wall origin, Unix ns
+	carry  atomic.Uint64             // Advance's remainder, in 1/1e9 counts
+	origin atomic.Pointer[time.Time] // the wall origin; nil: the Unix epoch
 	rate   uint64
 	bits   int
 
@@ -60,7 +60,7 @@ var manualWallOrigin = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // rate of 0 or a width outside 1..64 is refused with ErrInvalidSource).
 func NewManual(rate uint64, bits int) *Manual {
 	m := &Manual{rate: rate, bits: bits}
-	m.origin.Store(manualWallOrigin.UnixNano())
+	m.SetWallOrigin(manualWallOrigin)
 	return m
 }
 
@@ -87,12 +87,35 @@ func NewManualClock(tb Cleanuper) (*Clock, *Manual) {
 }
 
 // SetWallOrigin sets the wall time that a Clock on this counter maps the
-// reading 0 to: Time(ns) is t plus ns nanoseconds (saturated at the
-// largest time.Unix can hold).
-func (m *Manual) SetWallOrigin(t time.Time) { m.origin.Store(t.UnixNano()) }
+// reading 0 to: Time(ns) is t plus ns nanoseconds, saturated to what
+// time.Unix(0, ns) can say (1677-09-21 to 2262-04-11), as every Clock's
+// Time is. An origin outside that range is kept as it is, not clamped:
+// Time(0) of the origin time.Time{} is the earliest time.Unix(0, ns) can
+// say, and an origin in 1600 with a reading of 100 years is 1700.
+func (m *Manual) SetWallOrigin(t time.Time) { m.origin.Store(&t) }
 
 // wallAt is the wall time, in Unix ns, of the clock reading ns.
-func (m *Manual) wallAt(ns int64) int64 { return addSat(m.origin.Load(), ns) }
+func (m *Manual) wallAt(ns int64) int64 {
+	origin := time.Unix(0, 0)
+	if o := m.origin.Load(); o != nil {
+		origin = *o
+	}
+	// time.Time holds any origin plus ±292 years without overflow: only
+	// the result needs saturating.
+	return unixNanoSat(origin.Add(time.Duration(ns)))
+}
+
+// unixNanoSat is t.UnixNano() saturated to the int64 range (UnixNano's
+// own result is undefined outside it).
+func unixNanoSat(t time.Time) int64 {
+	switch {
+	case t.Before(time.Unix(0, math.MinInt64)):
+		return math.MinInt64
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
 
 // Advance moves the counter on by d: d times its rate, in counts, the
 // fractions of a count carried to the next Advance. A negative d does
