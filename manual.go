@@ -29,6 +29,10 @@ import (
 // that sleeps or waits, run the test in a testing/synctest bubble, whose
 // fake time moves when every goroutine is blocked, and advance the
 // Manual with it (see the package example "Synctest").
+//
+// A nil *Manual, like a nil *Clock, panics in no method: Read reads 0,
+// Advance, Set and SetWallOrigin do nothing, and New refuses its Source
+// with ErrInvalidSource.
 type Manual struct {
 	value  atomic.Uint64
 	carry  atomic.Uint64             // Advance's remainder, in 1/1e9 counts
@@ -92,7 +96,11 @@ func NewManualClock(tb Cleanuper) (*Clock, *Manual) {
 // Time is. An origin outside that range is kept as it is, not clamped:
 // Time(0) of the origin time.Time{} is the earliest time.Unix(0, ns) can
 // say, and an origin in 1600 with a reading of 100 years is 1700.
-func (m *Manual) SetWallOrigin(t time.Time) { m.origin.Store(&t) }
+func (m *Manual) SetWallOrigin(t time.Time) {
+	if m != nil {
+		m.origin.Store(&t)
+	}
+}
 
 // wallAt is the wall time, in Unix ns, of the clock reading ns.
 func (m *Manual) wallAt(ns int64) int64 {
@@ -128,7 +136,7 @@ func unixNanoSat(t time.Time) int64 {
 // ever lost, whatever the Clock's goroutine does. A Clock that is
 // suspended or closed is not folded (it does not follow the counter).
 func (m *Manual) Advance(d time.Duration) {
-	if d <= 0 {
+	if m == nil || d <= 0 {
 		return
 	}
 	if !m.wide() {
@@ -240,10 +248,17 @@ func (m *Manual) add(counts uint64) {
 
 // Set sets the counter to v (masked to its width when read): a counter
 // that jumps, steps back or wraps.
-func (m *Manual) Set(v uint64) { m.value.Store(v) }
+func (m *Manual) Set(v uint64) {
+	if m != nil {
+		m.value.Store(v)
+	}
+}
 
 // Read returns the counter, masked to its width.
 func (m *Manual) Read() uint64 {
+	if m == nil {
+		return 0
+	}
 	v := m.value.Load()
 	if !m.wide() {
 		v &= maskOf(m.bits)
@@ -254,6 +269,9 @@ func (m *Manual) Read() uint64 {
 // Source returns the counter as a Source named "manual". A Clock on it
 // knows it for a Manual (see Manual on Coarse and Time).
 func (m *Manual) Source() Source {
+	if m == nil {
+		return Source{Name: "manual (a nil *Manual)"} // no Read: New refuses it
+	}
 	return Source{Name: "manual", Read: m.Read, Bits: m.bits, Rate: m.rate, manual: m}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock"
 )
@@ -35,4 +36,27 @@ func TestSetWallOriginOutsideTimeUnix(t *testing.T) {
 	assert.True(t, c.Time(c.Now()).Equal(want), "origin 1600 plus %v: Time = %v, want %v", century, c.Time(c.Now()), want)
 	// Readings keep their order through the saturation.
 	assert.False(t, c.Time(c.Now()).Before(c.Time(0)))
+}
+
+// TestNilManualAndJiffies: a nil *Manual and a nil *Jiffies behave as a
+// nil *Clock does: no method panics, Read reads 0, Advance, Set,
+// SetWallOrigin and Stop do nothing, and New refuses their Source with
+// ErrInvalidSource.
+func TestNilManualAndJiffies(t *testing.T) {
+	var m *schedclock.Manual
+	require.NotPanics(t, func() {
+		m.Advance(time.Second)
+		m.Set(5)
+		m.SetWallOrigin(time.Now())
+		assert.Zero(t, m.Read())
+		_, err := schedclock.New(m.Source())
+		assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
+	})
+	var j *schedclock.Jiffies
+	require.NotPanics(t, func() {
+		j.Stop()
+		assert.Zero(t, j.Read())
+		_, err := schedclock.New(j.Source())
+		assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
+	})
 }
