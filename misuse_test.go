@@ -2,6 +2,7 @@ package schedclock_test
 
 import (
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -59,4 +60,16 @@ func TestNilManualAndJiffies(t *testing.T) {
 		_, err := schedclock.New(j.Source())
 		assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
 	})
+}
+
+// TestRefusedRatesAreQuotedExactly: an error that quotes a declared
+// rate quotes it to the hertz (math.MaxUint64 once read
+// 18446744073709551616 Hz, float64's rounding).
+func TestRefusedRatesAreQuotedExactly(t *testing.T) {
+	read := func() uint64 { return 0 }
+	for _, rate := range []uint64{math.MaxUint64, math.MaxUint64 - 1024, 1<<63 + 1} {
+		_, err := schedclock.New(schedclock.Source{Name: "fast", Read: read, Bits: 64, Rate: rate})
+		require.ErrorIs(t, err, schedclock.ErrInvalidSource)
+		assert.Contains(t, err.Error(), " "+strconv.FormatUint(rate, 10)+" Hz")
+	}
 }
