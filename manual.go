@@ -60,12 +60,16 @@ type Manual struct {
 var manualWallOrigin = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // NewManual returns a counter at 0 that counts at rate Hz when advanced,
-// bits wide. New and Register check rate and bits as for any Source (a
-// rate of 0 or a width outside 1..64 is refused with ErrInvalidSource).
-func NewManual(rate uint64, bits int) *Manual {
+// bits wide. It refuses, with an error wrapping ErrInvalidSource, what
+// New would refuse of its Source: a rate of 0, a width outside 1..64,
+// or a counter that wraps too fast to be followed.
+func NewManual(rate uint64, bits int) (*Manual, error) {
 	m := &Manual{rate: rate, bits: bits}
+	if _, err := newConversion(m.Source()); err != nil {
+		return nil, err
+	}
 	m.SetWallOrigin(manualWallOrigin)
-	return m
+	return m, nil
 }
 
 // Cleanuper is what NewManualClock needs of a test: testing.TB has it
@@ -79,8 +83,11 @@ type Cleanuper interface{ Cleanup(func()) }
 // testing/synctest bubble too (the Clock's goroutine joins the bubble
 // and its Close, at the test's cleanup, lets the bubble end).
 func NewManualClock(tb Cleanuper) (*Clock, *Manual) {
-	m := NewManual(1_000_000_000, 64)
-	c, err := New(m.Source())
+	m, err := NewManual(1_000_000_000, 64)
+	var c *Clock
+	if err == nil {
+		c, err = New(m.Source())
+	}
 	if err != nil {
 		panic("schedclock: a 1 GHz 64-bit Manual is refused: " + err.Error()) // cannot happen
 	}

@@ -16,9 +16,11 @@ import (
 func TestOwnCode(t *testing.T) {
 	j, err := NewJiffies(100)
 	assert.NoError(t, err)
+	m, err := NewManual(1e9, 64)
+	assert.NoError(t, err)
 	defer j.Stop()
 	for name, f := range map[string]func() uint64{
-		"Portable": Portable().Read, "Manual": NewManual(1e9, 64).Source().Read,
+		"Portable": Portable().Read, "Manual": m.Source().Read,
 		"Jiffies": j.Source().Read, "Bubble": Bubble().Read, "nil": nil,
 	} {
 		assert.True(t, ownCode(f), name)

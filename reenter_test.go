@@ -54,7 +54,7 @@ func TestAReadReenteringTheWriter(t *testing.T) {
 	for _, o := range outers {
 		for name, call := range nested {
 			t.Run(o.name+"/"+name, func(t *testing.T) {
-				m := schedclock.NewManual(1e9, 64)
+				m := mustManual(1e9, 64)
 				var c *schedclock.Clock
 				var armed atomic.Bool
 				nestedErr := make(chan error, 1)
@@ -100,7 +100,7 @@ func TestAReadReenteringTheWriter(t *testing.T) {
 // calls the clock's Update from the background goroutine gets an error
 // instead of hanging that goroutine for good with the lock held.
 func TestAReferenceReenteringTheWriter(t *testing.T) {
-	m := schedclock.NewManual(1e9, 64)
+	m := mustManual(1e9, 64)
 	var c *schedclock.Clock
 	var armed atomic.Bool
 	nestedErr := make(chan error, 1)
@@ -135,7 +135,7 @@ func TestAReferenceReenteringTheWriter(t *testing.T) {
 // goroutine while the writer is in a slow Read is not a re-entry: it
 // waits for the lock and succeeds.
 func TestAWriterWaitsForAnotherGoroutinesRead(t *testing.T) {
-	m := schedclock.NewManual(1e9, 64)
+	m := mustManual(1e9, 64)
 	var slow atomic.Bool
 	inRead, release := make(chan struct{}), make(chan struct{})
 	src := schedclock.Source{Name: "slow", Bits: 64, Rate: 1e9, Read: func() uint64 {
@@ -181,7 +181,7 @@ func TestAWriterWaitsForAnotherGoroutinesRead(t *testing.T) {
 // another goroutine, an Update from the goroutine that wrote last waits
 // and succeeds instead of failing with ErrReentered.
 func TestAFormerWriterIsNoHolder(t *testing.T) {
-	m := schedclock.NewManual(1e9, 64)
+	m := mustManual(1e9, 64)
 	var slow atomic.Bool
 	inRead, release := make(chan struct{}), make(chan struct{})
 	c, err := schedclock.New(schedclock.Source{Name: "slow", Bits: 64, Rate: 1e9, Read: func() uint64 {
