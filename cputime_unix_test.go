@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux || darwin || dragonfly || freebsd || openbsd || solaris
 
 package schedclock_test
 

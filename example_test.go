@@ -76,8 +76,8 @@ func ExampleWithReference() {
 // Register switches counters without a jump: the new counter takes over
 // from the value the old one reached.
 func ExampleClock_Register() {
-	slow := schedclock.NewManual(1000, 64) // 1 kHz
-	fine := schedclock.NewManual(1e9, 64)  // 1 GHz
+	slow, _ := schedclock.NewManual(1000, 64) // 1 kHz
+	fine, _ := schedclock.NewManual(1e9, 64)  // 1 GHz
 	c, _ := schedclock.New(slow.Source())
 	defer c.Close()
 	slow.Advance(7 * time.Millisecond)
@@ -137,7 +137,7 @@ func ExampleWallNow() {
 
 // A Manual counter makes a Clock that tests drive by hand, with no sleep.
 func ExampleNewManual() {
-	m := schedclock.NewManual(1e9, 64)
+	m, _ := schedclock.NewManual(1e9, 64)
 	c, _ := schedclock.New(m.Source())
 	defer c.Close()
 	start := c.Now()

@@ -27,7 +27,7 @@ type flakySource struct {
 }
 
 func newFlaky(rate uint64, bits int) *flakySource {
-	return &flakySource{m: schedclock.NewManual(rate, bits)}
+	return &flakySource{m: mustManual(rate, bits)}
 }
 
 func (f *flakySource) read() uint64 {
@@ -109,7 +109,7 @@ func TestRegisterBlamesTheSourceThatPanicked(t *testing.T) {
 			c, err := schedclock.New(f.source())
 			require.NoError(t, err)
 			defer c.Close()
-			other := schedclock.NewManual(1e9, 64)
+			other := mustManual(1e9, 64)
 			f.skip.Store(at - 1)
 			f.panics.Store(1)
 			err = c.Register(schedclock.Source{Name: "other", Read: other.Read, Bits: 64, Rate: 1e9})
@@ -193,7 +193,7 @@ func TestInfoNeverWaitsForABlockedReference(t *testing.T) {
 
 // Time saturates: no value a clock returns maps before the clock's start.
 func TestTimeNeverWraps(t *testing.T) {
-	m := schedclock.NewManual(1e9, 64)
+	m := mustManual(1e9, 64)
 	c, err := schedclock.New(m.Source())
 	require.NoError(t, err)
 	defer c.Close()
@@ -233,7 +233,7 @@ func TestAdvanceNeverMovesBack(t *testing.T) {
 	// the range without overflowing 64 bits: only the saturation below it
 	// keeps the Clock from taking the counter for one that stepped back.
 	for _, rate := range []uint64{1e9, 10e9, 32768, 1.99e9} {
-		m := schedclock.NewManual(rate, 64)
+		m := mustManual(rate, 64)
 		c, err := schedclock.New(m.Source())
 		require.NoError(t, err)
 		m.Advance(time.Hour)

@@ -117,7 +117,7 @@ func TestGoexitInTheBackground(t *testing.T) {
 // exitsAfter is a 2 GHz Source whose Read exits its goroutine after
 // reads reads.
 func exitsAfter(reads int32) schedclock.Source {
-	next := schedclock.NewManual(2e9, 64)
+	next := mustManual(2e9, 64)
 	var left atomic.Int32
 	left.Store(reads)
 	return schedclock.Source{Name: "next", Bits: 64, Rate: 2e9, Read: func() uint64 {
@@ -167,13 +167,13 @@ func TestGoexitOnTheWriterPaths(t *testing.T) {
 			_ = c.Register(exitsAfter(1)) // the check passes; the switch's read exits
 		}},
 		{"Register, the old Read mid-switch", func(c *schedclock.Clock, _ *schedclock.Manual, exit *atomic.Int32) {
-			next := schedclock.NewManual(2e9, 64)
+			next := mustManual(2e9, 64)
 			exit.Store(1)
 			_ = c.Register(next.Source())
 		}},
 	} {
 		t.Run(p.name, func(t *testing.T) {
-			m := schedclock.NewManual(1e9, 64)
+			m := mustManual(1e9, 64)
 			var exit atomic.Int32
 			c, err := schedclock.New(schedclock.Source{Name: "manual, exits", Bits: 64, Rate: 1e9, Read: func() uint64 {
 				if exit.Load() > 0 && exit.Add(-1) == 0 {

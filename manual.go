@@ -28,10 +28,14 @@ import (
 // that sleeps or waits, run the test in a testing/synctest bubble, whose
 // fake time moves when every goroutine is blocked, and advance the
 // Manual with it (see the package example "Synctest").
+//
+// A nil *Manual, like a nil *Clock, panics in no method: Read reads 0,
+// Advance, Set and SetWallOrigin do nothing, and New refuses its Source
+// with ErrInvalidSource.
 type Manual struct {
 	value  atomic.Uint64
-	carry  atomic.Uint64 // Advance's remainder, in 1/1e9 counts
-	origin atomic.Int64  // the wall origin, Unix ns
+	carry  atomic.Uint64             // Advance's remainder, in 1/1e9 counts
+	origin atomic.Pointer[time.Time] // the wall origin; nil: the Unix epoch
 	rate   uint64
 	bits   int
 
@@ -54,12 +58,16 @@ type Manual struct {
 var manualWallOrigin = time.Unix(946_684_800, 0).UTC() // 2000-01-01T00:00:00Z: time.Date would link the time zone loader
 
 // NewManual returns a counter at 0 that counts at rate Hz when advanced,
-// bits wide. New and Register check rate and bits as for any Source (a
-// rate of 0 or a width outside 1..64 is refused with ErrInvalidSource).
-func NewManual(rate uint64, bits int) *Manual {
+// bits wide. It refuses, with an error wrapping ErrInvalidSource, what
+// New would refuse of its Source: a rate of 0, a width outside 1..64,
+// or a counter that wraps too fast to be followed.
+func NewManual(rate uint64, bits int) (*Manual, error) {
 	m := &Manual{rate: rate, bits: bits}
-	m.origin.Store(manualWallOrigin.UnixNano())
-	return m
+	if _, err := newConversion(m.Source()); err != nil {
+		return nil, err
+	}
+	m.SetWallOrigin(manualWallOrigin)
+	return m, nil
 }
 
 // Cleanuper is what NewManualClock needs of a test: testing.TB has it
@@ -73,8 +81,11 @@ type Cleanuper interface{ Cleanup(func()) }
 // testing/synctest bubble too (the Clock's goroutine joins the bubble
 // and its Close, at the test's cleanup, lets the bubble end).
 func NewManualClock(tb Cleanuper) (*Clock, *Manual) {
-	m := NewManual(1_000_000_000, 64)
-	c, err := New(m.Source())
+	m, err := NewManual(1_000_000_000, 64)
+	var c *Clock
+	if err == nil {
+		c, err = New(m.Source())
+	}
 	if err != nil {
 		panic("schedclock: a 1 GHz 64-bit Manual is refused: " + err.Error()) // cannot happen
 	}
@@ -85,12 +96,39 @@ func NewManualClock(tb Cleanuper) (*Clock, *Manual) {
 }
 
 // SetWallOrigin sets the wall time that a Clock on this counter maps the
-// reading 0 to: Time(ns) is t plus ns nanoseconds (saturated at the
-// largest time.Unix can hold).
-func (m *Manual) SetWallOrigin(t time.Time) { m.origin.Store(t.UnixNano()) }
+// reading 0 to: Time(ns) is t plus ns nanoseconds, saturated to what
+// time.Unix(0, ns) can say (1677-09-21 to 2262-04-11), as every Clock's
+// Time is. An origin outside that range is kept as it is, not clamped:
+// Time(0) of the origin time.Time{} is the earliest time.Unix(0, ns) can
+// say, and an origin in 1600 with a reading of 100 years is 1700.
+func (m *Manual) SetWallOrigin(t time.Time) {
+	if m != nil {
+		m.origin.Store(&t)
+	}
+}
 
 // wallAt is the wall time, in Unix ns, of the clock reading ns.
-func (m *Manual) wallAt(ns int64) int64 { return addSat(m.origin.Load(), ns) }
+func (m *Manual) wallAt(ns int64) int64 {
+	origin := time.Unix(0, 0)
+	if o := m.origin.Load(); o != nil {
+		origin = *o
+	}
+	// time.Time holds any origin plus ±292 years without overflow: only
+	// the result needs saturating.
+	return unixNanoSat(origin.Add(time.Duration(ns)))
+}
+
+// unixNanoSat is t.UnixNano() saturated to the int64 range (UnixNano's
+// own result is undefined outside it).
+func unixNanoSat(t time.Time) int64 {
+	switch {
+	case t.Before(time.Unix(0, math.MinInt64)):
+		return math.MinInt64
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
 
 // Advance moves the counter on by d: d times its rate, in counts, the
 // fractions of a count carried to the next Advance. A negative d does
@@ -103,7 +141,7 @@ func (m *Manual) wallAt(ns int64) int64 { return addSat(m.origin.Load(), ns) }
 // ever lost, whatever the Clock's goroutine does. A Clock that is
 // suspended or closed is not folded (it does not follow the counter).
 func (m *Manual) Advance(d time.Duration) {
-	if d <= 0 {
+	if m == nil || d <= 0 {
 		return
 	}
 	if !m.wide() {
@@ -215,10 +253,17 @@ func (m *Manual) add(counts uint64) {
 
 // Set sets the counter to v (masked to its width when read): a counter
 // that jumps, steps back or wraps.
-func (m *Manual) Set(v uint64) { m.value.Store(v) }
+func (m *Manual) Set(v uint64) {
+	if m != nil {
+		m.value.Store(v)
+	}
+}
 
 // Read returns the counter, masked to its width.
 func (m *Manual) Read() uint64 {
+	if m == nil {
+		return 0
+	}
 	v := m.value.Load()
 	if !m.wide() {
 		v &= maskOf(m.bits)
@@ -229,6 +274,9 @@ func (m *Manual) Read() uint64 {
 // Source returns the counter as a Source named "manual". A Clock on it
 // knows it for a Manual (see Manual on Coarse and Time).
 func (m *Manual) Source() Source {
+	if m == nil {
+		return Source{Name: "manual (a nil *Manual)"} // no Read: New refuses it
+	}
 	return Source{Name: "manual", Read: m.Read, Bits: m.bits, Rate: m.rate, manual: m}
 }
 

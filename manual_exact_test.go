@@ -16,7 +16,7 @@ import (
 // as it goes, so no wrap is lost, whatever the background goroutine does.
 func TestManualIsExactAtEveryWidth(t *testing.T) {
 	for _, width := range []int{32, 40, 48, 63, 64} {
-		m := schedclock.NewManual(1e9, width)
+		m := mustManual(1e9, width)
 		c, err := schedclock.New(m.Source())
 		require.NoError(t, err)
 		start := c.Now()
@@ -38,7 +38,7 @@ func TestManualIsExactAtEveryWidth(t *testing.T) {
 // TestManualFoldsEveryClockOnIt: two clocks on one 16-bit counter, one
 // made later, both exact; a closed one is left alone.
 func TestManualFoldsEveryClockOnIt(t *testing.T) {
-	m := schedclock.NewManual(65536, 16)
+	m := mustManual(65536, 16)
 	a, err := schedclock.New(m.Source())
 	require.NoError(t, err)
 	defer a.Close()

@@ -13,7 +13,7 @@ import (
 )
 
 func TestManual(t *testing.T) {
-	m := schedclock.NewManual(24_000_000, 32)
+	m := mustManual(24_000_000, 32)
 	c, err := schedclock.New(m.Source())
 	require.NoError(t, err)
 	defer c.Close()
@@ -32,11 +32,23 @@ func TestManual(t *testing.T) {
 	m.Set(1<<32 + 5)
 	assert.Equal(t, uint64(5), m.Read())
 
-	// Bad parameters are refused where a Source is checked.
-	_, err = schedclock.New(schedclock.NewManual(0, 64).Source())
+	// Bad parameters are refused where they are given, as New would
+	// refuse them.
+	_, err = schedclock.NewManual(0, 64)
 	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
-	_, err = schedclock.New(schedclock.NewManual(1e9, 65).Source())
+	_, err = schedclock.NewManual(1e9, 65)
 	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
+	_, err = schedclock.NewManual(1e6, 16) // wraps every 65 ms
+	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
+}
+
+// mustManual is NewManual for a rate and width the test knows are valid.
+func mustManual(rate uint64, bits int) *schedclock.Manual {
+	m, err := schedclock.NewManual(rate, bits)
+	if err != nil {
+		panic(err)
+	}
+	return m
 }
 
 // TestManualClockIsExact: a clock on a Manual answers only from the
@@ -69,7 +81,7 @@ func TestManualClockIsExact(t *testing.T) {
 }
 
 func TestManualIsSafeForConcurrentUse(t *testing.T) {
-	m := schedclock.NewManual(3_000_000_000, 64)
+	m := mustManual(3_000_000_000, 64)
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
 		wg.Add(1)
@@ -98,7 +110,7 @@ func TestNowInASynctestBubble(t *testing.T) {
 		assert.Equal(t, time.Hour, time.Since(fake), "the bubble's time")
 		assert.Less(t, schedclock.Since(start), time.Minute, "Now does not follow the bubble")
 
-		m := schedclock.NewManual(1e9, 64)
+		m := mustManual(1e9, 64)
 		c, err := schedclock.New(m.Source())
 		require.NoError(t, err)
 		t0 := c.Now()

@@ -28,12 +28,14 @@ type options struct {
 // The default clock's reference is CLOCK_MONOTONIC_RAW.
 //
 // now must be safe for concurrent use, should never go backwards, and
-// must not call the Clock's methods other than Now and Info (it is called
-// while the Clock's writer lock is held). It is called from the Clock's
-// background goroutine only, in bursts (8 bracketed reads for each
-// comparison of the watch, 32 for each refinement of the rate) on at
-// most ten wake-ups a second: the watch compares every 100 ms at first,
-// then at periods doubling to 2 s while the counter agrees, and
+// should not call the Clock's methods other than Now and Info: it is
+// called while the Clock's writer lock is held, and Register, Update,
+// Suspend, Resume and Close called from it return ErrReentered. It is
+// called from the Clock's background goroutine only, in bursts (8
+// bracketed reads for each comparison of the watch, 32 for each
+// refinement of the rate) on at most ten wake-ups a second: the watch
+// compares every 100 ms at first, then at periods doubling to 2 s while
+// the counter agrees, and
 // refinements ride on its wake-ups. A reference that
 // misbehaves is checked against the runtime's monotonic clock: one that
 // stops, steps back, jumps or runs more than 1000 ppm away from it is not

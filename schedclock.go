@@ -96,6 +96,13 @@ type clockState struct {
 	// step is called between the writer's steps; tests use it to stop the
 	// writer at each of them. It is a no-op otherwise.
 	step func(string)
+
+	// writerG is the goroutine that holds mu, if it named itself (see
+	// lockAsWriter); 0 otherwise. userSrc and userRef say the source's
+	// Read and the reference are user code, which may call writer
+	// methods from inside the writer (see ownCode).
+	writerG          atomic.Uint64
+	userSrc, userRef bool
 }
 
 // foldState is the refresh's schedule and what it found.
@@ -174,6 +181,7 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 		src: src, conv: conv, rate: rate, track: tr, declared: src.Rate,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		step: noStep, coarseEvery: defaultCoarseResolution,
+		userSrc: !ownCode(src.Read), userRef: tr != nil && !ownCode(tr.ref),
 	}}
 	if tr != nil {
 		tr.restart = true
@@ -338,8 +346,11 @@ func (c *Clock) Close() error {
 	if c == defaultClock {
 		return fmt.Errorf("%w: it is shared by every package of the process", ErrDefaultClock)
 	}
-	c.mu.Lock()
+	if !c.lockAsWriter() {
+		return reentered("Close")
+	}
 	if c.stoppedLocked() {
+		c.writerG.Store(0)
 		c.mu.Unlock()
 		return ErrClosed
 	}
@@ -455,6 +466,12 @@ func stopUnreachable(st *clockState) {
 // faults go on, but never later than the refresh period.
 func (c *Clock) tick(now time.Time) (next time.Time) {
 	c.mu.Lock()
+	if c.userSrc || c.userRef {
+		// A user's Read or reference run below gets ErrReentered from a
+		// writer method of this clock, instead of hanging this goroutine
+		// (see lockAsWriter).
+		c.nameWriterLocked()
+	}
 	defer c.unlock()
 	c.faults.exiting = false
 	c.wakes++
@@ -505,6 +522,7 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 func (c *Clock) unlock() {
 	in := c.infoLocked()
 	c.info.Store(&in)
+	c.writerG.Store(0) // before the lock is free: see lockAsWriter
 	c.mu.Unlock()
 }
 

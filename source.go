@@ -19,7 +19,10 @@ import (
 // bits at up to 6.4 GHz): the Clock's goroutine folds it eight times per
 // wrap and may run up to 500 ms late on a loaded machine. A Read that
 // panics is refused by New and Register; in the Clock's goroutine, the
-// fold is tried again later.
+// fold is tried again later. Read is called with the Clock's writer lock
+// held (by Register, Update, Suspend, Resume and the Clock's goroutine):
+// a Read that calls one of those methods, or Close, on the same Clock
+// gets ErrReentered instead of waiting for itself.
 //
 // What a narrow counter cannot survive exactly is a stretch in which the
 // Clock's goroutine cannot run at all (a non-preemptible assembly loop on
@@ -76,6 +79,12 @@ var (
 	// ErrDefaultClock: the call would stop the process-wide default
 	// clock, which every package of the process shares (Close).
 	ErrDefaultClock = errors.New("schedclock: the default clock cannot be closed")
+	// ErrReentered: a writer method (Register, Update, Suspend, Resume,
+	// Close) was called by user code that the same Clock's writer was
+	// running (a Source's Read, a reference): the writer holds the
+	// Clock's lock, so the call would wait for itself forever. It
+	// changes nothing, and the writer that ran the user code goes on.
+	ErrReentered = errors.New("schedclock: writer method called from inside the clock's own writer")
 )
 
 // RateOrigin says where a Source's Rate came from.

@@ -12,6 +12,9 @@ import (
 // works everywhere, but it only moves at each tick, so a Clock on it
 // advances in steps of 1/HZ. Each tick sets the count from Go's monotonic
 // clock, so ticks that the runtime drops or delays lose no time.
+//
+// A nil *Jiffies, like a nil *Clock, panics in no method: Read reads 0,
+// Stop does nothing, and New refuses its Source with ErrInvalidSource.
 type Jiffies struct {
 	count atomic.Uint64
 	hz    uint64
@@ -51,19 +54,27 @@ func (j *Jiffies) tick() {
 }
 
 // Read returns the number of ticks counted so far.
-func (j *Jiffies) Read() uint64 { return j.count.Load() }
+func (j *Jiffies) Read() uint64 {
+	if j == nil {
+		return 0
+	}
+	return j.count.Load()
+}
 
 // Source returns the counter as a Source: 64 bits at HZ.
 func (j *Jiffies) Source() Source {
+	if j == nil {
+		return Source{Name: "jiffies (a nil *Jiffies)"} // no Read: New refuses it
+	}
 	return Source{Name: "jiffies", Read: j.Read, Bits: 64, Rate: j.hz}
 }
 
 // Stop stops the ticker and waits for its goroutine to exit; the count
-// stays where it is. Stop is idempotent, and does nothing on a zero
-// Jiffies.
+// stays where it is. Stop is idempotent, and does nothing on a zero or
+// nil Jiffies.
 func (j *Jiffies) Stop() {
-	if j.stop == nil {
-		return // a zero Jiffies, never started by NewJiffies
+	if j == nil || j.stop == nil {
+		return // never started by NewJiffies
 	}
 	j.once.Do(func() { close(j.stop) })
 	<-j.done

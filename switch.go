@@ -74,6 +74,9 @@ func (c *Clock) Register(src Source) error {
 		return err
 	}
 	defer c.unlock()
+	if !ownCode(src.Read) {
+		c.nameWriterLocked() // src's Read runs under the lock too
+	}
 	if src.Rate < c.declared {
 		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.src.Name, c.declared)
 	}
@@ -211,6 +214,7 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 		c.switchLine(src.Read, conv, anchor)
 	}
 	c.src, c.conv, c.rate = src, conv, rate
+	c.userSrc = !ownCode(src.Read)
 	c.fold.due = time.Now().Add(conv.refreshPeriod())
 	c.kick()
 	returned = true

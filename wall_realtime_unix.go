@@ -1,4 +1,7 @@
-//go:build unix
+//go:build linux || darwin || dragonfly || freebsd || openbsd || solaris
+
+// The systems where x/sys has both ClockGettime and CLOCK_REALTIME:
+// netbsd lacks the constant, aix the call (wall_realtime_other.go).
 
 package schedclock
 

@@ -65,7 +65,7 @@ func TestTimeAtItsEdges(t *testing.T) {
 // short of the negative zone at 7/8 of the range) reads
 // math.MaxInt64, not 0 nor a wrapped value.
 func TestAClosedClockSaturates(t *testing.T) {
-	m := schedclock.NewManual(1e9, 64)
+	m := mustManual(1e9, 64)
 	c, err := schedclock.New(m.Source())
 	require.NoError(t, err)
 	require.NoError(t, c.Close())

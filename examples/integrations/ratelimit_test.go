@@ -14,7 +14,7 @@ import (
 // A rate limiter under test, on a Manual counter: the bucket refills
 // exactly as far as the test advances it, with no sleeping.
 func ExampleLimiter() {
-	m := schedclock.NewManual(1e9, 64)
+	m, _ := schedclock.NewManual(1e9, 64)
 	clock, err := schedclock.New(m.Source())
 	if err != nil {
 		panic(err)
@@ -34,7 +34,7 @@ func ExampleLimiter() {
 }
 
 func TestLimiterOnAManualClock(t *testing.T) {
-	m := schedclock.NewManual(1e9, 64)
+	m, _ := schedclock.NewManual(1e9, 64)
 	clock, err := schedclock.New(m.Source())
 	require.NoError(t, err)
 	defer clock.Close()

@@ -34,7 +34,9 @@ func DeviceClock(read func() uint64, hz uint64, ref func() int64) (*schedclock.C
 
 // In tests: a counter that moves only when told (m.Advance), no sleeping.
 func ManualClock() (c *schedclock.Clock, m *schedclock.Manual, err error) {
-	m = schedclock.NewManual(1e9, 64)
+	if m, err = schedclock.NewManual(1e9, 64); err != nil {
+		return nil, nil, err
+	}
 	c, err = schedclock.New(m.Source())
 	return c, m, err
 }
