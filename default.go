@@ -240,7 +240,11 @@ func (c *Clock) chooseHardware() {
 	p.checks = true
 }
 
-// Now returns the default clock's time in nanoseconds: Default().Now().
+// Now returns the default clock's time: nanoseconds since the package
+// was initialised (Default().Now()). It never waits, never allocates and
+// never returns less than a call that happened before it, on any
+// goroutine. Subtract two readings, or pass one to Since, to measure
+// time; a reading is not a wall-clock time (WallNow and Clock.Time are).
 func Now() int64 { return defaultClock.Now() }
 
 // Since returns the time elapsed on the default clock since start, a value
