@@ -38,6 +38,8 @@ func CNTVCT() (Source, error) {
 // counter), so its own check decides: the kernel's erratum workaround
 // where this CPU needs one, and a read that costs no more than the
 // portable source's (a counter the kernel traps falls back).
+//
+//lint:ignore U1000 the table holds it on arm64 (counters_arm64.go)
 var cntvctCounter = counter{
 	arch:      "arm64",
 	probe:     probeCNTVCT,
@@ -49,6 +51,8 @@ var cntvctCounter = counter{
 // one, in src's read (reading it needs the same workaround from user
 // space as the kernel's: a few small file reads, cheap enough for
 // initialisation), and returns the check of what that read costs.
+//
+//lint:ignore U1000 cntvctCounter's, which the table holds on arm64
 func prepareCNTVCT(src Source) (Source, func() (string, error)) {
 	erratum := errata.Detect(os.DirFS("/"))
 	if read := cntvctErratumReader(erratum.Erratum); read != nil {

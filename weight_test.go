@@ -36,9 +36,7 @@ func buildWeightProgram(t *testing.T, name string, flags ...string) string {
 		t.Skip("builds host programs: not under an emulator")
 	}
 	gocmd, err := exec.LookPath("go")
-	if err != nil {
-		gocmd = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
+	require.NoError(t, err, "the go command builds the programs whose weight is measured")
 	bin := filepath.Join(t.TempDir(), name)
 	args := append(append([]string{"build", "-o", bin}, flags...), "./testdata/weight/"+name)
 	cmd := exec.Command(gocmd, args...)

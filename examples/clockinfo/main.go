@@ -291,32 +291,32 @@ func timedCalls(kernelClocks bool) []timedCall {
 	calls := []timedCall{
 		{"schedclock.Now", "time.Since", func(n int) {
 			for range n {
-				schedclock.Now()
+				_ = schedclock.Now()
 			}
 		}},
 		{"schedclock.Since", "time.Since", func(n int) {
 			for range n {
-				schedclock.Since(start)
+				_ = schedclock.Since(start)
 			}
 		}},
 		{"schedclock.Coarse", "time.Since", func(n int) {
 			for range n {
-				schedclock.Coarse()
+				_ = schedclock.Coarse()
 			}
 		}},
 		{"schedclock.WallNow", "time.Now", func(n int) {
 			for range n {
-				schedclock.WallNow()
+				_ = schedclock.WallNow()
 			}
 		}},
 		{"time.Since", "", func(n int) {
 			for range n {
-				time.Since(stdStart)
+				_ = time.Since(stdStart)
 			}
 		}},
 		{"time.Now", "", func(n int) {
 			for range n {
-				time.Now()
+				_ = time.Now()
 			}
 		}},
 	}
