@@ -182,7 +182,7 @@ func TestNowThroughPageFaults(t *testing.T) {
 	onSyntheticPvclock(t, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
 		// The clock made by New, and a default clock (its watch against
 		// CLOCK_MONOTONIC_RAW, its Info) on the same shared Source.
-		d := newDefaultClock([]*counter{&pvclockCounter})
+		d := newChosenDefaultClock([]*counter{&pvclockCounter})
 		defer func() { require.NoError(t, d.Close()) }()
 		require.Equal(t, "kvm-clock (pvclock, stable)", d.Info().Source)
 		clocks := map[string]*Clock{"New(Paravirt())": c, "the default clock": d}
@@ -274,7 +274,7 @@ func TestNowThroughPageFaults(t *testing.T) {
 // back once the page is consistent again.
 func TestDefaultClockInfoNamesAPageFallBack(t *testing.T) {
 	onSyntheticPvclock(t, func(_ *Clock, pg *pvclock.Page, s *paravirtSource) {
-		c := newDefaultClock([]*counter{&pvclockCounter})
+		c := newChosenDefaultClock([]*counter{&pvclockCounter})
 		defer func() { require.NoError(t, c.Close()) }()
 		in := c.Info()
 		require.Equal(t, "kvm-clock (pvclock, stable)", in.Source, "%+v", in)
