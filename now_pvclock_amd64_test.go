@@ -503,3 +503,37 @@ func TestNowHoldsStillBelowAnAcceptedStamp(t *testing.T) {
 		assert.NotZero(t, below, "no read below the stamp")
 	})
 }
+
+// TestNowHoldsStillBelowAStampWithoutBit63: the same on a page whose
+// scale (mul 1, shift 31: a 2 GHz TSC) turns a delta wrapped below the
+// stamp into 2^32 ns ahead with bit 63 clear: inside the fast range of
+// the clock's line (pure offset, 2^33 ns), where neither the sign test
+// nor fastMax stops it, only Now's below-stamp rule.
+func TestNowHoldsStillBelowAStampWithoutBit63(t *testing.T) {
+	base := pvclock.Pvclock{TSCTimestamp: pvclock.TSC(), SystemTime: 1 << 40, Mul: 1, Shift: 31, Flags: pvclock.TSCStableBit}
+	ref := func() int64 { return int64(base.Time(pvclock.TSC())) }
+	onSyntheticPvclockWith(t, &base, ref, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
+		require.NotZero(t, c.latch.banks[c.latch.seq.Load()&1].offset.Load(), "the line is not a pure offset")
+		require.Greater(t, c.latch.banks[c.latch.seq.Load()&1].fastMax.Load(), uint64(1)<<32, "the line's fast range does not reach the wrapped delta")
+		prev := c.Now()
+		offset := prev - ref()
+		below := 0
+		for range 50 {
+			stamp := pvclock.TSC() + 20_000
+			p := base
+			p.SystemTime, p.TSCTimestamp = base.Cycles(stamp), stamp
+			pg.Publish(p)
+			for pvclock.TSC() < stamp+20_000 {
+				if pvclock.TSC() < stamp {
+					below++
+				}
+				n := c.Now()
+				require.GreaterOrEqual(t, n, prev, "a step back of %v", time.Duration(prev-n))
+				require.LessOrEqual(t, n-(ref()+offset), int64(time.Millisecond), "a reading %v ahead of the page's timeline", time.Duration(n-ref()-offset))
+				prev = n
+			}
+		}
+		assert.True(t, s.onPage(), "a page stamped ahead with its own time was refused")
+		assert.NotZero(t, below, "no read below the stamp")
+	})
+}
