@@ -24,7 +24,7 @@ func TestLatchLayout(t *testing.T) {
 	b := &latch{}
 	for _, f := range []unsafe.Pointer{unsafe.Pointer(&b.banks[0].read), unsafe.Pointer(&b.banks[0].epochCyc),
 		unsafe.Pointer(&b.banks[0].epochNs), unsafe.Pointer(&b.banks[0].fastMax), unsafe.Pointer(&b.banks[0].base),
-		unsafe.Pointer(&b.banks[0].scale)} {
+		unsafe.Pointer(&b.banks[0].scale), unsafe.Pointer(&b.banks[0].offset)} {
 		assert.Less(t, uintptr(f)-uintptr(unsafe.Pointer(b))+8, uintptr(65))
 	}
 	// The latch opens the Clock, and the Clock is a 64-byte multiple size
@@ -58,12 +58,12 @@ func TestScalePacking(t *testing.T) {
 }
 
 // snapshot reads the bank readers would use, by the reader protocol.
-func (l *latch) snapshot() (ln [6]uint64) {
+func (l *latch) snapshot() (ln [7]uint64) {
 	for {
 		seq := l.seq.Load()
 		b := &l.banks[seq&1]
-		ln = [6]uint64{uint64(uintptr(atomic.LoadPointer(&b.read))), b.epochCyc.Load(), uint64(b.epochNs.Load()),
-			b.fastMax.Load(), b.base.Load(), b.scale.Load()}
+		ln = [7]uint64{uint64(uintptr(atomic.LoadPointer(&b.read))), b.epochCyc.Load(), uint64(b.epochNs.Load()),
+			b.fastMax.Load(), b.base.Load(), b.scale.Load(), uint64(b.offset.Load())}
 		if l.seq.Load() == seq {
 			return ln
 		}
@@ -72,22 +72,28 @@ func (l *latch) snapshot() (ln [6]uint64) {
 
 // consistent reports whether a snapshot is one of the lines written by
 // testLine: every field is derived from the same k.
-func consistent(s [6]uint64, reads []func() uint64) bool {
+func consistent(s [7]uint64, reads []func() uint64) bool {
 	k := s[1]
 	want := testLine(k, reads)
-	return s == [6]uint64{uint64(uintptr(funcPtr(want.read))), want.epochCyc, uint64(want.epochNs),
+	return s == [7]uint64{uint64(uintptr(funcPtr(want.read))), want.epochCyc, uint64(want.epochNs),
 		want.fastMax(), want.frac - want.epochCyc*uint64(want.conv.mult),
-		packScale(want.conv.mult, want.conv.shift, uint64(bitsOf(want.conv.mask)))}
+		packScale(want.conv.mult, want.conv.shift, uint64(bitsOf(want.conv.mask))), uint64(want.pureOffset())}
 }
 
+// testLine is the k-th of a family of lines whose every field differs
+// with k; every third one is a pure offset (see bank.offset).
 func testLine(k uint64, reads []func() uint64) line {
-	return line{
+	ln := line{
 		read:     reads[k%uint64(len(reads))],
 		conv:     conversion{mult: uint32(1000 + k%4096), shift: uint32(1 + k%20), mask: maskOf(int(8 + k%57))},
 		epochCyc: k,
 		epochNs:  int64(3 * k),
 		frac:     k % 2,
 	}
+	if k%3 == 0 {
+		ln.conv.mult, ln.frac = 1<<ln.conv.shift, 0
+	}
+	return ln
 }
 
 func TestLatchReadersNeverSeeATornBank(t *testing.T) {
@@ -139,7 +145,7 @@ func TestLatchWriterStoppedAtEveryStep(t *testing.T) {
 	var steps []string
 	l.publish(&next, func(step string) {
 		steps = append(steps, step)
-		done := make(chan [6]uint64)
+		done := make(chan [7]uint64)
 		go func() { done <- l.snapshot() }()
 		select {
 		case s := <-done:
@@ -152,7 +158,7 @@ func TestLatchWriterStoppedAtEveryStep(t *testing.T) {
 			t.Fatalf("a reader waited for the writer stopped after %s", step)
 		}
 	})
-	assert.Len(t, steps, 14)
+	assert.Len(t, steps, 16)
 }
 
 // referenceNanos is what a line must read at counter value cyc, in

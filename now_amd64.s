@@ -52,6 +52,8 @@ convert:
 	SHRQ   $8, CX
 	SHRQ   CX, AX
 	ADDQ   bank_epochNs(SI), AX
+
+recheck:
 	CMPQ   R9, latch_seq(DI)(R10*1)
 	JNE    retry
 	MOVQ   AX, ret+8(FP)
@@ -62,7 +64,8 @@ slow:
 
 	// A bank that reads the pvclock page (Paravirt's readPvclock): the
 	// page read of internal/pvclock's Read (vread_pvclock's protocol)
-	// inline, its result the counter value of the conversion above, on
+	// inline, its result the counter value of the conversion above (by
+	// one add where the line is a pure offset, the default clock's), on
 	// the page version the shared Source checked against its reference
 	// (paravirtSource.state: an odd version, or a Source off the page,
 	// never matches) and never below the Source's floor. Only the first
@@ -101,16 +104,38 @@ pvShiftRight:
 	SHRQ CX, AX
 
 pvScale:
-	MOVL 24(BX), DX // tsc_to_system_mul; the version re-check below covers this load too
-	MULQ DX // DX:AX = delta * mul
-	SHRQ $32, DX, AX
+	// (delta * mul) >> 32 modulo 2^64, what MULQ then SHRQ $32, DX, AX
+	// give, as (delta>>32)*mul + ((delta & (2^32-1))*mul)>>32: two
+	// independent multiplies, a shorter chain than MULQ then SHRD.
+	MOVL  24(BX), DX // tsc_to_system_mul; the version re-check below covers this load too
+	MOVQ  AX, R13
+	SHRQ  $32, R13
+	IMULQ DX, R13
+	MOVL  AX, AX
+	IMULQ DX, AX
+	SHRQ  $32, AX
+	ADDQ  R13, AX
 	ADDQ 16(BX), AX // system_time
 	CMPL R12, 0(BX)(R10*1) // pvclock_read_retry
 	JNE  otherGo
-	BTRQ $63, AX // & S64_MAX, as the vDSO returns it
+	TESTQ AX, AX
+	JMI   otherGo // bit 63 set: readPvclock masks it (& S64_MAX, as the vDSO does); testing it keeps the mask off the result's chain
 	CMPQ AX, paravirtSource_floor(R11)
 	JCS  otherGo // below the Source's floor: readPvclock returns the floor
-	JMP  convert
+
+	// A line that is a pure offset (the page's nanoseconds are the
+	// clock's, shifted: the default clock's) converts by one add,
+	// convert's result for every reading within fastMax of the epoch
+	// (bank.offset); any other line converts at convert.
+	MOVQ  bank_offset(SI), DX
+	TESTQ DX, DX
+	JEQ   convert
+	MOVQ  AX, R13
+	SUBQ  bank_epochCyc(SI), R13
+	CMPQ  R13, bank_fastMax(SI)
+	JHI   convert
+	ADDQ  DX, AX
+	JMP   recheck
 
 otherGo:
 	JMP ·otherNow(SB)

@@ -47,6 +47,78 @@ func TestNowInlinesThePvclockPage(t *testing.T) {
 	}
 }
 
+// TestNowConvertsThePageByItsLine: the inline page read converts the
+// page's nanoseconds by one add only where the clock's line is a pure
+// offset (bank.offset); on any other line (here a Source on the page
+// that declares 1.001 GHz) it converts as the line says. Either way it
+// agrees with the Go path reading for reading, a second into the line.
+func TestNowConvertsThePageByItsLine(t *testing.T) {
+	src, err := Paravirt()
+	if err != nil || pvclockShared.page == nil {
+		t.Skipf("no pvclock page here: %v", err)
+	}
+	for _, rate := range []uint64{1_000_000_000, 1_001_000_000} {
+		src.Rate = rate
+		c, err := New(src)
+		require.NoError(t, err)
+		c.mu.Lock()
+		ln := c.cur
+		ln.epochCyc = readPvclock() - 1_000_000_000
+		c.publishLocked(ln)
+		c.unlock()
+		bank := &c.latch.banks[c.latch.seq.Load()&1]
+		if rate == 1_000_000_000 {
+			assert.NotZero(t, bank.offset.Load(), "a line of nanoseconds is not a pure offset")
+		} else {
+			assert.Zero(t, bank.offset.Load(), "a %d Hz line taken for a pure offset", rate)
+		}
+		prev := c.Now()
+		for range 2000 {
+			g := genericNow(c)
+			a := c.Now()
+			require.LessOrEqual(t, prev, g, "%d Hz", rate)
+			require.LessOrEqual(t, g, a, "%d Hz", rate)
+			prev = a
+		}
+		require.NoError(t, c.Close())
+	}
+}
+
+// TestNowOnAPageLineOutsideItsWindow: where the page's reading is below
+// the line's epoch (clamped to it) or so far past it that the 64-bit
+// product overflows (the 128-bit path), the inline page read converts
+// as the Go path does, not by the pure offset.
+func TestNowOnAPageLineOutsideItsWindow(t *testing.T) {
+	src, err := Paravirt()
+	if err != nil || pvclockShared.page == nil {
+		t.Skipf("no pvclock page here: %v", err)
+	}
+	c, err := New(src)
+	require.NoError(t, err)
+	defer c.Close()
+	c.mu.Lock()
+	ln := c.cur
+	ln.epochCyc = readPvclock() + uint64(1000*time.Second)
+	ln.epochNs = 1234
+	c.publishLocked(ln)
+	c.unlock()
+	require.NotZero(t, c.latch.banks[c.latch.seq.Load()&1].offset.Load())
+	assert.Equal(t, int64(1234), c.Now())
+	assert.Equal(t, int64(1234), genericNow(c))
+
+	c.mu.Lock()
+	ln.epochCyc = readPvclock() - ln.conv.overflowFrom()*3
+	c.publishLocked(ln)
+	c.unlock()
+	before, _ := ln.at(readPvclock())
+	got, gotGeneric := c.Now(), genericNow(c)
+	after, _ := ln.at(readPvclock())
+	assert.GreaterOrEqual(t, got, before)
+	assert.GreaterOrEqual(t, gotGeneric, got)
+	assert.GreaterOrEqual(t, after, gotGeneric)
+	assert.Greater(t, before, int64(ln.conv.nanos(ln.conv.overflowFrom())), "the 128-bit path must be taken")
+}
+
 // onSyntheticPvclock points the shared pvclock state at a copy of the
 // real page for the length of f, with a Clock on it; the Clock is
 // closed (its goroutine stopped) before the state is restored.
@@ -428,6 +500,40 @@ func TestNowHoldsStillBelowAnAcceptedStamp(t *testing.T) {
 			}
 		}
 		assert.True(t, s.onPage(), "a page stamped 10 µs ahead with its own time was refused")
+		assert.NotZero(t, below, "no read below the stamp")
+	})
+}
+
+// TestNowHoldsStillBelowAStampWithoutBit63: the same on a page whose
+// scale (mul 1, shift 31: a 2 GHz TSC) turns a delta wrapped below the
+// stamp into 2^32 ns ahead with bit 63 clear: inside the fast range of
+// the clock's line (pure offset, 2^33 ns), where neither the sign test
+// nor fastMax stops it, only Now's below-stamp rule.
+func TestNowHoldsStillBelowAStampWithoutBit63(t *testing.T) {
+	base := pvclock.Pvclock{TSCTimestamp: pvclock.TSC(), SystemTime: 1 << 40, Mul: 1, Shift: 31, Flags: pvclock.TSCStableBit}
+	ref := func() int64 { return int64(base.Time(pvclock.TSC())) }
+	onSyntheticPvclockWith(t, &base, ref, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
+		require.NotZero(t, c.latch.banks[c.latch.seq.Load()&1].offset.Load(), "the line is not a pure offset")
+		require.Greater(t, c.latch.banks[c.latch.seq.Load()&1].fastMax.Load(), uint64(1)<<32, "the line's fast range does not reach the wrapped delta")
+		prev := c.Now()
+		offset := prev - ref()
+		below := 0
+		for range 50 {
+			stamp := pvclock.TSC() + 20_000
+			p := base
+			p.SystemTime, p.TSCTimestamp = base.Cycles(stamp), stamp
+			pg.Publish(p)
+			for pvclock.TSC() < stamp+20_000 {
+				if pvclock.TSC() < stamp {
+					below++
+				}
+				n := c.Now()
+				require.GreaterOrEqual(t, n, prev, "a step back of %v", time.Duration(prev-n))
+				require.LessOrEqual(t, n-(ref()+offset), int64(time.Millisecond), "a reading %v ahead of the page's timeline", time.Duration(n-ref()-offset))
+				prev = n
+			}
+		}
+		assert.True(t, s.onPage(), "a page stamped ahead with its own time was refused")
 		assert.NotZero(t, below, "no read below the stamp")
 	})
 }
