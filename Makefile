@@ -186,7 +186,11 @@ integrations:
 mutants:
 	$(GO) run ./tools/mutants
 
-# The CI subset: the logical safeguards and the LFENCEs.
+# make test's subset: the read path's safeguards (the fences, the seq
+# re-checks, the clamps, the freezer, the paravirtual page's protocol,
+# the vDSO call's stack), about 4 minutes here; mutants-slow, in
+# make test-full, has the writer side's (the watch, the fold, the wall
+# map, the trust policy, the fault record) and the other arches'.
 mutants-fast:
 	$(GO) run ./tools/mutants -fast
 
