@@ -17,7 +17,7 @@
 // than time.Since; where it runs on Go's monotonic clock (Source
 // "portable": a purego build, a machine whose counter the kernel does not
 // run on), it costs about what time.Since costs and buys only what
-// follows. README.md has the figures, with the commands that measure
+// follows. docs/benchmarks.md has the figures, with the commands that measure
 // them.
 //
 // Deadlines, caches, rate limits: [Coarse], one call and one atomic load

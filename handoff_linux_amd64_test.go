@@ -15,7 +15,7 @@ import (
 )
 
 // handoffEnv sets how many cross-CPU reads TestTSCHandoff takes of each
-// reader (default 200,000; the README's figure is from 6e6).
+// reader (default 200,000; docs/benchmarks.md's figure is from 6e6).
 const handoffEnv = "SCHEDCLOCK_HANDOFF_READS"
 
 // TestTSCHandoff hands the TSC between CPUs with the cross-CPU warp

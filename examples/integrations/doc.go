@@ -55,7 +55,7 @@
 // WallNow's has none); and where the default clock runs on Go's
 // monotonic clock (Info().Source is "portable": a kernel on another
 // clocksource, such as a VM on kvm-clock), where Now costs about 1.1x
-// time.Since (schedclock's README) and the gains above shrink.
+// time.Since (schedclock's docs/benchmarks.md) and the gains above shrink.
 //
 // # How it works
 //
