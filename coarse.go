@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/schedclock/schedclock/internal/pvclock"
 )
 
 // Coarse's resolution: its default and the range WithCoarseResolution
@@ -16,15 +18,56 @@ const (
 
 // coarseLine holds the value Coarse returns, on a cache line of its own:
 // a reading of Now plus one, 0 when a tick has cleared it (so a coarse
-// reading saturates at math.MaxInt64-1 ns).
+// reading saturates at math.MaxInt64-1 ns); the kernel's vDSO time data,
+// where Coarse follows the kernel's ticks too (nil elsewhere: its stamp
+// is then always 0, and only the ticker refreshes Coarse); and the
+// data's stamp read before the value was taken.
 type coarseLine struct {
-	value int64 // accessed atomically only (a plain int64 keeps Coarse inlinable)
-	_     [56]byte
+	value int64  // accessed atomically only
+	seen  uint64 // accessed atomically only
+	tick  atomic.Pointer[pvclock.TimeData]
+	_     [40]byte
 }
 
+// current returns the stored value plus one, or 0 if it must be read
+// afresh: cleared by a tick, or taken before the kernel's last
+// timekeeping update. seen is loaded before value: a seen that matches
+// was stored after its value, so the value loaded after it is that one
+// or a later one, and was read after the update.
+func (l *coarseLine) current() int64 {
+	seen := atomic.LoadUint64(&l.seen)
+	v := atomic.LoadInt64(&l.value)
+	if seen != l.tick.Load().Stamp() {
+		return 0
+	}
+	return v
+}
+
+// kernelTicks is the kernel's vDSO time data where it was found and
+// proven live, nil elsewhere, looked for once per process by the first
+// Coarse ticker (off the caller's path: it reads /proc/self/maps). The
+// kernel rewrites it at every timekeeping update, once per tick of the
+// CPUs that tick (1/CONFIG_HZ: 1 to 10 ms): a Coarse value read before
+// the last update is read afresh, so that a goroutine that holds every
+// P (GOMAXPROCS=1, a spinner), which the ticker cannot interrupt until
+// the scheduler preempts it 10 to 40 ms later, sees Coarse no older than
+// one kernel tick all the same. Clocks whose resolution is
+// kernelTickMax or coarser keep to their ticker.
+var kernelTicks = lazy[*pvclock.TimeData]{make: func() *pvclock.TimeData {
+	maps, err := pvclock.Maps()
+	if err != nil {
+		return nil
+	}
+	td, _ := pvclock.ProbeTimeData(maps)
+	return td
+}}
+
+// kernelTickMax is the longest kernel tick (CONFIG_HZ=100).
+const kernelTickMax = 10 * time.Millisecond
+
 // Coarse returns the clock's time in nanoseconds at its coarse resolution
-// (1 ms unless WithCoarseResolution says otherwise), with one call and a
-// single atomic load: for rate limiters, caches and timeouts, which need
+// (1 ms unless WithCoarseResolution says otherwise), with one call and
+// three loads: for rate limiters, caches and timeouts, which need
 // time often and precisely only to the millisecond.
 //
 // The value is a reading of Now taken by the first Coarse after each tick
@@ -32,24 +75,13 @@ type coarseLine struct {
 // Coarse writes shared memory at most once per tick. The goroutine starts
 // at the first Coarse, and a reading is no older than one resolution
 // plus how late that goroutine runs, which the Go scheduler and the OS
-// decide. For a goroutine that spins on Coarse from its first call:
-//   - with a P free for the ticker (GOMAXPROCS of 2 or more, not all
-//     busy), one resolution plus how late the OS wakes the ticker's
-//     thread: within 2 resolutions plus 2 ms at p99.9 where the OS wakes
-//     it within 2 ms;
-//   - where the readers hold every P (GOMAXPROCS=1), the ticker runs only
-//     when the scheduler preempts the spinner, which the call to Coarse
-//     lets it do: the scheduler's own preemption bound, 10 to 20 ms where
-//     the runtime's monitor thread gets a CPU on time (it preempts a
-//     goroutine that ran 10 ms, and looks at most every 10 ms);
-//   - on a machine whose CPUs are oversubscribed, as late as the OS runs
-//     the process's threads: there is no fixed bound.
-//
-// TestCoarseSpinning measures it, in processes of their own at
-// GOMAXPROCS=2 and 1, against the lateness of a probe ticker beside the
-// spinner (go test -run TestCoarseSpinning -v); so does the program
-// examples/coarsespin (GOMAXPROCS=1 go run ./examples/coarsespin). The
-// package doc, "Coarse time", has the figures.
+// decide. On Linux, for resolutions under 10 ms, a reading is also no
+// older than the kernel's last timekeeping update (CLOCK_MONOTONIC_COARSE,
+// one kernel tick: 4 ms at CONFIG_HZ=250), which Coarse sees in the
+// vDSO's time data: so a goroutine that holds every P (GOMAXPROCS=1),
+// which the ticker cannot interrupt, still sees Coarse within a kernel
+// tick. The package doc, "Coarse time", has the figures and the commands
+// that measure them.
 // The goroutine runs only while Coarse is being read: after
 // coarseIdleTicks (3) ticks without a read it stops, and the next Coarse
 // reads Now itself (so its value is current) and has the clock's
@@ -73,7 +105,7 @@ func (c *Clock) Coarse() int64 {
 	if c == nil {
 		return 0
 	}
-	if v := atomic.LoadInt64(&c.coarse.value); v != 0 {
+	if v := c.coarse.current(); v != 0 {
 		return v - 1
 	}
 	return c.coarseSlow()
@@ -102,13 +134,16 @@ func (c *Clock) coarseSlow() int64 {
 		return c.Now()
 	}
 	for {
-		now := min(c.Now(), math.MaxInt64-1)
-		if !atomic.CompareAndSwapInt64(&c.coarse.value, 0, now+1) {
-			if v := atomic.LoadInt64(&c.coarse.value); v != 0 {
-				return v - 1 // another goroutine's reading, taken after the same clear
-			}
-			continue // cleared again in between
+		if v := c.coarse.current(); v != 0 {
+			return v - 1 // another goroutine's reading, taken after the same clear and update
 		}
+		stamp := c.coarse.tick.Load().Stamp()
+		old := atomic.LoadInt64(&c.coarse.value)
+		now := min(c.Now(), math.MaxInt64-1)
+		if !atomic.CompareAndSwapInt64(&c.coarse.value, old, now+1) {
+			continue // another goroutine stored one, or a tick cleared it, in between
+		}
+		atomic.StoreUint64(&c.coarse.seen, stamp)
 		if !c.coarseRunning.Load() && c.coarseRunning.CompareAndSwap(false, true) {
 			// The clock's own goroutine starts the ticker: a goroutine
 			// started here would join the caller's synctest bubble.
@@ -167,6 +202,13 @@ func startCoarse(w clockRef, st *clockState) {
 // when nothing else holds it.
 func tickCoarse(w clockRef, st *clockState, every time.Duration) {
 	defer st.coarseWG.Done()
+	if every < kernelTickMax {
+		if td := kernelTicks.get(); td != nil {
+			if c := clockOf(w); c != nil {
+				c.coarse.tick.Store(td)
+			}
+		}
+	}
 	ticker := newWakeTimer(every) // re-armed at each tick (see wakeTimer)
 	defer ticker.Stop()
 	if c := clockOf(w); c != nil {
@@ -218,7 +260,7 @@ func tickCoarse(w clockRef, st *clockState, every time.Duration) {
 //
 //go:noinline
 func Coarse() int64 {
-	if v := atomic.LoadInt64(&defaultClock.coarse.value); v != 0 {
+	if v := defaultClock.coarse.current(); v != 0 {
 		return v - 1
 	}
 	return defaultClock.coarseSlow()

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/internal/vdso"
 )
 
 // coarseSpinEnv names, in a child process, the GOMAXPROCS at which it
@@ -191,3 +192,43 @@ func coarseSpinChild(t *testing.T, procs int) {
 
 // spinSink keeps the reference loop's work.
 var spinSink atomic.Uint64
+
+// Where the kernel's vDSO time data is found, Coarse is never older than
+// the kernel's own coarse clock, even for a goroutine that holds the only
+// P, whom the ticker cannot interrupt: at each turn a spinner reads
+// CLOCK_MONOTONIC_COARSE (kc), then Coarse (co), Now (n) and
+// CLOCK_MONOTONIC (m). co was read after the kernel's update that kc
+// comes from, or a later one, and that update was made at kc or after;
+// so n-co is at most m-kc (the clock runs on CLOCK_MONOTONIC: Portable),
+// however the OS schedules the spinner. Without the check (the ticker
+// alone) a spinner at GOMAXPROCS=1 sees Coarse 10-40 ms old, against a
+// kernel tick of 1-10 ms.
+func TestCoarseNoOlderThanTheKernelsCoarseClock(t *testing.T) {
+	c, err := schedclock.New(schedclock.Portable())
+	require.NoError(t, err)
+	defer c.Close()
+	kcoarse, err := vdso.Open(vdso.MonotonicCoarse)
+	require.NoError(t, err)
+	mono, err := vdso.Open(vdso.Monotonic)
+	require.NoError(t, err)
+	c.Coarse() // starts the ticker, which looks for the time data
+	require.Eventually(t, c.CoarseFollowsTheKernel, 5*time.Second, time.Millisecond,
+		"Coarse does not check the kernel's vDSO time data on this Linux machine (a time namespace?)")
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const slack = 20 * time.Microsecond // the clocks' conversions, rounding
+	var turns, over int
+	var worst, kernelWorst time.Duration
+	for start := time.Now(); time.Since(start) < 300*time.Millisecond; turns++ {
+		kc := kcoarse.Now()
+		co := c.Coarse()
+		n := c.Now()
+		m := mono.Now()
+		stale, bound := time.Duration(n-co), time.Duration(m-kc)
+		worst, kernelWorst = max(worst, stale), max(kernelWorst, bound)
+		if stale > bound+slack {
+			over++
+		}
+	}
+	t.Logf("%d turns at GOMAXPROCS=1: Coarse up to %v old, the kernel's coarse clock up to %v", turns, worst, kernelWorst)
+	assert.Zero(t, over, "turns in which Coarse was older than the kernel's coarse clock (worst %v against %v)", worst, kernelWorst)
+}

@@ -20,12 +20,11 @@
 // follows. docs/benchmarks.md has the figures, with the commands that measure
 // them.
 //
-// Deadlines, caches, rate limits: [Coarse], one call and one atomic load
+// Deadlines, caches, rate limits: [Coarse], one call and three loads
 // (a few nanoseconds), a reading of Now about half a resolution old (of
-// 1 ms) when the machine has a CPU for its ticker, within the Go
-// scheduler's preemption bound (10-20 ms) where its readers hold every P,
-// and with no fixed bound on a machine whose CPUs are oversubscribed (see
-// Coarse time below).
+// 1 ms) when the machine has a CPU for its ticker, and on Linux never
+// older than the kernel's last tick (4 ms at 250 Hz), even where its
+// readers hold every P (see Coarse time below).
 //
 // Timestamps: [WallNow], wall-clock time read from the counter, cheaper
 // than time.Now (which reads two clocks, WallNow one). It carries no
@@ -74,39 +73,33 @@
 //
 // [Coarse] returns a reading of Now taken by the first Coarse after each
 // tick of a ticker (1 ms, [WithCoarseResolution]) that starts at the
-// first Coarse, so it is at most one resolution old plus how late the
-// ticker runs. For a goroutine that spins on Coarse from its first call
-// that is, by design: with a P free for the ticker (GOMAXPROCS of 2 or
-// more), one resolution plus the OS's wake-up latency of the ticker's
-// thread, within 2 resolutions plus 2 ms at p99.9 where the OS wakes it
-// within 2 ms; at GOMAXPROCS=1, where the ticker runs only when the Go
-// scheduler preempts the spinner, the scheduler's preemption bound, 10 to
-// 20 ms where the runtime's monitor thread gets a CPU on time (it
-// preempts a goroutine that ran 10 ms, and looks at most every 10 ms).
-// Coarse is a call, not inlined, so that the spinner can be preempted
-// there: a loop of Coarse and Now (assembly, where no signal preempts)
-// otherwise ran for hundreds of milliseconds between preemptions. The
-// ticker needs a CPU like any goroutine, and there is no fixed bound on a
-// machine whose CPUs are oversubscribed: the test below bounds Coarse by
-// a probe ticker's lateness measured beside it. Measured by
-// TestCoarseSpinning (go test -run TestCoarseSpinning -v: a goroutine
-// spinning for 1.5 s from the first call, in processes of their own at
-// GOMAXPROCS=2 and 1, bounded by the lateness of a probe ticker beside
-// it; examples/coarsespin prints the same for one process and 3 s,
-// GOMAXPROCS=1 go run ./examples/coarsespin) and by TestCoarseStaleness
-// (a busy goroutine reading Coarse every 50µs, 20,000 reads; go test -run
-// TestCoarseStaleness -v), on a 2-vCPU AMD EPYC KVM guest, Go 1.26.8,
-// whose CPUs other processes oversubscribed (load average 10-19, where a
-// 1 ms probe ticker was up to 40-310 ms late, and a plain Go loop at
-// GOMAXPROCS=1 was preempted every 25-40 ms): spinning at GOMAXPROCS=2,
-// median 0.5-0.8 ms, p99.9 13-115 ms, first move after 1-71 ms; at
-// GOMAXPROCS=1, median 9-12 ms, worst 37-255 ms (the probe's lateness
-// there); every 50µs, median 0.65 ms, p99 7-9 ms, worst 12-56 ms. A
-// deadline read with Coarse fires that much late, never early: Coarse
-// never runs ahead of Now, and never goes backwards. The ticker runs only
-// while Coarse is read: after 3 ticks without a read it stops, and the
-// next Coarse reads Now itself. On a clock on a Manual counter or a
-// [Bubble] Source Coarse is Now, exact.
+// first Coarse and, on Linux, after each of the kernel's own timekeeping
+// updates (one per tick of the kernel, 1/CONFIG_HZ: 4 ms at 250 Hz),
+// which Coarse sees in the vDSO's time data at the cost of two more loads
+// from a cache line the kernel writes once per tick. So it is at most one
+// resolution old plus how late the ticker runs, and never older than the
+// kernel's CLOCK_MONOTONIC_COARSE. The kernel's ticks matter where the
+// ticker cannot run: a goroutine that holds every P (GOMAXPROCS=1, a
+// spinner) lets the ticker run only when the Go scheduler preempts it,
+// 10 to 40 ms apart. Resolutions of 10 ms or more keep to their ticker.
+// For a goroutine that spins on Coarse and Now for 3 s from its first call
+// (GOMAXPROCS=N go run ./examples/coarsespin -for 3s, the 2-vCPU AMD EPYC
+// KVM guest, kernel on kvm-clock at 250 Hz, Go 1.26.8, load 1.6-3.4): at
+// GOMAXPROCS=2 median 0.5-0.6 ms, p99.9 3.9-4.0 ms, worst 4.0-16 ms; at
+// GOMAXPROCS=1 median 1.8 ms, p99 3.9 ms, worst 7.6-24 ms, the worst in
+// the first slice, before the ticker first ran and found the time data.
+// TestCoarseNoOlderThanTheKernelsCoarseClock holds Coarse to the kernel's
+// coarse clock at GOMAXPROCS=1 under any load, and TestCoarseSpinning
+// bounds a spinner at GOMAXPROCS=2 and 1 by a probe ticker's lateness.
+// Where there is no time data to read (other systems, a time namespace,
+// qemu-user), the ticker alone refreshes Coarse: at GOMAXPROCS=1 then the
+// scheduler's preemption bound, 10 to 40 ms. Coarse is a call, not
+// inlined, so that the spinner can be preempted there. A deadline read
+// with Coarse fires that much late, never early: Coarse never runs ahead
+// of Now, and never goes backwards. The ticker runs only while Coarse is
+// read: after 3 ticks without a read it stops, and the next Coarse reads
+// Now itself. On a clock on a Manual counter or a [Bubble] Source Coarse
+// is Now, exact.
 //
 // # The default clock, at start-up and for life
 //

@@ -38,3 +38,7 @@ func SetStep(c *Clock, step func(string)) {
 	}
 	c.step = step
 }
+
+// CoarseFollowsTheKernel says whether c's Coarse checks the kernel's vDSO
+// time data.
+func (c *Clock) CoarseFollowsTheKernel() bool { return c.coarse.tick.Load() != nil }

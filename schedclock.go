@@ -364,8 +364,11 @@ func (c *Clock) Close() error {
 	c.unlock()
 	<-c.stopped
 	c.coarseWG.Wait()
-	// No ticker clears Coarse's value any more: hold it at a reading
-	// taken now if the last tick cleared it, so that it stands still.
+	// No ticker clears Coarse's value any more, and the kernel's ticks
+	// no longer refresh it: hold it at a reading taken now if the last
+	// tick cleared it, so that it stands still.
+	c.coarse.tick.Store(nil)
+	atomic.StoreUint64(&c.coarse.seen, 0)
 	atomic.CompareAndSwapInt64(&c.coarse.value, 0, min(c.Now(), math.MaxInt64-1)+1)
 	return nil
 }

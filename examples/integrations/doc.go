@@ -33,8 +33,8 @@
 // none. Where records must carry the counter's wall time, LogWallNow
 // builds them itself, with one clock read.
 //
-// Deadlines, caches, rate limits: schedclock.Coarse(), one atomic load of
-// a value kept current every 1 ms. Limiter puts a rate.Limiter on a
+// Deadlines, caches, rate limits: schedclock.Coarse(), a few loads of a
+// value kept current every 1 ms (on Linux, at least at every kernel tick). Limiter puts a rate.Limiter on a
 // schedclock.Clock so that tests refill it exactly with a Manual counter.
 //
 // # What it saves, and when to prefer time.Now

@@ -34,7 +34,7 @@ func (l *Limiter) Allow() bool {
 	return l.lim.AllowN(time.Unix(0, l.clock.Now()), 1)
 }
 
-// AllowCoarse is Allow on the clock's coarse reading: one atomic load
+// AllowCoarse is Allow on the clock's coarse reading: a few loads
 // instead of a counter read, the bucket refilled in steps of the clock's
 // coarse resolution (1 ms by default), so a limit of r per second lets
 // tokens in by up to r/1000 at a time.

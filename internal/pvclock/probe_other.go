@@ -24,3 +24,8 @@ func ProbePvclock(addr uint64) (*Page, Pvclock, error) {
 func ProbeHyperv(addr uint64) (*HypervPage, Hyperv, error) {
 	return nil, Hyperv{}, fmt.Errorf("%w: not Linux", ErrNoPage)
 }
+
+// ProbeTimeData finds no vDSO time data outside Linux.
+func ProbeTimeData([]Mapping) (*TimeData, error) {
+	return nil, fmt.Errorf("%w: not Linux", ErrNoPage)
+}

@@ -1,0 +1,56 @@
+//go:build linux
+
+package pvclock
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// On this machine the vDSO time data is found, and its stamp moves with
+// the kernel's coarse clock: every time CLOCK_MONOTONIC_COARSE (read by
+// a system call) moves, the stamp has moved too by the time it moves
+// again (the kernel publishes its timekeeper a few microseconds before
+// the vDSO's copy).
+func TestProbeTimeDataFollowsTheKernelsTicks(t *testing.T) {
+	maps, err := Maps()
+	require.NoError(t, err)
+	td, err := ProbeTimeData(maps)
+	if errors.Is(err, ErrNoPage) && !hasVvar(maps) {
+		t.Skip(err.Error()) // qemu-user, which maps no [vvar]
+	}
+	require.NoError(t, err)
+	coarse := func() int64 {
+		var ts syscall.Timespec
+		_, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockMonotonicCoarse, uintptr(unsafe.Pointer(&ts)), 0)
+		require.Zero(t, errno)
+		return ts.Nano()
+	}
+	var stamps []uint64
+	last := coarse()
+	for deadline := time.Now().Add(5 * time.Second); len(stamps) < 6 && time.Now().Before(deadline); {
+		if c := coarse(); c != last {
+			last = c
+			stamps = append(stamps, td.Stamp())
+		}
+	}
+	require.Len(t, stamps, 6, "CLOCK_MONOTONIC_COARSE moved fewer than 6 times in 5 s")
+	for i := 2; i < len(stamps); i++ {
+		assert.NotEqual(t, stamps[i-2], stamps[i], "two ticks of CLOCK_MONOTONIC_COARSE, one stamp: %x", stamps)
+	}
+}
+
+func hasVvar(maps []Mapping) bool {
+	for _, m := range maps {
+		if m.Name == "[vvar]" {
+			return true
+		}
+	}
+	return false
+}
