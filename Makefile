@@ -14,7 +14,7 @@ BENCHSTAT_VERSION   ?= v0.0.0-20260908200009-22c9c6c9d4da
 CROSS     ?=
 CROSS_VET ?=
 
-.PHONY: test test-full mutants-slow cross-quick lint race unit ordering purego test-arm64 test-riscv64 test-ppc64le test-s390x test-loong64 cross bench tail fuzz fuzz-short mutants mutants-fast peers peers-test stress integrations
+.PHONY: test test-full mutants-slow cross-quick lint race unit ordering purego test-arm64 test-riscv64 test-ppc64le test-s390x test-loong64 cross bench tail fuzz fuzz-short mutants mutants-fast peers peers-test stress integrations kernel-trace
 
 # The checks that catch most regressions: formatting and vet, the suite
 # under the race detector and as pure Go, the hardware ordering tests,
@@ -25,7 +25,7 @@ test: lint race ordering purego test-arm64 cross-quick mutants-fast
 # its qemu-user, every fuzz target briefly, the example modules (the
 # README's Quick start among them), the peers' module, and the mutants
 # make test leaves out.
-test-full: test cross test-riscv64 test-ppc64le test-s390x test-loong64 fuzz-short integrations peers-test mutants-slow
+test-full: test cross test-riscv64 test-ppc64le test-s390x test-loong64 fuzz-short integrations kernel-trace peers-test mutants-slow
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -133,6 +133,7 @@ FUZZ_TARGETS := .:FuzzLine \
 	./internal/errata:FuzzMIDR ./internal/errata:FuzzCPUInfo \
 	./internal/vdso:FuzzLookup ./internal/vdso:FuzzAuxv ./internal/vdso:FuzzMapsRange ./internal/vdso:FuzzImageLength \
 	./internal/pvclock:FuzzMapsLine ./internal/pvclock:FuzzPvclockPage ./internal/pvclock:FuzzHypervPage \
+	./internal/perfclock:FuzzPerfPage \
 	./internal/testutil/pprofdecode:FuzzSamples \
 	./internal/timebase:FuzzDeviceTreeFrequency ./internal/timebase:FuzzCPUInfoTimebase ./internal/timebase:FuzzStableCounterFrequency
 FUZZTIME   ?= 30s
@@ -180,6 +181,15 @@ peers-test:
 # testify. Its go.sum is committed: a fresh clone needs no -mod=mod.
 integrations:
 	cd examples/integrations && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+# KernelTime against the kernel's own stamps (docs/kernel-time.md):
+# examples/perfjoin's 10,000 getpid under perf record -k CLOCK_MONOTONIC
+# and ftrace's boot clock, and the map under adjtimex's ±500 ppm slew.
+# Root, perf and tracefs; each test skips with the reason where one is
+# missing.
+kernel-trace:
+	$(GO) test -count=1 -v -run 'Join' ./examples/perfjoin
+	$(GO) test -count=1 -v -run 'KernelTime' .
 
 # Every safeguard of the read path removed in turn, in a copy of the tree:
 # the tests must fail for each (tools/mutants prints the table).

@@ -111,6 +111,21 @@ func BenchmarkWallNow(b *testing.B) {
 }
 
 // Clock.Now on each portable source.
+// BenchmarkKernelTime is Now mapped onto CLOCK_MONOTONIC: against
+// BenchmarkNow, what the map costs (a load and a multiply-add).
+func BenchmarkKernelTime(b *testing.B) {
+	c := schedclock.Default()
+	c.KernelTime(schedclock.KernelMonotonic, c.Now())
+	bench(b, func(b *testing.B) {
+		var s int64
+		for b.Loop() {
+			kt, _ := c.KernelTime(schedclock.KernelMonotonic, c.Now())
+			s += kt
+		}
+		sink += s
+	}, func() int64 { kt, _ := c.KernelTime(schedclock.KernelMonotonic, c.Now()); return kt })
+}
+
 func BenchmarkPortable(b *testing.B) {
 	c, err := schedclock.New(schedclock.Portable())
 	if err != nil {

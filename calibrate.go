@@ -784,12 +784,6 @@ func rawNow() int64 {
 
 // rawClock is CLOCK_MONOTONIC_RAW through internal/vdso (its vDSO path or
 // its system call), nil where there is none.
-func rawClock() *vdso.Clock { return rawClockOnce.get() }
+func rawClock() *vdso.Clock { return rawReader.open() }
 
-var rawClockOnce = lazy[*vdso.Clock]{make: func() *vdso.Clock {
-	c, err := vdso.Open(vdso.MonotonicRaw)
-	if err != nil {
-		return nil
-	}
-	return c
-}}
+var rawReader = vdsoReader{id: vdso.MonotonicRaw}

@@ -93,6 +93,7 @@ func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, in *Info, table 
 		policy: p,
 	}
 	c.clockState = st
+	st.initRefs()
 	p.table, p.deferred, p.clock = table, true, c
 	p.pending = choicePending
 	p.kernel = "not read yet: read at the clock's first use"

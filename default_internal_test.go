@@ -192,7 +192,7 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 		// Coarse's ticker and the wall map's refreshing stopped once
 		// nothing read them.
 		assert.False(t, c.coarseRunning.Load(), "Coarse's ticker still runs")
-		assert.True(t, c.wallAsleep.Load(), "the wall map is still refreshed every period")
+		assert.True(t, c.wall.asleep.Load(), "the wall map is still refreshed every period")
 	})
 }
 

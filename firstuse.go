@@ -84,7 +84,7 @@ func (p *trustPolicy) startSetUp() {
 	if p.used.CompareAndSwap(false, true) {
 		p.usedAt.CompareAndSwap(0, runtimeNano())
 		// A wall map made before (provisional, from one quick pairing)
-		// is refined at the background loop's first look: startWall set
+		// is refined at the background loop's first look: startMap set
 		// it due.
 		go p.clock.setUp()
 	}

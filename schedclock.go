@@ -87,6 +87,10 @@ type clockState struct {
 	coarseExact atomic.Bool
 
 	wallState
+	// kernel are the maps onto the kernel's clocks (see ktime.go);
+	// kernelInfo describes them for Info, as of their last pairing.
+	kernel     kernelMaps
+	kernelInfo string
 
 	wakes   int           // how often the background goroutine woke: each is CPU an idle process pays
 	wake    chan struct{} // tells the background goroutine to look again
@@ -183,6 +187,7 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 		step: noStep, coarseEvery: defaultCoarseResolution,
 		userSrc: !ownCode(src.Read), userRef: tr != nil && !ownCode(tr.ref),
 	}}
+	c.initRefs()
 	if tr != nil {
 		tr.restart = true
 	}
@@ -503,12 +508,15 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 	}
 	c.faults.streak = 0
 	next = c.fold.due
-	if !c.wallDue.IsZero() {
-		if c.wallDueLocked(now) {
-			c.tickWallLocked(now)
+	for i, r := range c.pairedMaps() {
+		if r.dueLocked(now) {
+			c.tickLocked(r, now)
+			if i > 0 { // a kernel map's
+				c.kernelInfo = c.describeKernelMapsLocked()
+			}
 		}
-		if !c.wallDue.IsZero() && c.wallDue.Before(next) {
-			next = c.wallDue
+		if !r.due.IsZero() && r.due.Before(next) {
+			next = r.due
 		}
 	}
 	if !policyDue.IsZero() && policyDue.Before(next) {
@@ -608,6 +616,12 @@ type Info struct {
 	// LostWraps counts the wraps of a narrow counter that the refresh
 	// found lost and added back (see Source on when that can happen).
 	LostWraps int
+	// KernelTime says, for each kernel clock KernelTime maps to, how
+	// closely the map follows it: ±bound (the last pairing's bracket
+	// width and the most a pairing found the map off), or why there is
+	// no map (not mapped yet, not on this system, perf's clock not
+	// exported).
+	KernelTime string
 }
 
 // Info returns the clock's current configuration: a snapshot taken as the
@@ -672,6 +686,10 @@ func (c *Clock) infoLocked() Info {
 		RefreshPeriod:      period,
 		Suspended:          c.suspended,
 		Closed:             c.stoppedLocked(),
+		KernelTime:         c.kernelInfo,
+	}
+	if in.KernelTime == "" {
+		in.KernelTime = kernelUnmapped
 	}
 	c.policy.fillInfo(&in)
 	return in

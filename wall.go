@@ -5,6 +5,7 @@ import (
 
 	"github.com/schedclock/schedclock/internal/vdso"
 	"math/bits"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -227,23 +228,29 @@ func (c *Clock) Time(ns int64) time.Time {
 	if o := c.wallOrigin.Load(); o != nil {
 		return time.Unix(0, addSat(*o, ns))
 	}
-	m := c.wall.Load()
-	if m == nil {
-		m = c.startWall()
-	}
-	if !c.wallRead.Load() {
-		c.markWallRead()
-	}
-	return time.Unix(0, m.wallAt(ns))
+	return time.Unix(0, c.mapAt(&c.wall, ns))
 }
 
-// markWallRead tells the refresher that Time was called, and wakes it if
-// it had slowed down. The store comes before the look at wallAsleep, and
-// the refresher sets wallAsleep before its last look at wallRead, so at
-// least one of them sees the other (sequentially consistent atomics).
-func (c *Clock) markWallRead() {
-	c.wallRead.Store(true)
-	if c.wallAsleep.Load() && c.wallAsleep.CompareAndSwap(true, false) {
+// mapAt maps the reading ns through r, made at its first use (a
+// provisional map, refined in the background), and marks r used.
+func (c *Clock) mapAt(r *pairedMap, ns int64) int64 {
+	m := r.m.Load()
+	if m == nil {
+		m = c.startMap(r)
+	}
+	if !r.used.Load() {
+		c.markUsed(r)
+	}
+	return m.wallAt(ns)
+}
+
+// markUsed tells the refresher that r was read, and wakes it if it had
+// slowed down. The store comes before the look at asleep, and the
+// refresher sets asleep before its last look at used, so at least one
+// of them sees the other (sequentially consistent atomics).
+func (c *Clock) markUsed(r *pairedMap) {
+	r.used.Store(true)
+	if r.asleep.Load() && r.asleep.CompareAndSwap(true, false) {
 		c.kick()
 	}
 }
@@ -262,9 +269,10 @@ func WallNow() time.Time {
 	return defaultClock.Time(defaultClock.Now())
 }
 
-// startWall maps the clock provisionally, from one quick pairing, and
-// has the background goroutine refine the map at once and keep it fresh.
-func (c *Clock) startWall() *wallMap {
+// startMap maps the clock provisionally onto r's reference, from one
+// quick pairing, and has the background goroutine refine the map at
+// once and keep it fresh.
+func (c *Clock) startMap(r *pairedMap) *wallMap {
 	// The first use's wake-up goes last: the woken thread may take this
 	// CPU at the next system call (a loaded machine of two CPUs).
 	defer c.wakeFirstUse()
@@ -272,49 +280,50 @@ func (c *Clock) startWall() *wallMap {
 	// Nothing Info shows changes here: no snapshot to take (c.unlock
 	// allocates one, and a first call that allocates touches fresh pages).
 	defer c.mu.Unlock()
-	if m := c.wall.Load(); m != nil {
+	if m := r.m.Load(); m != nil {
 		return m
 	}
-	clock, wall, _ := c.pairWall(c.quickWallNow, wallQuickSamples)
-	c.aimWallLocked(clock, wall, true)
-	c.wallIdle = 0
+	clock, ref, _ := c.pair(r.ref.quick, wallQuickSamples)
+	r.aim(clock, ref, c.Now()+1, true)
+	r.idle = 0
 	if !c.stoppedLocked() {
-		c.wallDue = time.Now() // refined at the goroutine's next look
+		r.due = time.Now() // refined at the goroutine's next look
 		c.kick()
 	}
-	return c.wall.Load()
+	return r.m.Load()
 }
 
 // quickWallNow reads the wall clock the cheapest way at hand: the vDSO
 // once it has been looked up (the background goroutine does that);
 // until then time.Now, when it is not a testing/synctest bubble's fake
-// time, or else the system call; a test's fake wall clock if it has one.
-func (c *Clock) quickWallNow() time.Time {
-	if c.wallNow != nil {
-		return c.wallNow()
-	}
-	if wc := realtimeResolved.Load(); wc != nil {
-		return time.Unix(0, wc.Now())
+// time, or else the system call.
+func quickWallNow() int64 {
+	if wc := realtimeReader.resolved.Load(); wc != nil {
+		return wc.Now()
 	}
 	if t, ok := runtimeWallNow(); ok {
-		return t
+		return t.UnixNano()
 	}
-	return syscallRealtime()
+	if ns, ok := syscallClock(vdso.Realtime); ok {
+		return ns
+	}
+	return time.Now().UnixNano()
 }
 
-// pairWall takes samples brackets Now, read, Now and pairs the middle of
-// the narrowest with its wall reading; width is that bracket's.
-func (c *Clock) pairWall(read func() time.Time, samples int) (clock, wall, width int64) {
+// pair takes samples brackets Now, read, Now and pairs the middle of
+// the narrowest with its reading of the reference; width is that
+// bracket's.
+func (c *Clock) pair(read func() int64, samples int) (clock, ref, width int64) {
 	width = math.MaxInt64
 	for range samples {
 		before := c.Now()
-		w := read().UnixNano()
+		w := read()
 		after := c.Now()
 		if after-before < width {
-			width, clock, wall = after-before, before+(after-before)/2, w
+			width, clock, ref = after-before, before+(after-before)/2, w
 		}
 	}
-	return clock, wall, width
+	return clock, ref, width
 }
 
 // initWall and initMono are time.Now and the runtime's monotonic clock
@@ -333,146 +342,151 @@ func runtimeWallNow() (time.Time, bool) {
 	return t, -time.Millisecond < d && d < time.Millisecond
 }
 
-// wallDueLocked is whether the wall map is due for a pairing at now:
-// its period has passed; at the idle pace, half of it has (the pairing
-// then rides on a wake-up that was due anyway); or a Time woke the
-// goroutine from the idle pace.
-func (c *Clock) wallDueLocked(now time.Time) bool {
-	if c.wallDue.IsZero() {
+// dueLocked is whether the map is due for a pairing at now: its period
+// has passed; at the idle pace, half of it has (the pairing then rides
+// on a wake-up that was due anyway); or a reader woke the goroutine from
+// the idle pace.
+func (r *pairedMap) dueLocked(now time.Time) bool {
+	if r.due.IsZero() {
 		return false
 	}
-	if !c.wallSlow {
-		return !now.Before(c.wallDue)
+	if !r.slow {
+		return !now.Before(r.due)
 	}
-	return !c.wallAsleep.Load() || !now.Before(c.wallDue.Add(-wallIdlePeriod))
+	return !r.asleep.Load() || !now.Before(r.due.Add(-wallIdlePeriod))
 }
 
-// tickWallLocked is the background goroutine's wall work: aim the map
-// every wallPeriod while Time is being called, every wallIdlePeriod
-// once it has not been for wallIdlePeriods periods.
-func (c *Clock) tickWallLocked(now time.Time) {
-	if c.wallRead.Swap(false) {
-		c.wallIdle = 0
-	} else if c.wallIdle < wallIdlePeriods {
-		c.wallIdle++
+// tickLocked is the background goroutine's work on r: aim the map
+// every wallPeriod while it is being read, every wallIdlePeriod once it
+// has not been for wallIdlePeriods periods.
+func (c *Clock) tickLocked(r *pairedMap, now time.Time) {
+	if r.used.Swap(false) {
+		r.idle = 0
+	} else if r.idle < wallIdlePeriods {
+		r.idle++
 	}
-	c.wallSlow = c.wallIdle >= wallIdlePeriods
-	if c.wallSlow {
-		c.wallAsleep.Store(true)
-		// A Time that marked the clock after the Swap above may have
-		// looked at wallAsleep before it was set: look again.
-		if c.wallRead.Swap(false) {
-			c.wallAsleep.Store(false)
-			c.wallIdle, c.wallSlow = 0, false
+	r.slow = r.idle >= wallIdlePeriods
+	if r.slow {
+		r.asleep.Store(true)
+		// A reader that marked the map after the Swap above may have
+		// looked at asleep before it was set: look again.
+		if r.used.Swap(false) {
+			r.asleep.Store(false)
+			r.idle, r.slow = 0, false
 		}
 	} else {
-		c.wallAsleep.Store(false)
+		r.asleep.Store(false)
 	}
-	c.refreshWallLocked()
-	if c.wallSlow {
-		// Due from half the period on (wallDueLocked), at the latest
-		// after one and a half.
-		c.wallDue = now.Add(wallIdlePeriod * 3 / 2)
+	clock, ref, width := c.pair(r.ref.read, wallSamples)
+	r.bracket = width
+	r.aim(clock, ref, c.Now()+1, false)
+	if r.slow {
+		// Due from half the period on (dueLocked), at the latest after
+		// one and a half.
+		r.due = now.Add(wallIdlePeriod * 3 / 2)
 	} else {
-		c.wallDue = now.Add(wallPeriod)
+		r.due = now.Add(wallPeriod)
 	}
 }
 
 // realWallNow reads the real wall clock, CLOCK_REALTIME, never a
 // synctest bubble's fake time; time.Now where this package cannot read
 // it directly.
-func realWallNow() time.Time {
-	if wc := realtimeVDSO(); wc != nil {
-		return time.Unix(0, wc.Now())
+func realWallNow() int64 {
+	if wc := realtimeReader.open(); wc != nil {
+		return wc.Now()
 	}
-	return time.Now()
+	return time.Now().UnixNano()
 }
 
-// realtimeVDSO is CLOCK_REALTIME through internal/vdso, nil where it has
-// none; looked up by the first refinement of a wall map (in the
-// background), not at import nor on a caller's first Time.
-// realtimeResolved holds it once it is known.
-func realtimeVDSO() *vdso.Clock { return realtimeVDSOOnce.get() }
+// realtimeReader is CLOCK_REALTIME through internal/vdso: looked up by
+// the first refinement of a wall map (in the background), not at import
+// nor on a caller's first Time.
+var realtimeReader = vdsoReader{id: vdso.Realtime}
 
-var realtimeVDSOOnce = lazy[*vdso.Clock]{make: func() *vdso.Clock {
-	c, err := vdso.Open(vdso.Realtime)
-	if err != nil {
-		return nil
-	}
-	realtimeResolved.Store(c)
-	return c
-}}
-
-var realtimeResolved atomic.Pointer[vdso.Clock]
-
-// refreshWallLocked pairs the clock with the wall clock and aims the map
-// at the pairing.
-func (c *Clock) refreshWallLocked() {
-	if c.wallNow == nil {
-		c.wallNow = realWallNow
-	}
-	clock, wall, _ := c.pairWall(c.wallNow, wallSamples)
-	c.aimWallLocked(clock, wall, false)
+// vdsoReader is one kernel clock through internal/vdso, looked up on its
+// first open; resolved holds it once it is known, for readers that must
+// not wait for the lookup.
+type vdsoReader struct {
+	id       vdso.ID
+	once     sync.Once
+	clock    *vdso.Clock // nil where there is none
+	resolved atomic.Pointer[vdso.Clock]
 }
 
-// aimWallLocked aims the map at the pairing (clock, wall): the first
-// segment if there is no map; a new segment if the map has drifted from
-// the pairing by more than wallTolerance; the map as it is otherwise
-// (made fresh again if it was stale). A provisional pairing (one quick
-// read, for a caller waiting on it) is not kept as the last pairing
-// whose pace the next one measures.
-func (c *Clock) aimWallLocked(clock, wall int64, provisional bool) {
-	old := c.wall.Load()
-	pair := c.lastWallPair
+// open looks the clock up (once; hundreds of µs), nil where this system
+// has none.
+func (v *vdsoReader) open() *vdso.Clock {
+	v.once.Do(func() {
+		if c, err := vdso.Open(v.id); err == nil {
+			v.clock = c
+			v.resolved.Store(c)
+		}
+	})
+	return v.clock
+}
+
+// aim aims the map at the pairing (clock, ref), next being a reading
+// later than every one the clock has returned: the first segment if
+// there is no map; a new segment if the map has drifted from the pairing
+// by more than wallTolerance; the map as it is otherwise. A provisional
+// pairing (one quick read, for a caller waiting on it) is not kept as
+// the last pairing whose pace the next one measures.
+func (r *pairedMap) aim(clock, ref, next int64, provisional bool) {
+	old := r.m.Load()
+	pair := r.lastPair
 	if !provisional {
-		c.lastWallPair = [2]int64{clock, wall}
+		r.lastPair = [2]int64{clock, ref}
 	}
 	if old == nil {
-		// The first map lives in the Clock: a first Time allocates
-		// nothing (fresh heap pages cost a first call tens of µs each
-		// in a virtual machine).
-		c.firstWallSeg[0] = wallSegment{at: clock, wall: wall}
-		c.firstWall.segs = c.firstWallSeg[:]
-		c.wall.Store(&c.firstWall)
+		// The first map lives in r: a first use allocates nothing
+		// (fresh heap pages cost a first call tens of µs each in a
+		// virtual machine).
+		r.firstSeg[0] = wallSegment{at: clock, wall: ref}
+		r.first.segs = r.firstSeg[:]
+		r.m.Store(&r.first)
 		return
 	}
-	behind := wall - old.wallAt(clock)
-	refining := c.wallProvisional && !provisional
-	c.wallProvisional = provisional
+	behind := ref - old.wallAt(clock)
+	refining := r.provisional && !provisional
+	r.provisional = provisional
 	off := abs(behind)
+	if !provisional && !refining {
+		r.drift = max(r.drift, off)
+	}
 	if off <= int64(wallTolerance) {
 		return
 	}
 	// The new segment starts after every reading taken so far (wallLead
-	// ahead of the pairing, or now if the writer was held up longer), so
-	// that no reading maps differently than it did when it was taken.
-	at := max(clock+int64(wallLead), c.Now()+1)
+	// ahead of the pairing, or later if the writer was held up longer),
+	// so that no reading maps differently than it did when it was taken.
+	at := max(clock+int64(wallLead), next)
 	// A provisional map behind the first full pairing (its one read
 	// was slow: a loaded or emulated machine) catches up at once, as a
-	// step forward; ahead of it, it slews back, so that WallNow never
-	// goes back for it.
-	if off > int64(wallStep) || refining && behind > 0 {
-		// A step of the wall clock: taken from at on, at the wall
-		// clock's own pace.
-		c.wall.Store(old.with(wallSegment{at: at, wall: addSat(wall, at-clock)}))
+	// step forward; ahead of it, it slews back, so that the map never
+	// goes back for it. A reference without steps (r.monotone) is never
+	// stepped back: the map slews back to it at 1-wallMaxSlew.
+	if off > int64(wallStep) && (behind > 0 || !r.monotone) || refining && behind > 0 {
+		// A step of the reference: taken from at on, at its own pace.
+		r.m.Store(old.with(wallSegment{at: at, wall: addSat(ref, at-clock)}))
 		return
 	}
 	// Two new segments: the first starts where the map already goes,
-	// with the slope that brings it to the wall clock a period later; the
-	// second goes on from there at the wall clock's own pace, taken from
+	// with the slope that brings it to the reference a period later; the
+	// second goes on from there at the reference's own pace, taken from
 	// the last two pairings. A correction kept past its period would
 	// overshoot by as much again every period (and, with pairings found
 	// within wallTolerance, swing the map from side to side).
 	pace := 1.0
 	if pair[0] != 0 && clock > pair[0] {
-		pace = float64(wall-pair[1]) / float64(clock-pair[0])
+		pace = float64(ref-pair[1]) / float64(clock-pair[0])
 	}
 	from, end := old.wallAt(at), at+int64(wallPeriod)
 	// Differences only: a wall time in Unix ns as a float64 is rounded
 	// to 256 ns, which would quantise the slope to 2.56 ppm steps.
-	rise := float64(wall-from) + float64(end-clock)*pace
+	rise := float64(ref-from) + float64(end-clock)*pace
 	aim := wallSegment{at: at, wall: from, slope: wallSlope(rise / float64(wallPeriod))}
-	c.wall.Store(old.with(aim, wallSegment{at: end, wall: aim.wallAt(end), slope: wallSlope(pace)}))
+	r.m.Store(old.with(aim, wallSegment{at: end, wall: aim.wallAt(end), slope: wallSlope(pace)}))
 }
 
 // wallSlope is a segment's slope for a pace of the wall clock against
@@ -481,27 +495,50 @@ func wallSlope(pace float64) int64 {
 	return int64(math.Round((min(max(pace, 1-wallMaxSlew), 1+wallMaxSlew) - 1) * (1 << 32)))
 }
 
+// refClock reads a reference clock in ns: read for a full pairing (in
+// the background), quick for a provisional one (a first caller waits on
+// it).
+type refClock struct {
+	read, quick func() int64
+}
+
+// wallRef is the wall map's reference, CLOCK_REALTIME.
+var wallRef = refClock{read: realWallNow, quick: quickWallNow}
+
+// pairedMap is the Clock's map of its readings onto one reference
+// clock's: the wall clock for Time, the kernel's clocks for KernelTime.
+type pairedMap struct {
+	m   atomic.Pointer[wallMap]
+	ref refClock // a test's fake reference replaces it before first use
+	// monotone says the reference never steps back (the kernel's
+	// monotonic and boot clocks): neither does the map.
+	monotone bool
+	due      time.Time // zero until the map is first read
+	lastPair [2]int64  // the last pairing: clock, reference
+	idle     int       // refreshes in a row that found the map unread
+	// bracket is the last full pairing's bracket width; drift the most a
+	// full pairing found the map off its reference (the map's error a
+	// period after the pairing before).
+	bracket, drift int64
+	// used says the map was read since the last refresh (readers set
+	// it, the refresher clears it); asleep that the refresher has slowed
+	// to wallIdlePeriod, until a reader clears it and wakes the
+	// goroutine; slow is the refresher's own record of the pace.
+	used, asleep atomic.Bool
+	slow         bool
+	// provisional says the map's last segment is from a provisional
+	// pairing (see aim).
+	provisional bool
+	// first is the first version of the map, firstSeg its segment (see
+	// aim).
+	first    wallMap
+	firstSeg [1]wallSegment
+}
+
 // wallState is the Clock's side of the wall map.
 type wallState struct {
-	wall         atomic.Pointer[wallMap]
-	wallNow      func() time.Time // time.Now; tests give a fake wall clock
-	wallDue      time.Time        // zero until Time is first called
-	lastWallPair [2]int64         // the last pairing: clock, wall
-	wallIdle     int              // refreshes in a row that Time did not use
-	// wallRead says Time was called since the last refresh (readers set
-	// it, the refresher clears it); wallAsleep that the refresher has
-	// slowed to wallIdlePeriod, until a Time clears it and wakes the
-	// goroutine; wallSlow is the refresher's own record of the pace.
-	wallRead, wallAsleep atomic.Bool
-	wallSlow             bool
-	// wallProvisional says the map's last segment is from a provisional
-	// pairing (see aimWallLocked).
-	wallProvisional bool
+	wall pairedMap
 	// wallOrigin, on a clock on a Bubble Source, is the wall time of
 	// its reading 0: Time is that plus the reading, no map.
 	wallOrigin atomic.Pointer[int64]
-	// firstWall is the first version of the map, firstWallSeg its
-	// segment (see aimWallLocked).
-	firstWall    wallMap
-	firstWallSeg [1]wallSegment
 }

@@ -2,9 +2,8 @@
 
 package schedclock
 
-import "time"
+import "github.com/schedclock/schedclock/internal/vdso"
 
-// syscallRealtime is time.Now where there is no CLOCK_REALTIME to read
-// directly (as realWallNow falls back to it): no unix, or a unix whose
+// syscallClock has no clock_gettime to call: no unix, or a unix whose
 // x/sys lacks it (netbsd, aix).
-func syscallRealtime() time.Time { return time.Now() }
+func syscallClock(vdso.ID) (int64, bool) { return 0, false }

@@ -6,19 +6,18 @@
 package schedclock
 
 import (
-	"time"
-
+	"github.com/schedclock/schedclock/internal/vdso"
 	"golang.org/x/sys/unix"
 )
 
-// syscallRealtime reads CLOCK_REALTIME by the system call: a provisional
-// wall map's one read, before the vDSO has been looked up (a fraction of
-// a microsecond to a few, against the lookup's hundreds). Never a
-// testing/synctest bubble's fake time; time.Now if the call fails.
-func syscallRealtime() time.Time {
+// syscallClock reads the clock id by the system call: a provisional
+// map's one read, before the vDSO has been looked up (a fraction of a
+// microsecond to a few, against the lookup's hundreds); ok is false if
+// the call fails.
+func syscallClock(id vdso.ID) (ns int64, ok bool) {
 	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_REALTIME, &ts); err != nil {
-		return time.Now()
+	if err := unix.ClockGettime(int32(id), &ts); err != nil {
+		return 0, false
 	}
-	return time.Unix(ts.Unix())
+	return ts.Nano(), true
 }

@@ -49,7 +49,8 @@ func wallClock(t *testing.T, fake *fakeWall) *Clock {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	c.mu.Lock()
-	c.wallNow = fake.now
+	fakeNs := func() int64 { return fake.now().UnixNano() }
+	c.wall.ref = refClock{read: fakeNs, quick: fakeNs}
 	c.unlock()
 	return c
 }
@@ -78,7 +79,7 @@ func TestWallFollowsSlewAndSteps(t *testing.T) {
 			// The background goroutine's pairings, as they come: how far
 			// apart they are bounds how stale the map's slope can be.
 			c.mu.Lock()
-			pairedAt := c.lastWallPair[0]
+			pairedAt := c.wall.lastPair[0]
 			c.unlock()
 			if pairedAt != lastPair {
 				if lastPair != 0 {
@@ -257,10 +258,10 @@ func TestWallAimMeetsThePairing(t *testing.T) {
 			clock1 := clock0 + int64(wallPeriod)
 			wall1 := w0 + int64(wallPeriod)*(1e6+ppm)/1e6
 			c.mu.Lock()
-			c.aimWallLocked(clock0, w0, false)
-			old := c.wall.Load()
-			c.aimWallLocked(clock1, wall1+off, false)
-			m := c.wall.Load()
+			c.wall.aim(clock0, w0, c.Now()+1, false)
+			old := c.wall.m.Load()
+			c.wall.aim(clock1, wall1+off, c.Now()+1, false)
+			m := c.wall.m.Load()
 			c.unlock()
 			pace := float64(wall1+off-w0) / float64(clock1-clock0)
 			end := clock1 + int64(wallLead+wallPeriod)

@@ -1,0 +1,61 @@
+// Command perfjoin makes spans that a kernel trace can be joined with:
+// n times it takes a reading of the default clock, makes a system call
+// (getpid, by syscall.Syscall: never cached), takes another reading, and
+// prints the two readings mapped onto a kernel clock (KernelTime), one
+// span a line, after a first line "tid TID" naming the thread that made
+// the calls. Recorded by perf (perf record -k CLOCK_MONOTONIC -e
+// raw_syscalls:sys_enter) or ftrace (trace_clock mono or boot), each
+// kernel stamp of those calls falls inside its span: main_test.go joins
+// the two timelines.
+//
+//	perfjoin [-clock monotonic|boottime] [-n 10000]
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/schedclock/schedclock"
+)
+
+func main() {
+	clock := flag.String("clock", "monotonic", "the kernel clock to map onto: monotonic or boottime")
+	n := flag.Int("n", 10000, "how many spans")
+	flag.Parse()
+	k := map[string]schedclock.KernelClock{"monotonic": schedclock.KernelMonotonic, "boottime": schedclock.KernelBoottime}[*clock]
+	c := schedclock.Default()
+	if _, ok := c.KernelTime(k, c.Now()); k == 0 || !ok {
+		fmt.Fprintf(os.Stderr, "perfjoin: no kernel clock %q here\n", *clock)
+		os.Exit(2)
+	}
+	time.Sleep(300 * time.Millisecond) // the map's first full pairings
+	runtime.LockOSThread()             // one thread makes every call
+	spans := make([][2]int64, *n)
+	for i := range spans {
+		before := c.Now()
+		syscall.Syscall(syscall.SYS_GETPID, 0, 0, 0)
+		after := c.Now()
+		spans[i] = [2]int64{before, after}
+	}
+	w := bufio.NewWriter(os.Stdout)
+	fmt.Fprintf(w, "tid %d\n", syscall.Gettid())
+	for _, s := range spans {
+		// Mapped after the loop: a reading's kernel time never changes
+		// once it was taken, and the loop stays as tight as a traced
+		// program's.
+		a, _ := c.KernelTime(k, s[0])
+		b, _ := c.KernelTime(k, s[1])
+		fmt.Fprintf(w, "%d %d\n", a, b)
+	}
+	if err := w.Flush(); err != nil {
+		fmt.Fprintln(os.Stderr, "perfjoin:", err)
+		os.Exit(1)
+	}
+}

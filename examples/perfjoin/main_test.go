@@ -1,0 +1,152 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// tracing is tracefs, mounted if it was not: perf's tracepoints and
+// ftrace need it. Root only (the test skips otherwise, with the reason).
+func tracing(t *testing.T) string {
+	if os.Geteuid() != 0 {
+		t.Skip("the kernel's trace clocks need root: perf's tracepoints and ftrace")
+	}
+	dir := "/sys/kernel/tracing"
+	if _, err := os.Stat(filepath.Join(dir, "events")); err != nil {
+		if err := unix.Mount("nodev", dir, "tracefs", 0, ""); err != nil {
+			t.Skipf("tracefs is not mounted and cannot be (%v)", err)
+		}
+	}
+	return dir
+}
+
+// run builds and runs perfjoin through wrap (a tracer's command line
+// before the program's, or none); it returns the calling thread's id
+// and the spans.
+func run(t *testing.T, clock string, wrap ...string) (tid int, spans [][2]int64) {
+	bin := filepath.Join(t.TempDir(), "perfjoin")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	args := append(wrap, bin, "-clock", clock, "-n", strconv.Itoa(spansN))
+	cmd := exec.Command(args[0], args[1:]...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err = cmd.Output()
+	require.NoError(t, err, "%s", stderr.Bytes())
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	require.True(t, sc.Scan())
+	_, err = fmt.Sscanf(sc.Text(), "tid %d", &tid)
+	require.NoError(t, err, sc.Text())
+	for sc.Scan() {
+		var a, b int64
+		_, err := fmt.Sscanf(sc.Text(), "%d %d", &a, &b)
+		require.NoError(t, err, sc.Text())
+		spans = append(spans, [2]int64{a, b})
+	}
+	require.Len(t, spans, spansN)
+	return tid, spans
+}
+
+var spansN = 10000
+
+// join checks that the i-th kernel stamp (ns, each known to within
+// resolution below it: a stamp s says the instant lies in
+// [s, s+resolution)) lies in the i-th span.
+func join(t *testing.T, what string, spans [][2]int64, stamps []int64, resolution int64) {
+	require.Len(t, stamps, len(spans), "%s: one kernel stamp per call", what)
+	slices.Sort(stamps)
+	outside, widths := 0, make([]int64, len(spans))
+	for i, s := range spans {
+		widths[i] = s[1] - s[0]
+		if stamps[i]+resolution-1 < s[0] || stamps[i] > s[1] {
+			if outside < 5 {
+				t.Logf("%s: call %d stamped %d outside [%d, %d]", what, i, stamps[i], s[0], s[1])
+			}
+			outside++
+		}
+	}
+	slices.Sort(widths)
+	t.Logf("%s: %d of %d kernel stamps outside their span; median span %v", what, outside, len(spans), time.Duration(widths[len(widths)/2]))
+	assert.Zero(t, outside, "%s: kernel stamps outside their spans", what)
+}
+
+// stampsOf is the stamps, in ns, of the lines of a trace that line
+// matches as (thread id, seconds, fraction in units of unit ns), for the
+// thread tid.
+func stampsOf(trace string, tid int, line *regexp.Regexp, unit int64) []int64 {
+	var stamps []int64
+	for l := range strings.Lines(trace) {
+		m := line.FindStringSubmatch(l)
+		if m == nil || m[1] != strconv.Itoa(tid) {
+			continue
+		}
+		sec, _ := strconv.ParseInt(m[2], 10, 64)
+		frac, _ := strconv.ParseInt(m[3], 10, 64)
+		stamps = append(stamps, sec*1e9+frac*unit)
+	}
+	return stamps
+}
+
+// TestJoinWithPerfMonotonic: perf record -k CLOCK_MONOTONIC stamps each
+// getpid of perfjoin inside its span mapped onto CLOCK_MONOTONIC.
+func TestJoinWithPerfMonotonic(t *testing.T) {
+	tracing(t)
+	if _, err := exec.LookPath("perf"); err != nil {
+		t.Skip("no perf in PATH")
+	}
+	data := filepath.Join(t.TempDir(), "perf.data")
+	tid, spans := run(t, "monotonic", "perf", "record", "-q", "-k", "CLOCK_MONOTONIC",
+		"-e", "raw_syscalls:sys_enter", "--filter", "id == 39", "-o", data, "--")
+	out, err := exec.Command("perf", "script", "-i", data, "--ns", "-F", "tid,time").Output()
+	require.NoError(t, err)
+	stamps := stampsOf(string(out), tid, regexp.MustCompile(`^\s*(\d+)\s+(\d+)\.(\d{9}):`), 1)
+	join(t, "perf -k CLOCK_MONOTONIC", spans, stamps, 1)
+}
+
+// TestJoinWithFtraceBoottime: ftrace's boot clock (CLOCK_BOOTTIME)
+// stamps each getpid inside its span mapped onto CLOCK_BOOTTIME, to its
+// text output's microsecond. perf record -k CLOCK_BOOTTIME would be the
+// same join, but perf refuses that clock for tracepoints ("wrong
+// clockid (7)" on Linux 6.18); ftrace stamps the same events with it.
+func TestJoinWithFtraceBoottime(t *testing.T) {
+	dir := tracing(t)
+	write := func(file, s string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, file), []byte(s), 0o644), file)
+	}
+	clocks, err := os.ReadFile(filepath.Join(dir, "trace_clock"))
+	require.NoError(t, err)
+	was := regexp.MustCompile(`\[(\w+)\]`).FindSubmatch(clocks)
+	require.NotNil(t, was, "%s", clocks)
+	ev := "events/raw_syscalls/sys_enter/"
+	write("trace_clock", "boot")
+	write(ev+"filter", "id == 39")
+	write("trace", "")
+	write(ev+"enable", "1")
+	defer func() {
+		write(ev+"enable", "0")
+		write(ev+"filter", "0")
+		write("trace_clock", string(was[1]))
+	}()
+	tid, spans := run(t, "boottime")
+	write(ev+"enable", "0")
+	out, err := os.ReadFile(filepath.Join(dir, "trace"))
+	require.NoError(t, err)
+	stamps := stampsOf(string(out), tid, regexp.MustCompile(`-(\d+)\s+\[\d+\].*?\s(\d+)\.(\d{6}): sys_enter: NR 39 `), 1000)
+	join(t, "ftrace boot", spans, stamps, 1000)
+}

@@ -1,0 +1,218 @@
+package schedclock
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/schedclock/schedclock/internal/perfclock"
+	"github.com/schedclock/schedclock/internal/vdso"
+)
+
+// KernelClock names a clock of the Linux kernel that tracers stamp
+// their events with, for KernelTime. Its values are the kernel's clock
+// ids, and -1 for perf's own clock.
+type KernelClock int
+
+const (
+	// KernelMonotonic is CLOCK_MONOTONIC: perf record -k
+	// CLOCK_MONOTONIC, BPF's bpf_ktime_get_ns, ftrace's mono clock.
+	KernelMonotonic KernelClock = 1
+	// KernelBoottime is CLOCK_BOOTTIME, CLOCK_MONOTONIC plus the time
+	// spent suspended: bpf_ktime_get_boot_ns, ftrace's boot clock.
+	KernelBoottime KernelClock = 7
+	// KernelPerf is perf's default clock (the kernel's sched_clock), a
+	// plain perf record's, where the kernel exports it to user space
+	// (cap_user_time_zero in a perf event's page: a kernel on the TSC,
+	// arm64; not a kvm-clock guest).
+	KernelPerf KernelClock = -1
+)
+
+// KernelTime maps the clock's reading ns (a value Now returned) onto
+// the kernel clock k: the nanoseconds clock_gettime(k) would have
+// returned at the instant of the reading. ok is false where k cannot be
+// read here (not Linux, perf's clock not exported, an unknown k), and
+// on clocks whose readings are not real time (Manual, Bubble).
+//
+// A later reading never maps earlier, and a reading's kernel time never
+// changes once it was taken. The map is paired with the kernel clock
+// (its vDSO clock_gettime, or perf's page and the counter) every 100 ms
+// while KernelTime is called, as Time's with the wall clock (no step
+// back: the map slews back at 0.1% where it was ahead), so it follows
+// NTP's slew and, for KernelBoottime, a suspend. Info.KernelTime says
+// how closely: each pairing's bracket and the most a pairing found the
+// map off. The first call answers at once from one pairing by the
+// system call and has the clock's goroutine refine the map.
+//
+// It costs a load and a multiply-add more than Now, and allocates
+// nothing. Readings before the clock's start map through its first
+// segment; the result saturates to the int64 range.
+func (c *Clock) KernelTime(k KernelClock, ns int64) (int64, bool) {
+	if c == nil || c.clockState == nil || c.manual.Load() != nil || c.wallOrigin.Load() != nil {
+		return 0, false
+	}
+	i := kernelIndex(k)
+	if i < 0 {
+		return 0, false
+	}
+	r := &c.kernel[i]
+	if r.m.Load() == nil && !kernelRefs[i].available() {
+		return 0, false
+	}
+	return c.mapAt(r, ns), true
+}
+
+// kernelIndex is k's place in kernelRefs, -1 for none.
+func kernelIndex(k KernelClock) int {
+	switch k {
+	case KernelMonotonic:
+		return 0
+	case KernelBoottime:
+		return 1
+	case KernelPerf:
+		return 2
+	}
+	return -1
+}
+
+// kernelRef is a kernel clock as the kernel maps read it.
+type kernelRef struct {
+	clock     KernelClock
+	name      string
+	ref       refClock
+	available func() bool // whether the clock can be read here
+}
+
+// kernelRefs are the kernel clocks KernelTime maps to; their order is
+// that of clockState.kernel.
+var kernelRefs = [...]kernelRef{
+	{KernelMonotonic, "CLOCK_MONOTONIC", refClock{read: monotonicNow, quick: monotonicQuick}, kernelClocksHere},
+	{KernelBoottime, "CLOCK_BOOTTIME", refClock{read: boottimeNow, quick: boottimeQuick}, kernelClocksHere},
+	{KernelPerf, "perf", refClock{read: perfNow, quick: perfNow}, perfAvailable},
+}
+
+var monotonicReader, boottimeReader = vdsoReader{id: vdso.Monotonic}, vdsoReader{id: vdso.Boottime}
+
+func monotonicNow() int64   { return monotonicReader.now() }
+func monotonicQuick() int64 { return monotonicReader.quick() }
+func boottimeNow() int64    { return boottimeReader.now() }
+func boottimeQuick() int64  { return boottimeReader.quick() }
+
+// now reads the clock through the vDSO, looked up at the first call.
+func (v *vdsoReader) now() int64 {
+	if c := v.open(); c != nil {
+		return c.Now()
+	}
+	return v.quick()
+}
+
+// quick reads the clock without waiting for a lookup: the vDSO once it
+// is known, the system call until then.
+func (v *vdsoReader) quick() int64 {
+	if c := v.resolved.Load(); c != nil {
+		return c.Now()
+	}
+	ns, _ := syscallClock(v.id)
+	return ns
+}
+
+// perfPage is perf's page and the counter it converts, opened at the
+// first KernelTime(KernelPerf); its conversion is nil where the kernel
+// does not export perf's clock, and why says why.
+var perfPage = lazy[*perfClock]{make: openPerfClock}
+
+type perfClock struct {
+	page *perfclock.Page
+	read func() uint64 // the counter perf's clock converts
+	why  string
+}
+
+// perfOpened says perfPage was opened, and its why is final.
+var perfOpened atomic.Bool
+
+func openPerfClock() *perfClock {
+	defer perfOpened.Store(true)
+	p := &perfClock{read: tscReader()}
+	if p.read == nil {
+		p.read = cntvctReader()
+	}
+	if p.read == nil {
+		p.why = "no counter perf's page converts in this build"
+		return p
+	}
+	page, err := perfclock.Open()
+	if err == nil {
+		_, err = page.Read()
+	}
+	if err != nil {
+		p.why, p.read = err.Error(), nil
+		return p
+	}
+	p.page = page
+	return p
+}
+
+func perfAvailable() bool { return perfPage.get().read != nil }
+
+// perfNow reads perf's clock: the counter through the page's current
+// conversion (read under the page's lock first, so that the counter is
+// not older than it).
+func perfNow() int64 {
+	p := perfPage.get()
+	conv, err := p.page.Read()
+	if err != nil {
+		return 0
+	}
+	return int64(conv.Time(p.read()))
+}
+
+// kernelMaps are the clock's maps onto kernelRefs' clocks, each made at
+// its first KernelTime.
+type kernelMaps [len(kernelRefs)]pairedMap
+
+// initRefs gives the clock's maps their references.
+func (st *clockState) initRefs() {
+	st.wall.ref = wallRef
+	for i := range st.kernel {
+		st.kernel[i].ref, st.kernel[i].monotone = kernelRefs[i].ref, true
+	}
+}
+
+// pairedMaps are the maps the background goroutine keeps fresh.
+func (c *Clock) pairedMaps() [1 + len(kernelRefs)]*pairedMap {
+	return [...]*pairedMap{&c.wall, &c.kernel[0], &c.kernel[1], &c.kernel[2]}
+}
+
+// describeKernelMapsLocked is Info.KernelTime: for each kernel clock,
+// how its map is paired and how closely it followed, or why there is
+// none.
+func (c *Clock) describeKernelMapsLocked() string {
+	var b strings.Builder
+	for i, k := range kernelRefs {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(k.name)
+		b.WriteString(": ")
+		r := &c.kernel[i]
+		switch {
+		case k.clock == KernelPerf && perfOpened.Load() && !perfAvailable():
+			b.WriteString("not exported here (" + perfPage.get().why + ")")
+		case k.clock != KernelPerf && !kernelClocksHere():
+			b.WriteString("not on this system")
+		case r.m.Load() == nil:
+			b.WriteString("not mapped yet (at the first KernelTime)")
+		case r.bracket == 0:
+			b.WriteString("provisional (one pairing by the system call)")
+		default:
+			// A drift found at a pairing goes on growing for wallLead
+			// before the new segment corrects it, at the pace it grew
+			// over the period.
+			bound := r.bracket/2 + r.drift + r.drift*int64(wallLead)/int64(wallPeriod)
+			fmt.Fprintf(&b, "±%v (pairing bracket %v, worst drift found %v)",
+				time.Duration(bound), time.Duration(r.bracket), time.Duration(r.drift))
+		}
+	}
+	return b.String()
+}

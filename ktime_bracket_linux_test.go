@@ -1,0 +1,139 @@
+package schedclock_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/internal/vdso"
+)
+
+// kernelBrackets is what n brackets a := clock_gettime(id);
+// m := KernelTime(k, Now()); b := clock_gettime(id) found: how many put
+// m outside [a, b], the worst distance outside, and the median bracket.
+type kernelBrackets struct {
+	n, outside    int
+	worst, median time.Duration
+}
+
+func (r kernelBrackets) String() string {
+	return fmt.Sprintf("%d of %d outside (worst by %v), median bracket %v", r.outside, r.n, r.worst, r.median)
+}
+
+func measureKernelBrackets(t *testing.T, c *schedclock.Clock, k schedclock.KernelClock, id vdso.ID, d time.Duration) kernelBrackets {
+	vc, err := vdso.Open(id)
+	require.NoError(t, err)
+	var r kernelBrackets
+	var widths []time.Duration
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+		for range 1000 {
+			a := vc.Now()
+			m, ok := c.KernelTime(k, c.Now())
+			b := vc.Now()
+			require.True(t, ok)
+			r.n++
+			if out := max(a-m, m-b); out > 0 {
+				r.outside++
+				r.worst = max(r.worst, time.Duration(out))
+			}
+			widths = append(widths, time.Duration(b-a))
+		}
+		time.Sleep(time.Millisecond) // the map's refresher runs between rounds on a 2-CPU machine
+	}
+	slices.Sort(widths)
+	r.median = widths[len(widths)/2]
+	return r
+}
+
+// TestKernelTimeInsideClockGettimeBrackets: the default clock's
+// readings, mapped onto CLOCK_MONOTONIC and CLOCK_BOOTTIME, fall inside
+// [clock_gettime, clock_gettime] brackets (the vDSO's) for 3 s, once
+// the map has had its first full pairing, but for at most 5% that
+// fall outside by no more than the bound Info states (the pairing places
+// the kernel's counter read at its bracket's middle: tens of ns off).
+func TestKernelTimeInsideClockGettimeBrackets(t *testing.T) {
+	c := schedclock.Default()
+	for _, kc := range []struct {
+		k  schedclock.KernelClock
+		id vdso.ID
+	}{{schedclock.KernelMonotonic, vdso.Monotonic}, {schedclock.KernelBoottime, vdso.Boottime}} {
+		_, ok := c.KernelTime(kc.k, c.Now())
+		require.True(t, ok)
+		time.Sleep(300 * time.Millisecond) // three pairings
+		r := measureKernelBrackets(t, c, kc.k, kc.id, 3*time.Second)
+		bound := parseBound(t, c.Info().KernelTime, kc.id.String())
+		t.Logf("%v: %v; Info: %s", kc.id, r, c.Info().KernelTime)
+		assert.LessOrEqual(t, r.worst, bound, "%v: off by more than Info's bound", kc.id)
+		assert.LessOrEqual(t, r.outside*20, r.n, "%v: more than 5%% outside", kc.id)
+	}
+}
+
+// parseBound is the ±bound Info.KernelTime states for clock name.
+func parseBound(t *testing.T, info, name string) time.Duration {
+	_, rest, found := strings.Cut(info, name+": ±")
+	require.True(t, found, "no bound for %s in %q", name, info)
+	d, err := time.ParseDuration(strings.Fields(rest)[0])
+	require.NoError(t, err, info)
+	return d
+}
+
+// TestKernelTimeFollowsAdjtimexSlew slews the kernel's clocks with
+// adjtimex(ADJ_FREQUENCY) to +500 ppm and then -500 ppm (the kernel's
+// largest), 2 s each, and restores the frequency it found: the mapped
+// readings stay inside [clock_gettime, clock_gettime] brackets but for
+// what Info's bound allows, whose drift term now holds the map's lag
+// behind each change of pace (up to a pairing period's worth of the
+// change, 100 ms × 500 ppm). Needs CAP_SYS_TIME: without it the test
+// says so and skips.
+func TestKernelTimeFollowsAdjtimexSlew(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slews the machine's clock for 4 s")
+	}
+	var found unix.Timex
+	_, err := unix.Adjtimex(&found) // modes 0: reads
+	require.NoError(t, err)
+	// set applies mode to a copy of the frequency found (Freq is an
+	// int32 on 386, an int64 elsewhere: the constants fit both).
+	set := func(mode func(*unix.Timex)) error {
+		tx := unix.Timex{Modes: unix.ADJ_FREQUENCY, Freq: found.Freq}
+		mode(&tx)
+		_, err := unix.Adjtimex(&tx)
+		return err
+	}
+	if err := set(func(*unix.Timex) {}); err != nil {
+		t.Skipf("adjtimex(ADJ_FREQUENCY) refused (%v): the slew needs CAP_SYS_TIME (root)", err)
+	}
+	defer func() {
+		assert.NoError(t, set(func(*unix.Timex) {}), "restoring the frequency")
+	}()
+	c := schedclock.Default()
+	for _, k := range []schedclock.KernelClock{schedclock.KernelMonotonic, schedclock.KernelBoottime} {
+		_, ok := c.KernelTime(k, c.Now())
+		require.True(t, ok)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, ppm := range []int{500, -500} {
+		require.NoError(t, set(func(tx *unix.Timex) {
+			tx.Freq = -500 << 16
+			if ppm > 0 {
+				tx.Freq = 500 << 16
+			}
+		}))
+		for _, kc := range []struct {
+			k  schedclock.KernelClock
+			id vdso.ID
+		}{{schedclock.KernelMonotonic, vdso.Monotonic}, {schedclock.KernelBoottime, vdso.Boottime}} {
+			r := measureKernelBrackets(t, c, kc.k, kc.id, time.Second)
+			info := c.Info().KernelTime
+			t.Logf("%+d ppm, %v: %v; Info: %s", ppm, kc.id, r, info)
+			assert.LessOrEqual(t, r.worst, parseBound(t, info, kc.id.String()), "%+d ppm, %v: off by more than Info's bound", ppm, kc.id)
+		}
+	}
+}
