@@ -242,12 +242,14 @@ func TestWallMapHoldsItsPairings(t *testing.T) {
 // TestWallAimMeetsThePairing: a map aimed at a pairing that finds it off
 // (by more than wallTolerance, less than a step) meets the wall clock,
 // as the pairing and the pace of the last two pairings extrapolate it,
-// where its correction ends, within a nanosecond, and goes on at that
-// pace: at 2 s past it, within 1 ns per second more (the slope's own
-// rounding is 2^-32). Late in the int64 range too (2250, where a Unix
+// a period after the pairing (past the correction's end, at off/(wallMaxSlew/2)),
+// within 2 ns (each segment's wallAt floors: the correction's end, then
+// the pace from it), and goes on at that pace: at 2 s past it, within
+// 1 ns per second more (the slope's own rounding is 2^-32). Late in the int64 range too (2250, where a Unix
 // time in float64 is rounded to 1024 ns). No goroutine aims the map
 // here (Time is never called), and the pairings are in the clock's
-// future, so each new segment starts wallLead after its pairing.
+// future, so each new segment starts wallLead after its pairing, or
+// wallLeadForward where it puts the map forward.
 func TestWallAimMeetsThePairing(t *testing.T) {
 	for _, year := range []int{2026, 2250} {
 		for _, off := range []int64{-999, -300, -70, 45, 333, 4999} {
@@ -267,10 +269,19 @@ func TestWallAimMeetsThePairing(t *testing.T) {
 			end := clock1 + int64(wallLead+wallPeriod)
 			want := func(ns int64) int64 { return wall1 + off + int64(math.Round(float64(ns-clock1)*pace)) }
 			// Differences: an int64 this large in float64 is rounded.
-			assert.LessOrEqual(t, abs(m.wallAt(end)-want(end)), int64(1), "%d, %d ns off: where the correction ends", year, off)
+			assert.LessOrEqual(t, abs(m.wallAt(end)-want(end)), int64(2), "%d, %d ns off: a period after the pairing", year, off)
+			// The correction is over after off/(wallMaxSlew/2), not a period.
+			behind := wall1 + off - old.wallAt(clock1) // the old map's extrapolation missed by the pace too
+			lead := int64(wallLead)
+			if behind > 0 {
+				lead = int64(wallLeadForward) // forward: sooner
+			}
+			fast := clock1 + lead + abs(behind)*int64(2/wallMaxSlew)
+			assert.LessOrEqual(t, abs(m.wallAt(fast)-want(fast)), int64(2), "%d, %d ns off: where the correction ends", year, off)
 			later := end + int64(2*time.Second)
 			assert.LessOrEqual(t, abs(m.wallAt(later)-want(later)), int64(3), "%d, %d ns off: 2 s after it", year, off)
-			assert.Equal(t, old.wallAt(clock1+int64(wallLead)-1), m.wallAt(clock1+int64(wallLead)-1), "readings before the new segment keep their wall time")
+			assert.Equal(t, old.wallAt(clock1+lead-1), m.wallAt(clock1+lead-1), "readings before the new segment keep their wall time")
+			assert.NotEqual(t, old.wallAt(clock1+lead+100_000), m.wallAt(clock1+lead+100_000), "the new segment starts a lead after the pairing")
 		}
 	}
 }
