@@ -3,7 +3,6 @@ package schedclock
 import (
 	"fmt"
 	"runtime"
-	"strings"
 
 	"github.com/schedclock/schedclock/internal/kernel"
 )
@@ -100,9 +99,12 @@ func joinRefusals(refusals []error) error {
 	if len(refusals) == 1 {
 		return refusals[0]
 	}
-	format := strings.TrimSuffix(strings.Repeat("%w; ", len(refusals)), "; ")
+	format := "%w"
 	args := make([]any, len(refusals))
 	for i, err := range refusals {
+		if i > 0 {
+			format += "; %w"
+		}
 		args[i] = err
 	}
 	return fmt.Errorf(format, args...)

@@ -82,10 +82,7 @@ func newDefaultClock(table []*counter) *Clock {
 // no file and makes no system call: it runs at package initialisation.
 func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, in *Info, table []*counter) *Clock {
 	src := Portable()
-	conv, err := newConversion(src)
-	if err != nil {
-		panic("schedclock: the portable source is invalid: " + err.Error())
-	}
+	conv := portableConversion
 	*st = clockState{
 		src: src, conv: conv, rate: rating{hz: 1e9, origin: RateDeclared}, declared: src.Rate,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
@@ -113,6 +110,11 @@ func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, in *Info, table 
 	c.info.Store(in)
 	return c
 }
+
+// portableConversion is newConversion(Portable()), written out so that
+// package initialisation does not run newConversion's checks and
+// arithmetic (TestPortableConversion keeps it equal).
+var portableConversion = conversion{mult: 1 << 31, shift: 31, mask: 1<<63 - 1}
 
 // choicePending is Info.Pending until the default clock has chosen its
 // hardware counter.

@@ -204,3 +204,11 @@ func newChosenDefaultClock(table []*counter) *Clock {
 	c.chooseHardware()
 	return c
 }
+
+// TestPortableConversion: the default clock's conversion, written out for
+// package initialisation, is the one newConversion derives.
+func TestPortableConversion(t *testing.T) {
+	conv, err := newConversion(Portable())
+	require.NoError(t, err)
+	assert.Equal(t, conv, portableConversion)
+}

@@ -115,5 +115,12 @@ func (v Verdict) String() string {
 	case slices.Contains(v.Available, v.Want):
 		return s + fmt.Sprintf(" (%s still available)", v.Want)
 	}
-	return s + fmt.Sprintf(" (%s not available: available are %s)", v.Want, strings.Join(v.Available, " "))
+	s += " (" + v.Want + " not available: available are "
+	for i, name := range v.Available {
+		if i > 0 {
+			s += " "
+		}
+		s += name // strings.Join, as it would write it, but not linked for this line alone
+	}
+	return s + ")"
 }

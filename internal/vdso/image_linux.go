@@ -1,12 +1,10 @@
 package vdso
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -181,21 +179,21 @@ func mappedFor(addr, n uintptr) (mapped, known bool) {
 // mappingEnd returns the end of the mapping in /proc/self/maps that holds
 // addr, and false when /proc/self/maps cannot be read.
 func mappingEnd(addr uintptr) (uintptr, bool) {
-	f, err := os.Open("/proc/self/maps")
+	maps, err := sysfile.Read("/proc/self/maps")
 	if err != nil {
 		return 0, false
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		lo, hi, ok := parseMapsRange(sc.Text())
+	for len(maps) > 0 {
+		line, rest, _ := bytes.Cut(maps, []byte{'\n'})
+		maps = rest
+		lo, hi, ok := parseMapsRange(string(line))
 		if ok && lo <= addr && addr < hi {
 			return hi, true
 		}
 	}
 	// Readable, yet no mapping holds the header: length 0 refuses the
 	// image, whose header we would not have been able to read anyway.
-	return addr, sc.Err() == nil
+	return addr, true
 }
 
 // parseMapsRange reads the "lo-hi" that starts a /proc/self/maps line.
