@@ -56,6 +56,9 @@ func (c *Clock) KernelTime(k KernelClock, ns int64) (int64, bool) {
 	if i < 0 {
 		return 0, false
 	}
+	if !c.kernelOn.Load() {
+		c.useKernelMaps()
+	}
 	r := &c.kernel[i]
 	if r.m.Load() == nil && !kernelRefs[i].available() {
 		return 0, false
@@ -171,17 +174,43 @@ func perfNow() int64 {
 // its first KernelTime.
 type kernelMaps [len(kernelRefs)]pairedMap
 
-// initRefs gives the clock's maps their references.
+// initRefs gives the clock's wall map its reference. The kernel maps get
+// theirs at the first KernelTime (useKernelMaps): until a program calls
+// KernelTime, nothing links their references, perf's page or their
+// upkeep into it.
 func (st *clockState) initRefs() {
 	st.wall.ref = wallRef
-	for i := range st.kernel {
-		st.kernel[i].ref, st.kernel[i].monotone = kernelRefs[i].ref, true
-	}
 }
 
-// pairedMaps are the maps the background goroutine keeps fresh.
-func (c *Clock) pairedMaps() [1 + len(kernelRefs)]*pairedMap {
-	return [...]*pairedMap{&c.wall, &c.kernel[0], &c.kernel[1], &c.kernel[2]}
+// useKernelMaps gives the clock's kernel maps their references and has
+// the background goroutine keep them fresh.
+func (c *Clock) useKernelMaps() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kernelTick != nil {
+		return
+	}
+	for i := range c.kernel {
+		c.kernel[i].ref, c.kernel[i].monotone = kernelRefs[i].ref, true
+	}
+	c.kernelTick = (*Clock).tickKernelMapsLocked
+	c.kernelOn.Store(true)
+}
+
+// tickKernelMapsLocked is the background goroutine's work on the kernel
+// maps at now; it returns when they are next due, or next if earlier.
+func (c *Clock) tickKernelMapsLocked(now, next time.Time) time.Time {
+	for i := range c.kernel {
+		r := &c.kernel[i]
+		if r.dueLocked(now) {
+			c.tickLocked(r, now)
+			c.kernelInfo = c.describeKernelMapsLocked()
+		}
+		if !r.due.IsZero() && r.due.Before(next) {
+			next = r.due
+		}
+	}
+	return next
 }
 
 // describeKernelMapsLocked is Info.KernelTime: for each kernel clock,

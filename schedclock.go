@@ -91,6 +91,10 @@ type clockState struct {
 	// kernelInfo describes them for Info, as of their last pairing.
 	kernel     kernelMaps
 	kernelInfo string
+	// kernelTick keeps the kernel maps fresh, from the first KernelTime
+	// on (nil before: see useKernelMaps); kernelOn says it is set.
+	kernelTick func(c *Clock, now, next time.Time) time.Time
+	kernelOn   atomic.Bool
 
 	wakes   int           // how often the background goroutine woke: each is CPU an idle process pays
 	wake    chan struct{} // tells the background goroutine to look again
@@ -508,16 +512,14 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 	}
 	c.faults.streak = 0
 	next = c.fold.due
-	for i, r := range c.pairedMaps() {
-		if r.dueLocked(now) {
-			c.tickLocked(r, now)
-			if i > 0 { // a kernel map's
-				c.kernelInfo = c.describeKernelMapsLocked()
-			}
-		}
-		if !r.due.IsZero() && r.due.Before(next) {
-			next = r.due
-		}
+	if r := &c.wall; r.dueLocked(now) {
+		c.tickLocked(r, now)
+	}
+	if !c.wall.due.IsZero() && c.wall.due.Before(next) {
+		next = c.wall.due
+	}
+	if c.kernelTick != nil {
+		next = c.kernelTick(c, now, next)
 	}
 	if !policyDue.IsZero() && policyDue.Before(next) {
 		next = policyDue
