@@ -401,6 +401,28 @@ func (pc *pubCheck) violation(count *uint64, format string, args ...any) {
 
 func (pc *pubCheck) violations() uint64 { return pc.torn + pc.outside + pc.early + pc.late }
 
+// add adds what another run saw.
+func (pc *pubCheck) add(o pubCheck) {
+	if pc.readings == 0 {
+		*pc = o
+		return
+	}
+	pc.readings += o.readings
+	pc.skipped += o.skipped
+	pc.deferred += o.deferred
+	pc.skipWindow += o.skipWindow
+	pc.skipW += o.skipW
+	pc.skipA += o.skipA
+	pc.torn += o.torn
+	pc.outside += o.outside
+	pc.early += o.early
+	pc.late += o.late
+	pc.minAfterW = min(pc.minAfterW, o.minAfterW)
+	pc.minBeforeNextA = min(pc.minBeforeNextA, o.minBeforeNextA)
+	pc.examples = append(pc.examples, o.examples...)
+	pc.pending = append(pc.pending, o.pending...)
+}
+
 // check decodes reading v, taken between reference reads c1 and c2 by a
 // reader that saw done0 lines done before c1 and begun1 lines begun after
 // c2, and checks it.
@@ -563,8 +585,15 @@ func TestReadersUnderBackToBackPublications(t *testing.T) {
 					kind = "slow"
 				}
 				t.Run(ctr.name+"/"+name+"/"+kind, func(t *testing.T) {
-					w := newPubWriter(t, ctr.read, ctr.ref, slow)
-					pc := runPublications(t, w, read, cpus, pubReadings())
+					// A reader the OS stopped for longer than the writer
+					// takes to fill its ring skips what it read then: on a
+					// loaded machine, take more readings (at most two more
+					// runs) until 99% of all of them were checked.
+					var pc pubCheck
+					for run := 0; run < 3 && (run == 0 || pc.skipped >= pc.readings/100); run++ {
+						w := newPubWriter(t, ctr.read, ctr.ref, slow)
+						pc.add(runPublications(t, w, read, cpus, pubReadings()))
+					}
 					assert.Zero(t, pc.violations(), "violations, for example: %q", pc.examples)
 					assert.Zero(t, pc.deferred, "readings left unchecked")
 					assert.Less(t, pc.skipped, pc.readings/100, "too many readings skipped to mean anything")
