@@ -335,6 +335,26 @@ func (c *Clock) publishLocked(ln line) {
 	c.latch.publish(&c.cur, c.step)
 }
 
+// reratedLocked tells the clock's maps that its readings run at another
+// pace from the current line's epoch on: old is the conversion of the
+// counter it read before, if it is the same counter (a new rate, a
+// re-anchoring), or nil (another counter). It has the background
+// goroutine pair the maps at once.
+func (c *Clock) reratedLocked(old *conversion) {
+	ratio := 0.0
+	if old != nil && old.mult != 0 {
+		// ns per count, new over old
+		ratio = float64(c.cur.conv.mult) / float64(old.mult) * math.Ldexp(1, int(old.shift)-int(c.cur.conv.shift))
+	}
+	mapped := c.wall.rerated(c.cur.epochNs, ratio)
+	for i := range c.kernel {
+		mapped = c.kernel[i].rerated(c.cur.epochNs, ratio) || mapped
+	}
+	if mapped {
+		c.kick() // the writer may not be the background goroutine
+	}
+}
+
 // Close stops the background goroutines and waits for them to exit. Now
 // keeps answering (Coarse stands at its last value). A closed clock is no
 // longer folded: on a 64-bit counter it stays exact for 7/8 of the

@@ -212,6 +212,11 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 		c.publishLocked(frozenLine(c.cur, conv))
 	} else {
 		c.switchLine(src.Read, conv, anchor)
+		old := &c.conv
+		if !same {
+			old = nil
+		}
+		c.reratedLocked(old)
 	}
 	c.src, c.conv, c.rate = src, conv, rate
 	c.userSrc = !ownCode(src.Read)

@@ -387,11 +387,17 @@ func (c *Clock) tickLocked(r *pairedMap, now time.Time) {
 	clock, ref, width := c.pair(r.ref.read, wallSamples)
 	r.bracket = width
 	r.aim(clock, ref, c.Now()+1, false)
-	if r.slow {
+	switch {
+	case r.paceNext && r.lastPair[0] != 0:
+		// The first pairing since another counter: the next one, a
+		// period later, measures the wall clock's pace against it.
+		r.paceNext = false
+		r.due = now.Add(wallPeriod)
+	case r.slow:
 		// Due from half the period on (dueLocked), at the latest after
 		// one and a half.
 		r.due = now.Add(wallIdlePeriod * 3 / 2)
-	} else {
+	default:
 		r.due = now.Add(wallPeriod)
 	}
 }
@@ -461,9 +467,10 @@ func (r *pairedMap) aim(clock, ref, next int64, provisional bool) {
 	if !provisional && !refining {
 		r.drift = max(r.drift, off)
 	}
-	if off <= int64(wallTolerance) {
+	if off <= int64(wallTolerance) && !r.repace {
 		return
 	}
+	r.repace = false
 	// The new segment starts after every reading taken so far (wallLead
 	// ahead of the pairing, or later if the writer was held up longer),
 	// so that no reading maps differently than it did when it was taken;
@@ -509,6 +516,35 @@ func (r *pairedMap) aim(clock, ref, next int64, provisional bool) {
 	r.m.Store(old.with(aim, wallSegment{at: end, wall: aim.wallAt(end), slope: wallSlope(pace)}))
 }
 
+// rerated tells the map that the clock's readings run at another pace
+// from the reading at on: the same counter at ratio times as many ns per
+// count, or (ratio 0) another counter. The last pairing is what the next
+// one measures the wall clock's pace from: moved onto the new pace's
+// timeline (the counts it is before at, at the new rate), it measures
+// that pace exactly; for another counter, whose pace against the last
+// one's nothing here knows, it is dropped, and the pairing after the
+// next one follows a period later, however idle the map is. Either way
+// the map is paired again at the background goroutine's next look: a
+// pace measured across a change of rate (535 ppm, cntfrq to refined,
+// under qemu-aarch64, with the kernel's frequency at +500 ppm) had
+// carried the map 230 µs off in 3 s at the idle pace. It says whether
+// the map was read (and is now due).
+func (r *pairedMap) rerated(at int64, ratio float64) bool {
+	if r.due.IsZero() {
+		return false // never read: no map to keep
+	}
+	r.repace = true
+	if ratio > 0 && r.lastPair[0] != 0 && r.lastPair[0] < at {
+		r.lastPair[0] = at - int64(float64(at-r.lastPair[0])*ratio)
+	} else {
+		r.lastPair = [2]int64{}
+		r.paceNext = true
+	}
+	r.due = time.Now()
+	r.asleep.Store(false)
+	return true
+}
+
 // wallSlope is a segment's slope for a pace of the wall clock against
 // the clock's readings, bounded to 1±wallMaxSlew.
 func wallSlope(pace float64) int64 {
@@ -549,6 +585,12 @@ type pairedMap struct {
 	// provisional says the map's last segment is from a provisional
 	// pairing (see aim).
 	provisional bool
+	// paceNext says the clock moved to another counter (rerated): the
+	// pairing after the next follows a period later. repace says the
+	// readings' pace changed: the next pairing re-aims the map at the new
+	// pace even where it finds the map on the wall clock (as it does
+	// right after the change).
+	paceNext, repace bool
 	// first is the first version of the map, firstSeg its segment (see
 	// aim).
 	first    wallMap

@@ -302,3 +302,41 @@ func TestWallMapVersionsStayAsPublished(t *testing.T) {
 	assert.Len(t, v2.segs, 4, "the old version's segment from 2e9 on is not the new one's")
 	assert.Equal(t, v1.wallAt(15e8-1), v2.wallAt(15e8-1))
 }
+
+// TestWallFollowsARateChangeWhileIdle: a clock whose readings change
+// pace (Register of its counter at another rate) while its wall map is at
+// the idle pace, against a wall clock slewed by +500 ppm: the map is
+// paired again at once, with the wall clock's pace measured from the
+// last pairing moved onto the new rate, and stays within 20 µs of the
+// wall clock for the seconds that follow. Measured across the change, the
+// pace was 500 ppm off, and the map drifted that much until a later
+// pairing.
+func TestWallFollowsARateChangeWhileIdle(t *testing.T) {
+	fake := newFakeWall()
+	fake.setSlew(500)
+	c := wallClock(t, fake)
+	for end := time.Now().Add(3 * wallPeriod); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		c.Time(c.Now()) // read: paired every period, the pace learned
+	}
+	time.Sleep(3 * wallPeriod) // unread: the idle pace
+	src := Portable()
+	src.Rate = 1_000_500_000 // the same counter, declared 500 ppm faster: its readings 500 ppm slower
+	require.NoError(t, c.Register(src))
+	offBy := func() time.Duration {
+		best, off := time.Duration(math.MaxInt64), time.Duration(0)
+		for range 20 {
+			a := fake.now()
+			w := time.Unix(0, c.wall.m.Load().wallAt(c.Now())) // no mark: the map stays idle
+			b := fake.now()
+			if d := b.Sub(a); d < best {
+				best, off = d, w.Sub(a)-d/2
+			}
+		}
+		return off
+	}
+	var worst time.Duration
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		worst = max(worst, offBy().Abs())
+	}
+	assert.Less(t, worst, 20*time.Microsecond, "the wall map after a change of the readings' pace, idle")
+}
