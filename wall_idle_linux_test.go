@@ -57,8 +57,16 @@ func TestIdleCostAfterWallNow(t *testing.T) {
 	t.Logf("CPU over %v idle: %v after a second of Now, Coarse and WallNow, %v after Now and Coarse, %v never reading the clock",
 		idleFor, spent["wall"], spent["use"], spent["none"])
 	bar := 2500 * time.Microsecond
-	if race.Enabled || cpu.Emulated() {
-		bar *= 4 // as TestIdleCostAfterCoarse: instrumented or translated wake-ups
+	switch {
+	case cpu.Emulated():
+		// qemu-user translates code the first time it runs, and a child
+		// pays, in its idle window, for whatever runs there first (a
+		// pairing, a refinement): under qemu-loongarch64 the same child
+		// spent 5-49 ms run to run. Only a runaway shows through that: a
+		// loop that woke every period would spend seconds.
+		bar = 100 * time.Millisecond
+	case race.Enabled:
+		bar *= 4 // as TestIdleCostAfterCoarse: instrumented wake-ups
 	}
 	assert.LessOrEqual(t, spent["wall"]-spent["use"], bar, "idle CPU above a process that read only Now and Coarse")
 }
