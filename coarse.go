@@ -203,11 +203,19 @@ func startCoarse(w clockRef, st *clockState) {
 func tickCoarse(w clockRef, st *clockState, every time.Duration) {
 	defer st.coarseWG.Done()
 	if every < kernelTickMax {
-		if td := kernelTicks.get(); td != nil {
-			if c := clockOf(w); c != nil {
-				c.coarse.tick.Store(td)
+		// Beside the ticker, not before it: the look reads
+		// /proc/self/maps (under an emulator, translating its code first
+		// takes tens of milliseconds), and the ticker's first clear must
+		// not wait for it. Close waits for it as for the ticker.
+		st.coarseWG.Add(1)
+		go func() {
+			defer st.coarseWG.Done()
+			if td := kernelTicks.get(); td != nil {
+				if c := clockOf(w); c != nil {
+					c.coarse.tick.Store(td)
+				}
 			}
-		}
+		}()
 	}
 	ticker := newWakeTimer(every) // re-armed at each tick (see wakeTimer)
 	defer ticker.Stop()
