@@ -43,6 +43,9 @@ func want(c Conversion, cyc uint64) uint64 {
 func TestParseRealKVMClockPage(t *testing.T) {
 	// Captured on a kvm-clock guest (Linux 6.18, Firecracker): only
 	// cap_bit0_is_deprecated set; no time_zero.
+	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+		t.Skip("the capture is an x86 page, little-endian; Parse reads this machine's own byte order (the synthetic pages cover it)")
+	}
 	page, err := os.ReadFile("testdata/kvmclock-6.18.page")
 	require.NoError(t, err)
 	_, err = Parse(page)

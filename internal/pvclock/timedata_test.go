@@ -24,7 +24,7 @@ func TestFindCoarse(t *testing.T) {
 	assert.False(t, FindCoarse(b, sec, nsec+1), "another time")
 	assert.False(t, FindCoarse(b, sec+1, nsec), "another second")
 	odd := append([]byte(nil), b...)
-	odd[0] |= 1
+	binary.NativeEndian.PutUint32(odd, binary.NativeEndian.Uint32(odd)|1)
 	assert.False(t, FindCoarse(odd, sec, nsec), "a page in the middle of an update")
 	assert.False(t, FindCoarse(b[:16], sec, nsec), "too short to hold a base")
 	assert.False(t, FindCoarse(nil, 0, 0))
