@@ -33,9 +33,9 @@ import (
 func rawPair(c *Clock) (clock, raw int64) {
 	best := int64(math.MaxInt64)
 	for i := 0; i < 64; i++ {
-		a := c.Now()
+		a := c.nanos()
 		r := rawNow()
-		b := c.Now()
+		b := c.nanos()
 		if b-a < best {
 			best, clock, raw = b-a, a+(b-a)/2, r
 		}
@@ -209,7 +209,7 @@ func TestRefinementsWaitForTheWatch(t *testing.T) {
 				case <-stop:
 					return
 				case <-time.After(50 * time.Millisecond):
-					c.Time(c.Now()) // keeps the wall map's 100 ms ticks going
+					c.WallTime(c.Now()) // keeps the wall map's 100 ms ticks going
 				}
 			}
 		}()
@@ -245,10 +245,10 @@ func TestAPanickingReferenceNeverStopsTheFolds(t *testing.T) {
 		require.NoError(t, err)
 		c.start()
 		defer c.Close()
-		prev, back := c.Now(), 0
+		prev, back := c.nanos(), 0
 		for i := 0; i < 1000; i++ {
 			time.Sleep(10 * time.Millisecond)
-			if now := c.Now(); now < prev {
+			if now := c.nanos(); now < prev {
 				back++
 			} else {
 				prev = now
@@ -376,13 +376,13 @@ func TestAFarAheadReadingOnceIsNeverAdopted(t *testing.T) {
 					c, l, ref := lyingClock(t, far.by)
 					defer c.Close()
 					time.Sleep(time.Second)
-					off := c.Now() - ref()
+					off := c.nanos() - ref()
 					l.onceAt.Store(l.reads.Load() + k)
 					time.Sleep(3 * time.Second)
 					require.Greater(t, l.reads.Load(), l.onceAt.Load(), "the garbage value was never read")
 					prev := int64(math.MinInt64)
 					for i := 0; i < 100; i++ {
-						now := c.Now()
+						now := c.nanos()
 						require.NotEqual(t, int64(math.MaxInt64), now, "the clock saturated")
 						require.InDelta(t, float64(ref()+off), float64(now), float64(time.Millisecond),
 							"%v from its reference after %d readings (%+v)", time.Duration(now-ref()-off), i, c.Info())
@@ -414,7 +414,7 @@ func TestAFarAheadCounterHeldIsNotAdopted(t *testing.T) {
 				c, l, ref := lyingClock(t, 0)
 				defer c.Close()
 				time.Sleep(time.Second)
-				off := c.Now() - ref()
+				off := c.nanos() - ref()
 				settle := maxWatchPeriod + rateProbe + 10*time.Millisecond
 				type reading struct{ at, now int64 }
 				var held, after []reading
@@ -422,7 +422,7 @@ func TestAFarAheadCounterHeldIsNotAdopted(t *testing.T) {
 				start := time.Now()
 				for time.Since(start) < 2500*time.Millisecond {
 					if time.Since(start) >= settle {
-						held = append(held, reading{ref(), c.Now()})
+						held = append(held, reading{ref(), c.nanos()})
 					}
 					time.Sleep(10 * time.Millisecond)
 				}
@@ -431,7 +431,7 @@ func TestAFarAheadCounterHeldIsNotAdopted(t *testing.T) {
 				start = time.Now()
 				for time.Since(start) < 5*time.Second {
 					if time.Since(start) >= settle {
-						after = append(after, reading{ref(), c.Now()})
+						after = append(after, reading{ref(), c.nanos()})
 					}
 					time.Sleep(10 * time.Millisecond)
 				}
@@ -516,7 +516,7 @@ func TestAFarAheadCounterAcrossARestart(t *testing.T) {
 				c, l, ref := lyingClock(t, 0)
 				defer c.Close()
 				time.Sleep(time.Second)
-				off := c.Now() - ref()
+				off := c.nanos() - ref()
 				l.refBroken.Store(true)
 				l.heldBy.Store(far.by)
 				time.Sleep(time.Second)
@@ -529,7 +529,7 @@ func TestAFarAheadCounterAcrossARestart(t *testing.T) {
 				require.Positive(t, in.Faults, "the reference's panics were not seen")
 				prev := int64(math.MinInt64)
 				for i := 0; i < 300; i++ {
-					now := c.Now()
+					now := c.nanos()
 					require.InDelta(t, float64(ref()+off), float64(now), float64(time.Millisecond),
 						"%v from the reference after the counter behaved again", time.Duration(now-ref()-off))
 					require.GreaterOrEqual(t, now, prev, "Now went back")
@@ -573,12 +573,12 @@ func TestANarrowCountersGarbageIsNeverFolded(t *testing.T) {
 				defer c.Close()
 				require.Less(t, c.conv.refreshPeriod(), maxWatchPeriod)
 				time.Sleep(3900 * time.Millisecond)
-				off := c.Now() - ref()
+				off := c.nanos() - ref()
 				time.Sleep(at + 3*time.Second - 3900*time.Millisecond)
 				require.Zero(t, after.Load(), "the garbage value was never read")
 				prev := int64(math.MinInt64)
 				for i := 0; i < 100; i++ {
-					now := c.Now()
+					now := c.nanos()
 					require.InDelta(t, float64(ref()+off), float64(now), float64(time.Millisecond),
 						"%v from its reference (%+v)", time.Duration(now-ref()-off), c.Info())
 					require.GreaterOrEqual(t, now, prev, "Now went back")

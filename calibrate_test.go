@@ -80,7 +80,7 @@ type recorder struct {
 	wg        sync.WaitGroup
 	mu        sync.Mutex
 	backSteps int
-	deepest   int64
+	deepest   schedclock.Instant
 }
 
 func (r *recorder) run(c *schedclock.Clock) {
@@ -133,9 +133,9 @@ func keepsPace(t *testing.T, c *schedclock.Clock, ref func() int64, from time.Du
 func offset(c *schedclock.Clock, ref func() int64) time.Duration {
 	best, off := int64(math.MaxInt64), int64(0)
 	for i := 0; i < 20; i++ {
-		a := c.Now()
+		a := int64(c.Now())
 		r := ref()
-		b := c.Now()
+		b := int64(c.Now())
 		if b-a < best {
 			best, off = b-a, a+(b-a)/2-r
 		}
@@ -238,7 +238,7 @@ func TestWatchAcceptsCounterAndReferenceMovingTogether(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		f.Add(10e9)
 		refNs.Add(10e9)
-		assert.Equal(t, int64(i+1)*10e9, c.Now())
+		assert.Equal(t, schedclock.Instant(i+1)*10e9, c.Now())
 		time.Sleep(150 * time.Millisecond) // a watch period or more
 	}
 	assert.Zero(t, c.Info().Reanchors, c.Info().LastReanchor)

@@ -101,14 +101,14 @@ const kernelTickMax = 10 * time.Millisecond
 // inliner's budget anyway).
 //
 //go:noinline
-func (c *Clock) Coarse() int64 {
+func (c *Clock) Coarse() Instant {
 	if c == nil {
 		return 0
 	}
 	if v := c.coarse.current(); v != 0 {
-		return v - 1
+		return Instant(v - 1)
 	}
-	return c.coarseSlow()
+	return Instant(c.coarseSlow())
 }
 
 // coarseIdleTicks is how many ticks without a Coarse stop the goroutine:
@@ -125,13 +125,13 @@ func (c *Clock) coarseSlow() int64 {
 		return 0 // a zero Clock
 	}
 	if c.coarseExact.Load() {
-		return c.Now()
+		return c.nanos()
 	}
 	c.wakeFirstUse()
 	if !c.policy.started() {
 		// No goroutine will clear a stored value (a first use inside a
 		// testing/synctest bubble starts none): read Now each time.
-		return c.Now()
+		return c.nanos()
 	}
 	for {
 		if v := c.coarse.current(); v != 0 {
@@ -139,7 +139,7 @@ func (c *Clock) coarseSlow() int64 {
 		}
 		stamp := c.coarse.tick.Load().Stamp()
 		old := atomic.LoadInt64(&c.coarse.value)
-		now := min(c.Now(), math.MaxInt64-1)
+		now := min(c.nanos(), math.MaxInt64-1)
 		if !atomic.CompareAndSwapInt64(&c.coarse.value, old, now+1) {
 			continue // another goroutine stored one, or a tick cleared it, in between
 		}
@@ -212,7 +212,7 @@ func tickCoarse(w clockRef, st *clockState, every time.Duration) {
 	ticker := newWakeTimer(every) // re-armed at each tick (see wakeTimer)
 	defer ticker.Stop()
 	if c := clockOf(w); c != nil {
-		if v := atomic.LoadInt64(&c.coarse.value); v != 0 && c.Now()-(v-1) >= int64(every) {
+		if v := atomic.LoadInt64(&c.coarse.value); v != 0 && c.nanos()-(v-1) >= int64(every) {
 			atomic.CompareAndSwapInt64(&c.coarse.value, v, 0)
 		}
 	}
@@ -259,9 +259,9 @@ func tickCoarse(w clockRef, st *clockState, every time.Duration) {
 // call, so it keeps its stack check, the prologue that preempts.
 //
 //go:noinline
-func Coarse() int64 {
+func Coarse() Instant {
 	if v := defaultClock.coarse.current(); v != 0 {
-		return v - 1
+		return Instant(v - 1)
 	}
-	return defaultClock.coarseSlow()
+	return Instant(defaultClock.coarseSlow())
 }

@@ -33,16 +33,16 @@ func TestCoarseStartsCurrentAndFollowsNow(t *testing.T) {
 	defer c.Close()
 	counter.Store(5e6)
 	// The first call is current, not 0 (quanta #94).
-	assert.Equal(t, int64(5*time.Millisecond), c.Coarse())
+	assert.Equal(t, schedclock.Instant(5*time.Millisecond), c.Coarse())
 	counter.Store(12e6)
 	assert.LessOrEqual(t, c.Coarse(), c.Now(), "never ahead of Now")
 	// The ticker brings it up to date within its resolution (1 ms), or
 	// as late as the scheduler runs it.
-	require.Eventually(t, func() bool { return c.Coarse() == int64(12*time.Millisecond) }, 5*time.Second, 100*time.Microsecond)
+	require.Eventually(t, func() bool { return c.Coarse() == schedclock.Instant(12*time.Millisecond) }, 5*time.Second, 100*time.Microsecond)
 	require.NoError(t, c.Close())
 	counter.Store(1012e6)
 	time.Sleep(5 * time.Millisecond)
-	assert.Equal(t, int64(12*time.Millisecond), c.Coarse(), "after Close, Coarse stands still")
+	assert.Equal(t, schedclock.Instant(12*time.Millisecond), c.Coarse(), "after Close, Coarse stands still")
 }
 
 // Coarse never runs ahead of Now and never goes backwards, while a writer
@@ -130,7 +130,7 @@ func TestSinceSaturates(t *testing.T) {
 	start := schedclock.Now()
 	time.Sleep(time.Millisecond)
 	assert.GreaterOrEqual(t, schedclock.Since(start), time.Millisecond)
-	assert.Equal(t, time.Duration(0), schedclock.Since(schedclock.Now()+int64(time.Hour)))
+	assert.Equal(t, time.Duration(0), schedclock.Since(schedclock.Now().Add(time.Hour)))
 }
 
 // WallNow against the real wall clock: within 100µs, plus what the
@@ -203,8 +203,8 @@ func TestCoarseStaleness(t *testing.T) {
 	// millisecond or more on an idle P, the netpoller's resolution).
 	for i := 0; i < 20000; i++ {
 		co := c.Coarse()
-		st = append(st, c.Now()-co)
-		for next := c.Now() + int64(50*time.Microsecond); c.Now() < next; {
+		st = append(st, int64(c.Now()-co))
+		for next := c.Now().Add(50 * time.Microsecond); c.Now() < next; {
 		}
 	}
 	close(stop)

@@ -246,11 +246,11 @@ func (c *Clock) chooseHardware() {
 // never returns less than a call that happened before it, on any
 // goroutine. Subtract two readings, or pass one to Since, to measure
 // time; a reading is not a wall-clock time (WallNow and Clock.Time are).
-func Now() int64 { return defaultClock.Now() }
+func Now() Instant { return defaultClock.Now() }
 
 // Since returns the time elapsed on the default clock since start, a value
 // Now returned: Default().Since(start), never negative.
-func Since(start int64) time.Duration { return defaultClock.Since(start) }
+func Since(start Instant) time.Duration { return defaultClock.Since(start) }
 
 // Default returns the package's default clock, the one Now, Since,
 // Coarse and WallNow read. It is shared by every package of the process:

@@ -109,9 +109,9 @@ func TestDefaultClockTracksTheRawClock(t *testing.T) {
 	pair := func() (clock, raw, best int64) {
 		best = int64(math.MaxInt64)
 		for i := 0; i < 50; i++ {
-			a := Now()
+			a := int64(Now())
 			r := rawNow()
-			b := Now()
+			b := int64(Now())
 			if b-a < best {
 				best, clock, raw = b-a, a+(b-a)/2, r
 			}
@@ -135,10 +135,10 @@ func TestDefaultClockTracksTheRawClock(t *testing.T) {
 func observableStep() int64 {
 	var step int64
 	for i := 0; i < 20; i++ {
-		a := Now()
-		b := Now()
+		a := int64(Now())
+		b := int64(Now())
 		for b == a {
-			b = Now()
+			b = int64(Now())
 		}
 		step = max(step, b-a)
 	}
@@ -168,9 +168,9 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 		c.policy = &trustPolicy{verdict: func() string { polls++; return "" }}
 		c.start()
 		defer c.Close()
-		c.Now()
+		c.nanos()
 		c.Coarse()
-		c.Time(c.Now())
+		c.WallTime(c.Now())
 		time.Sleep(time.Second)
 		c.mu.Lock()
 		before, pollsBefore := c.wakes, polls

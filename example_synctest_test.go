@@ -14,7 +14,7 @@ import (
 // fake time.
 type Session struct {
 	clock    *schedclock.Clock
-	lastUsed int64
+	lastUsed schedclock.Instant
 }
 
 func NewSession(c *schedclock.Clock) *Session { return &Session{clock: c, lastUsed: c.Now()} }

@@ -31,7 +31,7 @@ func ExampleNow() {
 // Since never returns a negative duration: a start later than now gives
 // 0.
 func ExampleSince() {
-	fmt.Println(schedclock.Since(schedclock.Now() + int64(time.Hour)))
+	fmt.Println(schedclock.Since(schedclock.Now().Add(time.Hour)))
 	// Output: 0s
 }
 
@@ -120,7 +120,7 @@ func ExampleClock_Info() {
 
 // Coarse is one atomic load: for rate limiters, caches and timeouts.
 func ExampleCoarse() {
-	deadline := schedclock.Coarse() + int64(50*time.Millisecond)
+	deadline := schedclock.Coarse().Add(50 * time.Millisecond)
 	expired := func() bool { return schedclock.Coarse() >= deadline }
 	fmt.Println(expired())
 	// Output: false
@@ -130,7 +130,7 @@ func ExampleCoarse() {
 // counter; Time maps any reading to the wall clock.
 func ExampleWallNow() {
 	start := schedclock.Now()
-	when := schedclock.Default().Time(start)
+	when := schedclock.Default().WallTime(start)
 	fmt.Println(time.Since(when) < time.Second, schedclock.WallNow().Year() >= 2026)
 	// Output: true true
 }
@@ -151,12 +151,12 @@ func ExampleNewManual() {
 type limiter struct {
 	clock    *schedclock.Clock
 	interval time.Duration
-	last     int64
+	last     schedclock.Instant
 }
 
 func (l *limiter) Allow() bool {
 	now := l.clock.Coarse()
-	if l.last != 0 && time.Duration(now-l.last) < l.interval {
+	if l.last != 0 && now.Sub(l.last) < l.interval {
 		return false
 	}
 	l.last = now
@@ -175,7 +175,7 @@ func ExampleNewManualClock() {
 	fmt.Println(l.Allow(), l.Allow())
 	m.Advance(time.Second)
 	fmt.Println(l.Allow())
-	fmt.Println(c.Time(c.Now()).UTC().Format(time.RFC3339Nano))
+	fmt.Println(c.WallTime(c.Now()).UTC().Format(time.RFC3339Nano))
 	// Output:
 	// true false
 	// true

@@ -200,7 +200,7 @@ func TestGoexitOnTheWriterPaths(t *testing.T) {
 			assert.GreaterOrEqual(t, now, before)
 			m.Advance(time.Second)
 			require.NoError(t, c.Update())
-			assert.Equal(t, now+int64(time.Second), c.Now(), "the clock follows its counter again")
+			assert.Equal(t, now.Add(time.Second), c.Now(), "the clock follows its counter again")
 		})
 	}
 }

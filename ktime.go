@@ -48,7 +48,8 @@ const (
 // It costs a load and a multiply-add more than Now, and allocates
 // nothing. Readings before the clock's start map through its first
 // segment; the result saturates to the int64 range.
-func (c *Clock) KernelTime(k KernelClock, ns int64) (int64, bool) {
+func (c *Clock) KernelTime(k KernelClock, t Instant) (int64, bool) {
+	ns := int64(t)
 	if c == nil || c.clockState == nil || c.manual.Load() != nil || c.wallOrigin.Load() != nil {
 		return 0, false
 	}

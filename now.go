@@ -53,7 +53,7 @@ func otherNow(c *Clock) int64 {
 // another Clock is not detected: the result is then a meaningless,
 // though never negative, duration, since each Clock counts from its
 // own origin.
-func (c *Clock) Since(start int64) time.Duration {
+func (c *Clock) Since(start Instant) time.Duration {
 	now := c.Now()
 	if now <= start {
 		return 0

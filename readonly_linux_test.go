@@ -44,7 +44,7 @@ func TestReadersWriteNothing(t *testing.T) {
 			defer c.Close()
 			c.Coarse() // its value is set before the page becomes read-only
 			readers := map[string]func() int64{
-				"Now": c.Now, "now": c.now, "otherNow": func() int64 { return otherNow(c) }, "Coarse": c.Coarse,
+				"Now": c.nanos, "now": c.now, "otherNow": func() int64 { return otherNow(c) }, "Coarse": func() int64 { return int64(c.Coarse()) },
 			}
 			for _, far := range []bool{false, true} {
 				if far {
@@ -68,7 +68,7 @@ func TestReadersWriteNothing(t *testing.T) {
 				}
 				for reader, read := range readers {
 					pc := ro.clock
-					r := map[string]func() int64{"Now": pc.Now, "now": pc.now, "otherNow": func() int64 { return otherNow(pc) }, "Coarse": pc.Coarse}[reader]
+					r := map[string]func() int64{"Now": pc.nanos, "now": pc.now, "otherNow": func() int64 { return otherNow(pc) }, "Coarse": func() int64 { return int64(pc.Coarse()) }}[reader]
 					want := read()
 					got, fault := readWithoutFault(r)
 					require.Empty(t, fault, "%s on a read-only latch (far epoch %v)", reader, far)

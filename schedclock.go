@@ -374,7 +374,7 @@ func (c *Clock) Close() error {
 	// tick cleared it, so that it stands still.
 	c.coarse.tick.Store(nil)
 	atomic.StoreUint64(&c.coarse.seen, 0)
-	atomic.CompareAndSwapInt64(&c.coarse.value, 0, min(c.Now(), math.MaxInt64-1)+1)
+	atomic.CompareAndSwapInt64(&c.coarse.value, 0, min(c.nanos(), math.MaxInt64-1)+1)
 	return nil
 }
 

@@ -62,9 +62,9 @@ func TestInvalidSourcesAreRefused(t *testing.T) {
 		assert.ErrorIs(t, c.Register(src), schedclock.ErrInvalidSource)
 	}
 	assert.Equal(t, before, c.Info())
-	assert.Equal(t, int64(1000), c.Now())
+	assert.Equal(t, schedclock.Instant(1000), c.Now())
 	fc.Add(1)
-	assert.Equal(t, int64(1001), c.Now())
+	assert.Equal(t, schedclock.Instant(1001), c.Now())
 }
 
 func TestRateOriginNames(t *testing.T) {

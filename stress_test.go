@@ -557,7 +557,7 @@ func TestStressNowUnderSIGPROF(t *testing.T) {
 			for _, sc := range cases {
 				sc.sigprofHz = threadHz
 				t.Run(sc.name, func(t *testing.T) {
-					stressRun(t, sc, sc.clock.Now, reads).assertClean(t, sc.name, reads)
+					stressRun(t, sc, sc.clock.nanos, reads).assertClean(t, sc.name, reads)
 				})
 			}
 		})

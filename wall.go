@@ -218,7 +218,8 @@ func (m *wallMap) with(gs ...wallSegment) *wallMap {
 // it without waiting for it; the map meanwhile followed the wall clock
 // at that pace (a step of the wall clock shows within 3 s, and a change
 // of its slew costs that change times 3 s at most).
-func (c *Clock) Time(ns int64) time.Time {
+func (c *Clock) WallTime(t Instant) time.Time {
+	ns := int64(t)
 	if c == nil || c.clockState == nil {
 		return time.Time{} // a zero or nil Clock has no wall time
 	}
@@ -266,7 +267,7 @@ const wallIdlePeriods = 1
 // readings never decrease except across a step of the wall clock
 // backwards.
 func WallNow() time.Time {
-	return defaultClock.Time(defaultClock.Now())
+	return defaultClock.WallTime(defaultClock.Now())
 }
 
 // startMap maps the clock provisionally onto r's reference, from one
@@ -284,7 +285,7 @@ func (c *Clock) startMap(r *pairedMap) *wallMap {
 		return m
 	}
 	clock, ref, _ := c.pair(r.ref.quick, wallQuickSamples)
-	r.aim(clock, ref, c.Now()+1, true)
+	r.aim(clock, ref, c.nanos()+1, true)
 	r.idle = 0
 	if !c.stoppedLocked() {
 		r.due = time.Now() // refined at the goroutine's next look
@@ -316,9 +317,9 @@ func quickWallNow() int64 {
 func (c *Clock) pair(read func() int64, samples int) (clock, ref, width int64) {
 	width = math.MaxInt64
 	for range samples {
-		before := c.Now()
+		before := c.nanos()
 		w := read()
-		after := c.Now()
+		after := c.nanos()
 		if after-before < width {
 			width, clock, ref = after-before, before+(after-before)/2, w
 		}
@@ -379,7 +380,7 @@ func (c *Clock) tickLocked(r *pairedMap, now time.Time) {
 	}
 	clock, ref, width := c.pair(r.ref.read, wallSamples)
 	r.bracket = width
-	r.aim(clock, ref, c.Now()+1, false)
+	r.aim(clock, ref, c.nanos()+1, false)
 	if r.slow {
 		// Due from half the period on (dueLocked), at the latest after
 		// one and a half.

@@ -32,7 +32,7 @@ func TestCheckPassesSchedclock(t *testing.T) {
 	c, err := schedclock.New(schedclock.Portable())
 	require.NoError(t, err)
 	defer c.Close()
-	res := check(func(int) func() int64 { return c.Now }, max(2, runtime.GOMAXPROCS(0)), time.Millisecond, 100_000)
+	res := check(func(int) func() int64 { return func() int64 { return int64(c.Now()) } }, max(2, runtime.GOMAXPROCS(0)), time.Millisecond, 100_000)
 	assert.Zero(t, res.inversions(), "%v", res.examples)
 	assert.GreaterOrEqual(t, res.reads, int64(200_000))
 }

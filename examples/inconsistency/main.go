@@ -97,7 +97,7 @@ func openClock(name string) (clock, error) {
 			stop()
 			return clock{}, err
 		}
-		return clock{name: name, describe: describeInfo(c.Info()), now: c.Now, close: func() {
+		return clock{name: name, describe: describeInfo(c.Info()), now: func() int64 { return int64(c.Now()) }, close: func() {
 			_ = c.Close()
 			stop()
 		}}, nil
@@ -105,7 +105,7 @@ func openClock(name string) (clock, error) {
 	nothing := func() {}
 	switch name {
 	case "default":
-		return clock{name: name, describe: describeInfo(schedclock.Default().Info()), now: schedclock.Now, close: nothing}, nil
+		return clock{name: name, describe: describeInfo(schedclock.Default().Info()), now: func() int64 { return int64(schedclock.Now()) }, close: nothing}, nil
 	case "portable":
 		return fromSource(schedclock.Portable(), nil, nothing)
 	case "tsc":

@@ -23,7 +23,7 @@ func Timed(handle http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func Expired(deadline int64) bool { return schedclock.Coarse() >= deadline } // three loads, no system call; 1 ms resolution
+func Expired(deadline schedclock.Instant) bool { return schedclock.Coarse() >= deadline } // three loads, no system call; 1 ms resolution
 
 func Stamp() time.Time { return schedclock.WallNow() } // wall time from the counter, no monotonic reading
 
