@@ -91,7 +91,7 @@ const kernelTickMax = 10 * time.Millisecond
 // returns at least as much. It never goes backwards, across Suspend,
 // Register, re-anchoring and the goroutine's stops included, since it
 // only ever holds readings of Now taken after the last one was cleared.
-// On a clock on a Manual counter or a Bubble Source, Coarse is Now, with
+// On a clock on a schedclocktest.Manual counter or a Bubble Source, Coarse is Now, with
 // no goroutine: exact at once after Advance and Set, and in a
 // testing/synctest bubble equal to Now whenever the bubble's time has
 // moved (at Now's cost). After Close, Coarse stands still.

@@ -14,11 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/schedclocktest"
 )
 
 func TestCoarseStartsCurrentAndFollowsNow(t *testing.T) {
 	// On a manual counter Coarse is exact: Now, at once after Advance.
-	mc, m := schedclock.NewManualClock(t)
+	mc, m := schedclocktest.NewManualClock(t)
 	for _, d := range []time.Duration{5 * time.Millisecond, 7 * time.Millisecond, time.Hour, 1} {
 		m.Advance(d)
 		require.Equal(t, mc.Now(), mc.Coarse(), "after Advance(%v)", d)
@@ -257,7 +258,7 @@ func TestCoarseIsExactAtOnceAfterASwitchToAManualCounter(t *testing.T) {
 		defer c.Close()
 		time.Sleep(time.Millisecond / 2)
 		stored := c.Coarse()
-		m, err := schedclock.NewManual(1e9, 64)
+		m, err := schedclocktest.NewManual(1e9, 64)
 		require.NoError(t, err)
 		require.NoError(t, c.Register(m.Source()))
 		m.Advance(time.Microsecond)

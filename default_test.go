@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/schedclocktest"
 )
 
 // The default clock (default.go) from outside, each test in a process of
@@ -113,7 +114,7 @@ func synctestChild(t *testing.T) {
 		require.NoError(t, c.Close())
 
 		// A manual clock is exact, bubble or not.
-		mc, m := schedclock.NewManualClock(t)
+		mc, m := schedclocktest.NewManualClock(t)
 		m.Advance(time.Hour)
 		assert.Equal(t, schedclock.Instant(time.Hour), mc.Now())
 		assert.Equal(t, mc.Now(), mc.Coarse())

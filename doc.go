@@ -50,11 +50,12 @@
 // # Tests and testing/synctest
 //
 // Code whose behaviour depends on time should take a *Clock, and its
-// tests give it one from [NewManualClock]: a counter that moves only when
-// told (Advance, Set), exact and deterministic in all it answers (Now,
-// Since and Coarse follow Advance and Set at once; Time maps through a
-// fixed wall origin, 2000-01-01 UTC unless SetWallOrigin says
-// otherwise), closed when the test ends.
+// tests give it one from package schedclocktest: NewManualClock, on a
+// counter that moves only when told (Advance, Set), exact and
+// deterministic in all it answers (Now, Since and Coarse follow Advance
+// and Set at once; WallTime maps through a fixed wall origin), closed when
+// the test ends; or NewBubbleClock, for a test in a testing/synctest
+// bubble.
 //
 // Now, Since, Coarse and WallNow never read a testing/synctest bubble's
 // fake time: inside a bubble time.Sleep(time.Hour) returns at once and
@@ -64,10 +65,10 @@
 // made inside the bubble on [Bubble], the Source that reads the time
 // package's clock (the bubble's fake time there; the real time outside a
 // bubble; its rate declared, never refined), and the test closes it there
-// (the package example Synctest). Such a clock's Time is the bubble's
-// wall time: Time(c.Now()) is the bubble's time.Now, and a reading's Time
-// never changes. Timers and sleeping are the bubble's job, not this
-// package's.
+// (schedclocktest.NewBubbleClock does both). Such a clock's WallTime is
+// the bubble's wall time: WallTime(c.Now()) is the bubble's time.Now, and
+// a reading's WallTime never changes. Timers and sleeping are the
+// bubble's job, not this package's.
 //
 // # Coarse time
 //

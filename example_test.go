@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"os"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/schedclocktest"
 )
 
 // Time a piece of work: Now returns nanoseconds on the default clock,
@@ -76,8 +76,8 @@ func ExampleWithReference() {
 // Register switches counters without a jump: the new counter takes over
 // from the value the old one reached.
 func ExampleClock_Register() {
-	slow, _ := schedclock.NewManual(1000, 64) // 1 kHz
-	fine, _ := schedclock.NewManual(1e9, 64)  // 1 GHz
+	slow, _ := schedclocktest.NewManual(1000, 64) // 1 kHz
+	fine, _ := schedclocktest.NewManual(1e9, 64)  // 1 GHz
 	c, _ := schedclock.New(slow.Source())
 	defer c.Close()
 	slow.Advance(7 * time.Millisecond)
@@ -135,53 +135,6 @@ func ExampleWallNow() {
 	// Output: true true
 }
 
-// A Manual counter makes a Clock that tests drive by hand, with no sleep.
-func ExampleNewManual() {
-	m, _ := schedclock.NewManual(1e9, 64)
-	c, _ := schedclock.New(m.Source())
-	defer c.Close()
-	start := c.Now()
-	m.Advance(90 * time.Second)
-	fmt.Println(c.Since(start))
-	// Output: 1m30s
-}
-
-// limiter allows one event per interval, reading its time from the
-// *Clock it is given: the way code that reads schedclock stays testable.
-type limiter struct {
-	clock    *schedclock.Clock
-	interval time.Duration
-	last     schedclock.Instant
-}
-
-func (l *limiter) Allow() bool {
-	now := l.clock.Coarse()
-	if l.last != 0 && now.Sub(l.last) < l.interval {
-		return false
-	}
-	l.last = now
-	return true
-}
-
-// Testing code that reads the clock: in a test, pass the testing.T (or
-// the synctest bubble's) instead of nil, and the clock is closed at the
-// test's end. Every answer follows Advance at once, Coarse included, and
-// Time maps through a fixed wall origin.
-func ExampleNewManualClock() {
-	c, m := schedclock.NewManualClock(nil)
-	defer c.Close()
-	l := &limiter{clock: c, interval: time.Second}
-	m.Advance(time.Millisecond)
-	fmt.Println(l.Allow(), l.Allow())
-	m.Advance(time.Second)
-	fmt.Println(l.Allow())
-	fmt.Println(c.WallTime(c.Now()).UTC().Format(time.RFC3339Nano))
-	// Output:
-	// true false
-	// true
-	// 2000-01-01T00:00:01.001Z
-}
-
 // Logging with log/slog: slog.Logger reads time.Now for every record
 // itself, so a Handler that re-stamps records with WallNow adds a clock
 // read and makes logging slower (5-7% a line, measured in
@@ -203,8 +156,3 @@ func ExampleWallNow_slog() {
 	_ = handler.Handle(context.Background(), r)
 	// Output: stamped=true level=INFO msg="request served" fast=true
 }
-
-// TestSynctestExample runs the package example Synctest's test in its
-// bubble: it fails if a Clock on the bubble's time did not follow the
-// bubble's sleeps.
-func TestSynctestExample(t *testing.T) { testSessionExpiry(t) }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/schedclocktest"
 )
 
 // Faults from outside (issue 17): user code the clock calls (a Source's
@@ -21,7 +22,7 @@ import (
 // flakySource is a Source over a Manual counter whose Read panics the
 // next n times once armed.
 type flakySource struct {
-	m      *schedclock.Manual
+	m      *schedclocktest.Manual
 	skip   atomic.Int64 // reads let through before the panics
 	panics atomic.Int64
 }

@@ -33,7 +33,7 @@ const (
 // the kernel clock k: the nanoseconds clock_gettime(k) would have
 // returned at the instant of the reading. ok is false where k cannot be
 // read here (not Linux, perf's clock not exported, an unknown k), and
-// on clocks whose readings are not real time (Manual, Bubble).
+// on clocks whose readings are not real time (schedclocktest.Manual, Bubble).
 //
 // A later reading never maps earlier, and a reading's kernel time never
 // changes once it was taken. The map is paired with the kernel clock

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/schedclocktest"
 )
 
 func TestManual(t *testing.T) {
@@ -34,17 +35,17 @@ func TestManual(t *testing.T) {
 
 	// Bad parameters are refused where they are given, as New would
 	// refuse them.
-	_, err = schedclock.NewManual(0, 64)
+	_, err = schedclocktest.NewManual(0, 64)
 	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
-	_, err = schedclock.NewManual(1e9, 65)
+	_, err = schedclocktest.NewManual(1e9, 65)
 	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
-	_, err = schedclock.NewManual(1e6, 16) // wraps every 65 ms
+	_, err = schedclocktest.NewManual(1e6, 16) // wraps every 65 ms
 	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
 }
 
 // mustManual is NewManual for a rate and width the test knows are valid.
-func mustManual(rate uint64, bits int) *schedclock.Manual {
-	m, err := schedclock.NewManual(rate, bits)
+func mustManual(rate uint64, bits int) *schedclocktest.Manual {
+	m, err := schedclocktest.NewManual(rate, bits)
 	if err != nil {
 		panic(err)
 	}
@@ -58,7 +59,7 @@ func mustManual(rate uint64, bits int) *schedclock.Manual {
 // nothing: not Coarse's ticker, and not the wall map, which a clock on
 // any other counter re-aims at the wall clock every 100 ms.
 func TestManualClockIsExact(t *testing.T) {
-	c, m := schedclock.NewManualClock(t)
+	c, m := schedclocktest.NewManualClock(t)
 	origin := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	assert.Equal(t, origin, c.WallTime(c.Now()).UTC(), "the default wall origin")
 	for i := 1; i <= 2000; i++ {

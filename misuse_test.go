@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/schedclocktest"
 )
 
 // TestSetWallOriginOutsideTimeUnix: a wall origin that time.Unix(0, ns)
@@ -20,7 +21,7 @@ import (
 // 1700, not 1777).
 func TestSetWallOriginOutsideTimeUnix(t *testing.T) {
 	earliest, latest := time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
-	c, m := schedclock.NewManualClock(t)
+	c, m := schedclocktest.NewManualClock(t)
 
 	m.SetWallOrigin(time.Time{})
 	assert.True(t, c.WallTime(0).Equal(earliest), "origin year 1: Time(0) = %v, want %v", c.WallTime(0), earliest)
@@ -44,7 +45,7 @@ func TestSetWallOriginOutsideTimeUnix(t *testing.T) {
 // SetWallOrigin and Stop do nothing, and New refuses their Source with
 // ErrInvalidSource.
 func TestNilManualAndJiffies(t *testing.T) {
-	var m *schedclock.Manual
+	var m *schedclocktest.Manual
 	require.NotPanics(t, func() {
 		m.Advance(time.Second)
 		m.Set(5)

@@ -56,7 +56,7 @@ type clockState struct {
 	declared uint64
 	// manual is the Manual counter the clock runs on, if it does: Coarse
 	// and Time then answer exactly from the counter (see manual.go).
-	manual atomic.Pointer[Manual]
+	manual atomic.Pointer[manual]
 	// info is the snapshot Info returns, taken as each writer unlocks, so
 	// that Info never waits for a writer (or user code it calls).
 	info atomic.Pointer[Info]

@@ -46,8 +46,8 @@ type Source struct {
 	Bits int
 	Rate uint64 // Hz
 
-	// manual is the Manual behind a Source from Manual.Source.
-	manual *Manual
+	// manual is the manual counter behind a Source from its Source method.
+	manual *manual
 	// bubble is where a Source from Bubble started.
 	bubble *bubbleOrigin
 }

@@ -19,7 +19,7 @@ import "time"
 //		// c.Since(start) == time.Minute, exactly
 //	})
 //
-// Coarse on such a Clock is Now, exact (as on a Manual counter): a
+// Coarse on such a Clock is Now, exact (as on a schedclocktest.Manual counter): a
 // ticker would wake at the same fake instant as the test's own sleeps, in
 // an order the bubble does not fix.
 //

@@ -203,8 +203,8 @@ func (m *wallMap) with(gs ...wallSegment) *wallMap {
 // The wall clock is the kernel's CLOCK_REALTIME, read directly (through
 // the vDSO on Linux), not time.Now: inside a testing/synctest bubble
 // time.Now is the bubble's fake time, and Time stays on the real one. On
-// a clock on a Manual counter, Time is the Manual's wall origin plus ns
-// (see Manual), exactly; on a clock on Bubble, the bubble's wall clock
+// a clock on a schedclocktest.Manual counter, WallTime is the counter's wall origin plus
+// the reading (see SetWallOrigin there), exactly; on a clock on Bubble, the bubble's wall clock
 // at the reading, exactly (see Bubble). Readings no Now of the clock
 // returned (before its start) map through its first segment: Time(-1) is
 // a nanosecond before Time(0), before the clock's start, and

@@ -9,7 +9,7 @@ import (
 
 // Limiter is a golang.org/x/time/rate token bucket that takes its time
 // from a schedclock.Clock: schedclock.Default() in production, a Clock
-// on a schedclock.Manual counter in tests, which then refill the bucket
+// on a schedclocktest.Manual counter in tests, which then refill the bucket
 // exactly, by Manual.Advance, without sleeping.
 //
 // rate.Limiter only subtracts and adds the times it is given, so any one

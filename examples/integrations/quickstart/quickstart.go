@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/schedclocktest"
 )
 
 var latency = promauto.NewHistogram(prometheus.HistogramOpts{Name: "request_duration_seconds", Help: "Time to serve a request."})
@@ -33,8 +34,8 @@ func DeviceClock(read func() uint64, hz uint64, ref func() int64) (*schedclock.C
 }
 
 // In tests: a counter that moves only when told (m.Advance), no sleeping.
-func ManualClock() (c *schedclock.Clock, m *schedclock.Manual, err error) {
-	if m, err = schedclock.NewManual(1e9, 64); err != nil {
+func ManualClock() (c *schedclock.Clock, m *schedclocktest.Manual, err error) {
+	if m, err = schedclocktest.NewManual(1e9, 64); err != nil {
 		return nil, nil, err
 	}
 	c, err = schedclock.New(m.Source())
