@@ -269,7 +269,7 @@ func TestReferenceRefinesTheRate(t *testing.T) {
 	defer c.Close()
 	require.Eventually(t, func() bool {
 		in := c.Info()
-		return in.RateOrigin == schedclock.RateRefined && in.RateErrorPPM < 2
+		return in.RateOrigin == "refined" && in.RateErrorPPM < 2
 	}, 5*time.Second, time.Millisecond)
 	in := c.Info()
 	assert.InDelta(t, 1e9*(1+20e-6), float64(in.Rate), 1e9*(in.RateErrorPPM+1)*1e-6, "%+v", in)
@@ -309,7 +309,7 @@ func TestReferenceFollowsARegister(t *testing.T) {
 	require.NoError(t, c.Register(w2.source(3e9)))
 	require.Eventually(t, func() bool {
 		in := c.Info()
-		return in.Source == "wild" && in.RateOrigin == schedclock.RateRefined && in.RateErrorPPM < 2
+		return in.Source == "wild" && in.RateOrigin == "refined" && in.RateErrorPPM < 2
 	}, 5*time.Second, time.Millisecond)
 	assert.InDelta(t, 3e9*(1-10e-6), float64(c.Info().Rate), 3e9*3e-6)
 	w2.change(-5e9, 3e9)

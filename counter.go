@@ -19,12 +19,12 @@ type counter struct {
 	// arch is the GOARCH the counter exists on; the walk skips the others.
 	arch string
 	// probe returns the counter as a Source without blocking (it runs
-	// during package initialisation): Rate 0 with RateMeasured when the
+	// during package initialisation): Rate 0 with rateMeasured when the
 	// rate must be measured, which the default clock does in the
 	// background against CLOCK_MONOTONIC_RAW; or an error wrapping
-	// ErrUnsupported or ErrUntrusted that says why the counter cannot
+	// ErrUnsupported or errUntrusted that says why the counter cannot
 	// be used.
-	probe func() (src Source, origin RateOrigin, errPPM float64, err error)
+	probe func() (src Source, origin rateOrigin, errPPM float64, err error)
 	// verdict reads the kernel's word on the counter (is its clocksource
 	// this counter?), at start and every verdictPeriod for life: the
 	// kernel's clocksource watchdog can demote a counter hours after
@@ -69,7 +69,7 @@ type counter struct {
 type choice struct {
 	desc   *counter
 	src    Source
-	origin RateOrigin
+	origin rateOrigin
 	errPPM float64
 	err    error // nil when desc is set
 }
@@ -110,7 +110,7 @@ func joinRefusals(refusals []error) error {
 
 // probeHardware returns this machine's preferred hardware counter without
 // blocking (see chooseCounter).
-func probeHardware() (src Source, origin RateOrigin, errPPM float64, err error) {
+func probeHardware() (src Source, origin rateOrigin, errPPM float64, err error) {
 	ch := chooseCounter(counters)
 	return ch.src, ch.origin, ch.errPPM, ch.err
 }

@@ -87,7 +87,7 @@ func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, in *Info, table 
 		panic("schedclock: the portable source is invalid: " + err.Error())
 	}
 	*st = clockState{
-		src: src, conv: conv, rate: rating{hz: 1e9, origin: RateDeclared}, declared: src.Rate,
+		src: src, conv: conv, rate: rating{hz: 1e9, origin: rateDeclared}, declared: src.Rate,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		step: noStep, coarseEvery: defaultCoarseResolution,
 		policy: p,
@@ -254,6 +254,6 @@ func Since(start Instant) time.Duration { return defaultClock.Since(start) }
 
 // Default returns the package's default clock, the one Now, Since,
 // Coarse and WallNow read. It is shared by every package of the process:
-// its Close is refused (ErrDefaultClock); Register, Suspend and Resume
+// its Close is refused (errDefaultClock); Register, Suspend and Resume
 // are for the program's main package alone (see Suspend).
 func Default() *Clock { return defaultClock }

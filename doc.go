@@ -224,7 +224,7 @@
 // is stuck, steps back or jumps is named in [Info].Reference and not
 // followed until it agrees with the runtime's monotonic clock again.
 // The default clock is shared by every package of the process: its Close
-// is refused with [ErrDefaultClock]; Suspend, Resume and Register on it
+// is refused with [errDefaultClock]; Suspend, Resume and Register on it
 // are for the main package alone (a program that knows the machine
 // sleeps, or brings its own counter).
 package schedclock

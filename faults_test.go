@@ -272,7 +272,7 @@ func TestRegisterTheSameSourceAfterARefinement(t *testing.T) {
 	c, err := schedclock.New(src, schedclock.WithReference(runningRef(-20)))
 	require.NoError(t, err)
 	defer c.Close()
-	for c.Info().RateOrigin != schedclock.RateRefined || c.Info().Rate <= 1e9 {
+	for c.Info().RateOrigin != "refined" || c.Info().Rate <= 1e9 {
 		time.Sleep(10 * time.Millisecond)
 	}
 	assert.NoError(t, c.Register(src), "registering the same Source again, rate %d Hz", c.Info().Rate)

@@ -144,7 +144,7 @@ const verdictPeriod = 5 * time.Second
 // Bits outside 1..64, Rate 0, a Rate too high for a 32-bit mult, or a
 // counter that wraps so fast that the refresh goroutine could not be
 // trusted to fold it in time (see Source); and one wrapping
-// ErrInvalidOption for a bad Option.
+// errInvalidOption for a bad Option.
 func New(src Source, opts ...Option) (*Clock, error) {
 	var o options
 	if err := o.apply(opts); err != nil {
@@ -154,7 +154,7 @@ func New(src Source, opts ...Option) (*Clock, error) {
 	if o.reference != nil {
 		tr = &tracker{ref: o.reference, src: src, adopted: true}
 	}
-	c, err := newClock(src, rating{hz: float64(src.Rate), origin: RateDeclared}, tr)
+	c, err := newClock(src, rating{hz: float64(src.Rate), origin: rateDeclared}, tr)
 	if err != nil {
 		return nil, err
 	}
@@ -340,7 +340,7 @@ func (c *Clock) publishLocked(ln line) {
 // for 7/8 of one wrap. After Close, Register, Update, Suspend and Resume
 // return ErrClosed and change nothing, so a clock closed while suspended
 // stays frozen. A second Close returns ErrClosed. The default clock
-// cannot be closed: its Close returns ErrDefaultClock.
+// cannot be closed: its Close returns errDefaultClock.
 //
 // A Clock made inside a testing/synctest bubble must be closed there, so
 // that its goroutines leave the bubble before it ends.
@@ -349,7 +349,7 @@ func (c *Clock) Close() error {
 		return ErrClosed
 	}
 	if c == defaultClock {
-		return fmt.Errorf("%w: it is shared by every package of the process", ErrDefaultClock)
+		return fmt.Errorf("%w: it is shared by every package of the process", errDefaultClock)
 	}
 	if !c.lockAsWriter() {
 		return reentered("Close")
@@ -475,7 +475,7 @@ func stopUnreachable(st *clockState) {
 func (c *Clock) tick(now time.Time) (next time.Time) {
 	c.mu.Lock()
 	if c.userSrc || c.userRef {
-		// A user's Read or reference run below gets ErrReentered from a
+		// A user's Read or reference run below gets errReentered from a
 		// writer method of this clock, instead of hanging this goroutine
 		// (see lockAsWriter).
 		c.nameWriterLocked()
@@ -541,7 +541,7 @@ func (c *Clock) unlock() {
 type Info struct {
 	Source        string        // the Source's Name
 	Rate          uint64        // Hz
-	RateOrigin    RateOrigin    // where Rate came from
+	RateOrigin    string        // where Rate came from: see Info
 	RateErrorPPM  float64       // estimated error of Rate, ppm (0 when declared)
 	Bits          int           // counter width
 	Mult, Shift   uint32        // ns = cycles*Mult >> Shift
@@ -668,7 +668,7 @@ func (c *Clock) infoLocked() Info {
 	in := Info{
 		Source:             c.src.Name,
 		Rate:               c.src.Rate,
-		RateOrigin:         c.rate.origin,
+		RateOrigin:         c.rate.origin.String(),
 		RateErrorPPM:       c.rate.errPPM,
 		ConversionErrorPPM: convErr,
 		Reanchors:          c.watch.reanchors,

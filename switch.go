@@ -87,7 +87,7 @@ func (c *Clock) Register(src Source) error {
 			undo()
 		}
 	}()
-	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: RateDeclared}); err != nil {
+	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: rateDeclared}); err != nil {
 		return err
 	}
 	switched = true

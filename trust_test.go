@@ -29,7 +29,7 @@ import (
 func TestKernelVerdictForLife(t *testing.T) {
 	hw := realtime1GHz()
 	hw.Rate = 1e9
-	c, err := newClock(hw, rating{hz: 1e9, origin: RateCPUID}, &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true})
+	c, err := newClock(hw, rating{hz: 1e9, origin: rateCPUID}, &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true})
 	require.NoError(t, err)
 	var demoted atomic.Bool
 	c.policy = &trustPolicy{}
@@ -69,13 +69,13 @@ func needTwoCPUs(t *testing.T) []int {
 	return cpus
 }
 
-// TestWarpUntrusted: a warp is an error wrapping ErrUntrusted that says
+// TestWarpUntrusted: a warp is an error wrapping errUntrusted that says
 // what the check found; anything else is no error.
 func TestWarpUntrusted(t *testing.T) {
 	found := warp.Report{Verdict: warp.Found, CPUs: 8, Pairs: 7, Reads: 5000, Warps: 3,
 		Before: 4, After: 0, Cycles: 3_000_000, Ns: 1_000_000, Took: 21 * time.Millisecond}
 	err := warpUntrusted(found, "tsc")
-	assert.ErrorIs(t, err, ErrUntrusted)
+	assert.ErrorIs(t, err, errUntrusted)
 	assert.EqualError(t, err, "schedclock: counter not trusted \"tsc\": cross-CPU warp: a read on CPU 0 was 3000000 cycles (1 ms) "+
 		"behind an earlier read on CPU 4; 3 of 5000 cross-CPU reads went backwards (8 CPUs, 7 pairs, 21ms)")
 	assert.NoError(t, warpUntrusted(warp.Report{Verdict: warp.None, CPUs: 2, Pairs: 1}, "tsc"))
@@ -190,7 +190,7 @@ func TestPendingTrustDoesNotSpin(t *testing.T) {
 		start := time.Now()
 		fake := func() int64 { return int64(time.Since(start)) }
 		hw := Source{Name: "hw", Bits: 64, Read: func() uint64 { return uint64(fake()) }}
-		c, err := newClock(Portable(), rating{hz: 1e9, origin: RateDeclared}, &tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
+		c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared}, &tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
 		require.NoError(t, err)
 		c.policy = &trustPolicy{trustPending: true}
 		c.start()
@@ -221,7 +221,7 @@ func TestPendingTrustDoesNotSpin(t *testing.T) {
 func TestTheTSCIsTrustedOnlyOnEvidence(t *testing.T) {
 	base := time.Now()
 	tsc := Source{Name: "tsc", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
-	probe := func() (Source, RateOrigin, float64, error) { return tsc, RateCPUID, 0, nil }
+	probe := func() (Source, rateOrigin, float64, error) { return tsc, rateCPUID, 0, nil }
 	dir := t.TempDir()
 	file := func(name, content string) string {
 		p := filepath.Join(dir, name)
@@ -280,7 +280,7 @@ func TestAnUncheckedTSCIsNeverAdopted(t *testing.T) {
 		start := time.Now()
 		fake := func() int64 { return int64(time.Since(start)) }
 		hw := Source{Name: "tsc", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(fake()) }}
-		c, err := newClock(Portable(), rating{hz: 1e9, origin: RateDeclared},
+		c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared},
 			&tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
 		require.NoError(t, err)
 		c.policy = &trustPolicy{hw: hw, kernel: "kernel clocksource unknown (hidden)", trustPending: true, needsEvidence: true}
@@ -323,7 +323,7 @@ func TestARefusedRegisterKeepsTheDefaultClocksChecks(t *testing.T) {
 	hw := realtime1GHz()
 	hw.Rate = 1e9
 	tr := &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true}
-	c, err := newClock(hw, rating{hz: 1e9, origin: RateMeasured}, tr)
+	c, err := newClock(hw, rating{hz: 1e9, origin: rateMeasured}, tr)
 	require.NoError(t, err)
 	c.policy = &trustPolicy{verdict: func() string { return "" }}
 	err = c.Register(Source{Name: "broken", Bits: 64, Rate: 2e9, Read: func() uint64 { panic("broken counter") }})
@@ -350,7 +350,7 @@ func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
 	require.NoError(t, os.WriteFile(kernelFile, []byte("kvm-clock\n"), 0o644))
 	c := newChosenDefaultClock([]*counter{{
 		arch:    runtime.GOARCH,
-		probe:   func() (Source, RateOrigin, float64, error) { return page, RateNanoseconds, 0, nil },
+		probe:   func() (Source, rateOrigin, float64, error) { return page, rateNanoseconds, 0, nil },
 		verdict: func() kernel.Verdict { return kernel.ReadVerdict(kernelFile, "kvm-clock") },
 		evidence: func() string {
 			if cleared.Load() {
@@ -363,7 +363,7 @@ func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
 	defer func() { require.NoError(t, c.Close()) }()
 	in := c.Info() // the first use: the background work starts
 	require.Equal(t, "page", in.Source, "%+v", in)
-	assert.Equal(t, RateNanoseconds, in.RateOrigin)
+	assert.Equal(t, rateNanoseconds.String(), in.RateOrigin)
 	assert.Equal(t, "test page, stable true", in.CounterCheck)
 	assert.Contains(t, in.Kernel, "kvm-clock")
 	before := c.nanos()

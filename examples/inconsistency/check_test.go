@@ -135,15 +135,15 @@ func TestRun(t *testing.T) {
 	}
 	refused := func(string) (clock, error) { return clock{}, errors.New("no such counter here") }
 	errOut.Reset()
-	assert.Equal(t, 2, run(&out, &errOut, []string{"-clock", "tsc"}, refused))
-	assert.Contains(t, errOut.String(), `clock "tsc": no such counter here`)
+	assert.Equal(t, 2, run(&out, &errOut, []string{"-clock", "hardware"}, refused))
+	assert.Contains(t, errOut.String(), `clock "hardware": no such counter here`)
 }
 
 // TestHardwareClocks runs the hardware counters where this machine
 // supports and trusts them, and checks that they are refused with the
 // library's reason where it does not.
 func TestHardwareClocks(t *testing.T) {
-	for name, probe := range map[string]func() (schedclock.Source, error){"tsc": schedclock.TSC, "cntvct": schedclock.CNTVCT} {
+	for name, probe := range map[string]func() (schedclock.Source, error){"hardware": schedclock.Hardware, "paravirt": schedclock.Paravirt} {
 		var out, errOut bytes.Buffer
 		code := run(&out, &errOut, []string{"-clock", name, "-duration", "20ms"}, openClock)
 		if _, err := probe(); err != nil {

@@ -37,8 +37,8 @@ func clocks() []clock {
 	return []clock{
 		{name: "schedclock.Now", pkgs: schedPkgs, open: fixed(func() int64 { return int64(schedclock.Now()) }), note: defaultClockNote},
 		{name: "schedclock New(Portable()).Now", pkgs: schedPkgs, open: openClock(func() (schedclock.Source, error) { return schedclock.Portable(), nil })},
-		{name: "schedclock New(TSC()).Now", pkgs: schedPkgs, open: openClock(schedclock.TSC)},
-		{name: "schedclock New(CNTVCT()).Now", pkgs: schedPkgs, open: openClock(schedclock.CNTVCT)},
+		{name: "schedclock New(Hardware()).Now", pkgs: schedPkgs, open: openClock(schedclock.Hardware)},
+		{name: "schedclock New(Paravirt()).Now", pkgs: schedPkgs, open: openClock(schedclock.Paravirt)},
 		{name: "schedclock.Coarse (1 ms resolution)", pkgs: schedPkgs, open: fixed(func() int64 { return int64(schedclock.Coarse()) })},
 		{name: "schedclock.WallNow().UnixNano()", pkgs: schedPkgs, open: fixed(func() int64 { return schedclock.WallNow().UnixNano() })},
 		{name: referenceClock, open: since(time.Now())},
@@ -87,7 +87,7 @@ func hrtimeTSC() (func() int64, error) {
 
 func defaultClockNote() string {
 	in := schedclock.Default().Info()
-	s := "schedclock's default clock runs on " + in.Source + " (rate from " + in.RateOrigin.String() + ")"
+	s := "schedclock's default clock runs on " + in.Source + " (rate from " + in.RateOrigin + ")"
 	if in.Rejected != "" {
 		s += "; hardware counter not used: " + in.Rejected
 	}
