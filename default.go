@@ -241,19 +241,21 @@ func (c *Clock) chooseHardware() {
 	p.checks = true
 }
 
-// Now returns the default clock's time: nanoseconds since the package
-// was initialised (Default().Now()). It never waits, never allocates and
-// never returns less than a call that happened before it, on any
-// goroutine. Subtract two readings, or pass one to Since, to measure
-// time; a reading is not a wall-clock time (WallNow and Clock.Time are).
+// Now returns the default clock's time, an Instant: nanoseconds since the
+// package was initialised (Default().Now()). It never waits, never
+// allocates and never returns less than a call that happened before it,
+// on any goroutine. Pass a reading to Since, or subtract two with Sub, to
+// measure time; a reading is not a wall-clock time (WallNow and
+// Clock.WallTime are).
 func Now() Instant { return defaultClock.Now() }
 
-// Since returns the time elapsed on the default clock since start, a value
-// Now returned: Default().Since(start), never negative.
+// Since returns the time elapsed on the default clock since start, an
+// Instant that Now or Coarse returned: Default().Since(start), never
+// negative, as time.Since measures from a time.Now.
 func Since(start Instant) time.Duration { return defaultClock.Since(start) }
 
 // Default returns the package's default clock, the one Now, Since,
 // Coarse and WallNow read. It is shared by every package of the process:
-// its Close is refused (errDefaultClock); Register, Suspend and Resume
+// its Close is refused with an error; Register, Suspend and Resume
 // are for the program's main package alone (see Suspend).
 func Default() *Clock { return defaultClock }

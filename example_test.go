@@ -2,8 +2,10 @@ package schedclock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sync/atomic"
 	"time"
@@ -51,7 +53,12 @@ func ExampleNew() {
 	defer c.Close()
 	counter.Add(1500) // 1.5 ms
 	fmt.Println(c.Now())
-	// Output: 1500000
+	// A counter with no rate is refused.
+	_, err = schedclock.New(schedclock.Source{Name: "no rate", Read: counter.Load, Bits: 64})
+	fmt.Println(errors.Is(err, schedclock.ErrInvalidSource))
+	// Output:
+	// 1500000
+	// true
 }
 
 // A Clock with a reference refines its counter's rate against it and
@@ -87,9 +94,13 @@ func ExampleClock_Register() {
 	}
 	fine.Advance(250 * time.Nanosecond)
 	fmt.Println(c.Now())
+	// The kernel's rule: a slower counter does not replace a faster one.
+	err := c.Register(slow.Source())
+	fmt.Println(errors.Is(err, schedclock.ErrSlowerSource))
 	// Output:
 	// 7000000
 	// 7000250
+	// true
 }
 
 // Suspend freezes a clock; the time that passes until Resume is not
@@ -118,7 +129,8 @@ func ExampleClock_Info() {
 	// Output: true true
 }
 
-// Coarse is one atomic load: for rate limiters, caches and timeouts.
+// Coarse is one call and three loads: for rate limiters, caches and
+// timeouts that need the time only to the millisecond.
 func ExampleCoarse() {
 	deadline := schedclock.Coarse().Add(50 * time.Millisecond)
 	expired := func() bool { return schedclock.Coarse() >= deadline }
@@ -126,8 +138,96 @@ func ExampleCoarse() {
 	// Output: false
 }
 
+// A Clock's coarse resolution is set when it is made: here 10 ms, for a
+// cache that expires entries to the second.
+func ExampleWithCoarseResolution() {
+	c, err := schedclock.New(schedclock.Portable(), schedclock.WithCoarseResolution(10*time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	expires := c.Coarse().Add(time.Minute)
+	fmt.Println(c.Coarse() < expires, c.Coarse() <= c.Now())
+	// Output: true true
+}
+
+// Default is the clock Now, Since, Coarse and WallNow read: its Info says
+// which counter it runs on, and why.
+func ExampleDefault() {
+	c := schedclock.Default()
+	in := c.Info()
+	fmt.Println(in.Source != "", c.Since(c.Now()) >= 0)
+	// Output: true true
+}
+
+// Instants subtract with Sub (a time.Duration, negative when the other
+// is later) and move with Add; both saturate rather than wrap.
+func ExampleInstant() {
+	start := schedclock.Instant(1_000)
+	later := start.Add(1500 * time.Microsecond)
+	fmt.Println(later.Sub(start), start.Sub(later), later > start)
+	fmt.Println(schedclock.Instant(math.MaxInt64).Add(time.Hour) == math.MaxInt64)
+	// Output:
+	// 1.5ms -1.5ms true
+	// true
+}
+
+// Hardware is this machine's counter register; where there is none, or
+// it cannot be trusted, the error says why and Portable works
+// everywhere. Raw, CLOCK_MONOTONIC_RAW, is the reference the default
+// clock refines its rate against.
+func ExampleHardware() {
+	src, err := schedclock.Hardware()
+	if errors.Is(err, schedclock.ErrUnsupported) {
+		if src, err = schedclock.Paravirt(); err != nil {
+			src = schedclock.Portable()
+		}
+	}
+	raw, err := schedclock.Raw()
+	if err != nil {
+		panic(err)
+	}
+	c, err := schedclock.New(src, schedclock.WithReference(func() int64 { return int64(raw.Read()) }))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	fmt.Println("on", c.Info().Source)
+}
+
+// Boottime counts the time the system spent suspended, for leases that
+// must expire across a sleep; KernelTime maps a reading onto a kernel
+// clock, for joining spans with perf or BPF events.
+func ExampleBoottime() {
+	src, err := schedclock.Boottime()
+	if err != nil {
+		panic(err)
+	}
+	lease, err := schedclock.New(src)
+	if err != nil {
+		panic(err)
+	}
+	defer lease.Close()
+	expires := lease.Now().Add(30 * time.Second)
+	if mono, ok := schedclock.Default().KernelTime(schedclock.KernelMonotonic, schedclock.Now()); ok {
+		fmt.Println("CLOCK_MONOTONIC", mono)
+	}
+	fmt.Println(lease.Now() < expires)
+}
+
+// A closed clock keeps answering Now but refuses its writer calls.
+func ExampleClock_Close() {
+	c, err := schedclock.New(schedclock.Portable())
+	if err != nil {
+		panic(err)
+	}
+	c.Close()
+	fmt.Println(errors.Is(c.Update(), schedclock.ErrClosed), c.Now() > 0)
+	// Output: true true
+}
+
 // WallNow is time.Now without its monotonic reading, read from the
-// counter; Time maps any reading to the wall clock.
+// counter; WallTime maps any reading to the wall clock.
 func ExampleWallNow() {
 	start := schedclock.Now()
 	when := schedclock.Default().WallTime(start)

@@ -29,7 +29,7 @@ const (
 	KernelPerf KernelClock = -1
 )
 
-// KernelTime maps the clock's reading ns (a value Now returned) onto
+// KernelTime maps the clock's reading t (an Instant its Now returned) onto
 // the kernel clock k: the nanoseconds clock_gettime(k) would have
 // returned at the instant of the reading. ok is false where k cannot be
 // read here (not Linux, perf's clock not exported, an unknown k), and
@@ -38,7 +38,7 @@ const (
 // A later reading never maps earlier, and a reading's kernel time never
 // changes once it was taken. The map is paired with the kernel clock
 // (its vDSO clock_gettime, or perf's page and the counter) every 100 ms
-// while KernelTime is called, as Time's with the wall clock (no step
+// while KernelTime is called, as WallTime's with the wall clock (no step
 // back: the map slews back at 0.1% where it was ahead), so it follows
 // NTP's slew and, for KernelBoottime, a suspend. Info.KernelTime says
 // how closely: each pairing's bracket and the most a pairing found the

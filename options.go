@@ -30,7 +30,8 @@ type options struct {
 // now must be safe for concurrent use, should never go backwards, and
 // should not call the Clock's methods other than Now and Info: it is
 // called while the Clock's writer lock is held, and Register, Update,
-// Suspend, Resume and Close called from it return errReentered. It is
+// Suspend, Resume and Close called from it return an error (they would
+// wait for themselves), changing nothing. It is
 // called from the Clock's background goroutine only, in bursts (8
 // bracketed reads for each comparison of the watch, 32 for each
 // refinement of the rate) on at most ten wake-ups a second: the watch

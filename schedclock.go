@@ -18,7 +18,7 @@ import (
 //
 // A Clock must be created with New. A zero Clock, and a nil *Clock,
 // behave as a closed clock that never ran, and no method panics on them:
-// Now, Since and Coarse return 0, Time returns the zero time.Time (no
+// Now, Since and Coarse return 0, WallTime returns the zero time.Time (no
 // wall time: test it with IsZero), Info returns Info{Closed: true}, and
 // Register, Update, Suspend, Resume and Close return errors wrapping
 // ErrClosed.
@@ -143,8 +143,8 @@ const verdictPeriod = 5 * time.Second
 // wrapping ErrInvalidSource if src is unusable: Read nil or panicking,
 // Bits outside 1..64, Rate 0, a Rate too high for a 32-bit mult, or a
 // counter that wraps so fast that the refresh goroutine could not be
-// trusted to fold it in time (see Source); and one wrapping
-// errInvalidOption for a bad Option.
+// trusted to fold it in time (see Source); and an error that says which
+// for a bad Option.
 func New(src Source, opts ...Option) (*Clock, error) {
 	var o options
 	if err := o.apply(opts); err != nil {
@@ -340,7 +340,7 @@ func (c *Clock) publishLocked(ln line) {
 // for 7/8 of one wrap. After Close, Register, Update, Suspend and Resume
 // return ErrClosed and change nothing, so a clock closed while suspended
 // stays frozen. A second Close returns ErrClosed. The default clock
-// cannot be closed: its Close returns errDefaultClock.
+// cannot be closed: its Close returns an error and changes nothing.
 //
 // A Clock made inside a testing/synctest bubble must be closed there, so
 // that its goroutines leave the bubble before it ends.
@@ -537,11 +537,18 @@ func (c *Clock) unlock() {
 	c.mu.Unlock()
 }
 
-// Info describes a Clock's configuration.
+// Info describes a Clock's configuration: what it runs on, at what rate
+// and how exactly, and what its checks found. Rejected, CrossCPU,
+// CounterCheck, Kernel and Pending are the default clock's evidence for
+// its choice of counter, empty on clocks made by New.
 type Info struct {
-	Source        string        // the Source's Name
-	Rate          uint64        // Hz
-	RateOrigin    string        // where Rate came from: see Info
+	Source string // the Source's Name
+	Rate   uint64 // Hz
+	// RateOrigin says where Rate came from: "declared" (Source.Rate as
+	// given), "measured" (against CLOCK_MONOTONIC_RAW), "refined" (in the
+	// background, against the clock's reference), or the register or
+	// firmware that declared it ("cpuid", "cntfrq", "device tree", ...).
+	RateOrigin    string
 	RateErrorPPM  float64       // estimated error of Rate, ppm (0 when declared)
 	Bits          int           // counter width
 	Mult, Shift   uint32        // ns = cycles*Mult >> Shift

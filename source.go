@@ -22,7 +22,7 @@ import (
 // fold is tried again later. Read is called with the Clock's writer lock
 // held (by Register, Update, Suspend, Resume and the Clock's goroutine):
 // a Read that calls one of those methods, or Close, on the same Clock
-// gets errReentered instead of waiting for itself.
+// gets an error instead of waiting for itself.
 //
 // What a narrow counter cannot survive exactly is a stretch in which the
 // Clock's goroutine cannot run at all (a non-preemptible assembly loop on

@@ -475,9 +475,9 @@ func (s *paravirtSource) status() (reading, history string) {
 // one page gives a monotonic clock on every vCPU); the page is never
 // loaded from before a copy of it proved all that. Off amd64, in a
 // purego or non-gc build, where the kernel runs on another clocksource,
-// maps no page or maps it in a layout this package does not know, err
-// wraps ErrUnsupported; where the stable bit is clear, errUntrusted. The
-// message says exactly why.
+// maps no page or maps it in a layout this package does not know, or
+// where the stable bit is clear, err wraps ErrUnsupported. The message
+// says exactly why.
 //
 // A TSC value below the page's stamp is no motion, as the kernel's vDSO
 // treats it. A page that cannot be read (the stable bit cleared, a
