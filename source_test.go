@@ -101,7 +101,9 @@ func TestHardwareIsThisArchitecturesCounter(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want.Name, src.Name)
 	assert.Equal(t, want.Bits, src.Bits)
-	assert.Equal(t, want.Rate, src.Rate)
+	// Where the rate is measured (no register or firmware gives it), two
+	// calls measure it twice: the same to well within 0.1%.
+	assert.InEpsilon(t, float64(want.Rate), float64(src.Rate), 1e-3)
 	a := src.Read()
 	b := want.Read()
 	assert.LessOrEqual(t, a, b, "Hardware's Read is the same counter, read before")
