@@ -145,20 +145,20 @@ func TestCalibrationAdoptsTheMeasuredCounter(t *testing.T) {
 	c := defaultLike(t, realtime1GHz())
 	before := c.Info()
 	assert.Equal(t, "portable", before.Source)
-	assert.Empty(t, before.Rejected, "a counter about to be adopted is not rejected")
-	assert.Equal(t, measurePending("hw"), before.Pending)
+	assert.Empty(t, before.Evidence.Rejected, "a counter about to be adopted is not rejected")
+	assert.Equal(t, measurePending("hw"), before.Evidence.Pending)
 	require.Eventually(t, func() bool { return c.Info().Source == "hw" }, 2*time.Second, time.Millisecond)
 	in := c.Info()
 	assert.Contains(t, []string{rateMeasured.String(), rateRefined.String()}, in.RateOrigin)
 	assert.InDelta(t, 1e9, float64(in.Rate), 1e9*(in.RateErrorPPM+1)*1e-6, "%+v", in)
-	assert.Empty(t, in.Rejected)
-	assert.Empty(t, in.Pending)
+	assert.Empty(t, in.Evidence.Rejected)
+	assert.Empty(t, in.Evidence.Pending)
 }
 
 // TestCallerRegisterEndsCalibration checks that any Register by a caller,
 // even of the portable source the default clock starts on, ends the
 // background calibration: it must never switch the clock to the counter
-// it was measuring. Info().Rejected keeps saying why the hardware counter
+// it was measuring. Info().Evidence.Rejected keeps saying why the hardware counter
 // is not used.
 func TestCallerRegisterEndsCalibration(t *testing.T) {
 	own := &FakeCounter{}
@@ -168,8 +168,8 @@ func TestCallerRegisterEndsCalibration(t *testing.T) {
 		time.Sleep(firstMeasurement + calibrationSchedule[0] + 50*time.Millisecond)
 		in := c.Info()
 		assert.Equal(t, src.Name, in.Source, "calibration switched away from a registered source")
-		assert.Equal(t, fmt.Sprintf("hw: not adopted: Register(%q) took the clock over first", src.Name), in.Rejected)
-		assert.Empty(t, in.Pending)
+		assert.Equal(t, fmt.Sprintf("hw: not adopted: Register(%q) took the clock over first", src.Name), in.Evidence.Rejected)
+		assert.Empty(t, in.Evidence.Pending)
 		c.mu.Lock()
 		assert.Nil(t, c.track)
 		c.unlock()

@@ -29,7 +29,7 @@ type counter struct {
 	// this counter?), at start and every verdictPeriod for life: the
 	// kernel's clocksource watchdog can demote a counter hours after
 	// boot. nil where the kernel keeps no watchdog on the counter;
-	// noVerdict then says why, for Info.Kernel. A counter the kernel
+	// noVerdict then says why, for Info.Evidence.Kernel. A counter the kernel
 	// runs on is adopted at once, the cross-CPU check a second opinion;
 	// one whose verdict cannot be read (no sysfs) only once the
 	// cross-CPU check ran and found no warp.
@@ -43,11 +43,11 @@ type counter struct {
 	// package initialisation) and returns the Source to use (a read
 	// function with a workaround) and the counter's own check, run in the
 	// background before the counter's rate is adopted: what it found, for
-	// Info.CounterCheck, and an error if the counter must not be used.
+	// Info.Evidence.CounterCheck, and an error if the counter must not be used.
 	prepare func(Source) (Source, func() (found string, err error))
 	// describe, if not nil, says what the counter's own evidence shows
 	// (the paravirtual page: where, its version and flags), for
-	// Info.CounterCheck: read at start and with every verdict.
+	// Info.Evidence.CounterCheck: read at start and with every verdict.
 	describe func() string
 	// status, if not nil, says what the counter's Source reads when
 	// that is not the counter (a paravirtual clock's Source on its

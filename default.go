@@ -23,7 +23,7 @@ import (
 //     the clock stays on the portable source and switches to the counter
 //     after a 20 ms measurement against CLOCK_MONOTONIC_RAW.
 //   - Where no hardware counter can be used, the clock stays on the
-//     portable source and Info().Rejected says why.
+//     portable source and Info().Evidence.Rejected says why.
 //
 // CLOCK_MONOTONIC_RAW is the default clock's reference (see calibrate.go):
 // the hardware counter's rate is refined against it for life, and the
@@ -114,7 +114,7 @@ func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, in *Info, table 
 	return c
 }
 
-// choicePending is Info.Pending until the default clock has chosen its
+// choicePending is Info.Evidence.Pending until the default clock has chosen its
 // hardware counter.
 const choicePending = "the choice of a hardware counter: it runs in the background from the clock's first use"
 

@@ -53,14 +53,14 @@ func TestDefaultClockAdoptsAndRefinesTheHardwareCounter(t *testing.T) {
 	hw, ok := hardwareExpected(t)
 	if !ok {
 		Default().policy.startSetUp() // the choice is made in the background from the first use on
-		in := waitInfo(5*time.Second, func(in Info) bool { return in.Rejected != "" })
+		in := waitInfo(5*time.Second, func(in Info) bool { return in.Evidence.Rejected != "" })
 		assert.Equal(t, "portable", in.Source)
-		assert.NotEmpty(t, in.Rejected, "a rejected counter must say why")
+		assert.NotEmpty(t, in.Evidence.Rejected, "a rejected counter must say why")
 		return
 	}
 	in := waitInfo(time.Second, func(in Info) bool { return in.Source == hw.Name })
 	require.Equal(t, hw.Name, in.Source, "default clock never adopted %s: %+v", hw.Name, in)
-	assert.Empty(t, in.Rejected)
+	assert.Empty(t, in.Evidence.Rejected)
 	if in.RateOrigin == rateNanoseconds.String() {
 		// A paravirtual clock counts nanoseconds by construction: watched
 		// against the reference, never refined away from 1 GHz.

@@ -140,14 +140,14 @@
 // that does not settle within some 25 µs, a scale no hypervisor writes,
 // a new version whose time disagrees with CLOCK_MONOTONIC_RAW) is read
 // through CLOCK_MONOTONIC_RAW on the page's timeline meanwhile, which
-// Info's Source and CounterCheck say, with the time; the clock returns to
-// the page once it is consistent again, never stepping back. On arm64 it uses CNTVCT_EL0 (ISB, MRS,
+// Info's Source and Evidence.CounterCheck say, with the time; the clock
+// returns to the page once it is consistent again, never stepping back. On arm64 it uses CNTVCT_EL0 (ISB, MRS,
 // then an ordering load), with the kernel's read workaround for the
 // counter errata it recognises; on riscv64, ppc64le, s390x and loong64
 // the architecture's time base, on the kernel's word. Elsewhere, in a
 // purego build, or when the counter is not trusted, it uses Go's
-// monotonic clock ([Portable]). [Info] says what each decision rests on
-// (Kernel, CrossCPU, CounterCheck, Pending, Rejected).
+// monotonic clock ([Portable]). Info's [Evidence] says what each
+// decision rests on (Kernel, CrossCPU, CounterCheck, Pending, Rejected).
 //
 // For life, the counter's rate is refined against CLOCK_MONOTONIC_RAW
 // (within 0.05 ppm from 10 s on, following slow drift after that), and

@@ -320,7 +320,7 @@ func TestNowThroughPageFaults(t *testing.T) {
 			default:
 				assert.Greater(t, falls(), fallsBefore, "%s: the Source never left the page", f.name)
 				in := d.Info()
-				assert.Contains(t, in.CounterCheck, fmt.Sprintf("%d falls back to %s", falls(), rawClockName), "%s: Info: %+v", f.name, in)
+				assert.Contains(t, in.Evidence.CounterCheck, fmt.Sprintf("%d falls back to %s", falls(), rawClockName), "%s: Info: %+v", f.name, in)
 			}
 			pg.Publish(good)
 			back := false
@@ -335,7 +335,7 @@ func TestNowThroughPageFaults(t *testing.T) {
 				assert.InDelta(t, float64(r+offsets[name]), float64(n), float64(time.Millisecond), "%s, %s: the clock %v from CLOCK_MONOTONIC_RAW, sane again", name, f.name, time.Duration(n-r-offsets[name]))
 			}
 		}
-		t.Logf("Info.CounterCheck: %s", d.Info().CounterCheck)
+		t.Logf("Info.Evidence.CounterCheck: %s", d.Info().Evidence.CounterCheck)
 	})
 }
 
@@ -358,8 +358,8 @@ func TestDefaultClockInfoNamesAPageFallBack(t *testing.T) {
 		}
 		in = c.Info()
 		assert.Contains(t, in.Source, "kvm-clock (pvclock, stable) (on "+rawClockName+" since ")
-		assert.Contains(t, in.CounterCheck, "1 falls back to "+rawClockName+", the last at ")
-		assert.Contains(t, in.CounterCheck, "version kept changing")
+		assert.Contains(t, in.Evidence.CounterCheck, "1 falls back to "+rawClockName+", the last at ")
+		assert.Contains(t, in.Evidence.CounterCheck, "version kept changing")
 		pg.Store(good)
 		pg.EndUpdate()
 		deadline := time.Now().Add(time.Second)
@@ -368,7 +368,7 @@ func TestDefaultClockInfoNamesAPageFallBack(t *testing.T) {
 		}
 		in = c.Info()
 		assert.Equal(t, "kvm-clock (pvclock, stable)", in.Source)
-		assert.Contains(t, in.CounterCheck, "1 returns to the page, the last at ")
+		assert.Contains(t, in.Evidence.CounterCheck, "1 returns to the page, the last at ")
 	})
 }
 

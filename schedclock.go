@@ -538,9 +538,7 @@ func (c *Clock) unlock() {
 }
 
 // Info describes a Clock's configuration: what it runs on, at what rate
-// and how exactly, and what its checks found. Rejected, CrossCPU,
-// CounterCheck, Kernel and Pending are the default clock's evidence for
-// its choice of counter, empty on clocks made by New.
+// and how exactly, and what its checks found.
 type Info struct {
 	Source string // the Source's Name
 	Rate   uint64 // Hz
@@ -555,9 +553,6 @@ type Info struct {
 	RefreshPeriod time.Duration // how often the epoch is folded forward
 	Suspended     bool
 	Closed        bool
-	// Rejected says why the default clock does not run on the hardware
-	// counter; it is empty when it does, and for clocks made by New.
-	Rejected string
 	// ConversionErrorPPM is the conversion's own error: how far
 	// Mult*2^-Shift ns per cycle is from 1e9/rate, in ppm (included in
 	// RateErrorPPM).
@@ -581,29 +576,6 @@ type Info struct {
 	// what, by how much, and when.
 	CounterFaults    int
 	LastCounterFault string
-	// CrossCPU says what the default clock's cross-CPU check of its
-	// hardware counter found (the kernel's check_tsc_warp): no warp, a
-	// warp (which CPUs, how large), or why it could not run (one allowed
-	// CPU, affinity not settable, not Linux). Empty for clocks made by New.
-	CrossCPU string
-	// CounterCheck says what the default clock's check of the counter's
-	// own evidence found: on arm64 (and the other time bases) which
-	// counter erratum it works around and what a read costs against the
-	// portable source (a counter the kernel traps is slower); on a
-	// paravirtual clock, the page (where, its version and flags), read
-	// again with every verdict.
-	CounterCheck string
-	// Kernel is the kernel's verdict on the hardware counter as the
-	// default clock read it: the kernel's clocksource, or why it is
-	// unknown (no sysfs, an empty file). Empty for clocks made by New.
-	// With CrossCPU and Rejected, it is the evidence the default clock
-	// decides on: the hardware counter is used only when the kernel runs
-	// on it, or when the cross-CPU check ran and found no warp.
-	Kernel string
-	// Pending says what the default clock's trust in the hardware counter
-	// still waits for (a cross-CPU check to retry, a rate to measure);
-	// empty when nothing is pending.
-	Pending string
 	// Reference says how the clock's reference last misbehaved (stuck,
 	// stepped back, jumped, or ran at an impossible rate against the
 	// runtime's monotonic clock), and when; such a reference is not
@@ -629,6 +601,40 @@ type Info struct {
 	// no map (not mapped yet, not on this system, perf's clock not
 	// exported).
 	KernelTime string
+	// Evidence is what the default clock decided its counter on; zero on
+	// clocks made by New.
+	Evidence Evidence
+}
+
+// Evidence is the default clock's evidence for the counter it runs on
+// (Info.Evidence): the hardware counter is used only when the kernel runs
+// on it, or when the cross-CPU check ran and found no warp, and, where
+// the counter has evidence of its own (a paravirtual page), while that
+// holds.
+type Evidence struct {
+	// Rejected says why the default clock does not run on the hardware
+	// counter; it is empty when it does.
+	Rejected string
+	// CrossCPU says what the default clock's cross-CPU check of its
+	// hardware counter found (the kernel's check_tsc_warp): no warp, a
+	// warp (which CPUs, how large), or why it could not run (one allowed
+	// CPU, affinity not settable, not Linux).
+	CrossCPU string
+	// CounterCheck says what the default clock's check of the counter's
+	// own evidence found: on arm64 (and the other time bases) which
+	// counter erratum it works around and what a read costs against the
+	// portable source (a counter the kernel traps is slower); on a
+	// paravirtual clock, the page (where, its version and flags), read
+	// again with every verdict.
+	CounterCheck string
+	// Kernel is the kernel's verdict on the hardware counter as the
+	// default clock read it: the kernel's clocksource, or why it is
+	// unknown (no sysfs, an empty file).
+	Kernel string
+	// Pending says what the default clock's trust in the hardware counter
+	// still waits for (a cross-CPU check to retry, a rate to measure);
+	// empty when nothing is pending.
+	Pending string
 }
 
 // Info returns the clock's current configuration: a snapshot taken as the

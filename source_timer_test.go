@@ -252,15 +252,15 @@ func TestTimerCountersAreAdoptedOnTheKernelsWord(t *testing.T) {
 					verdict: func() kernel.Verdict { return kernel.ReadVerdict(path, e.entry.verdict().Want) }}})
 				defer func() { require.NoError(t, c.Close()) }()
 				in := *c.info.Load()
-				assert.Contains(t, in.Kernel, "kernel clocksource is "+current)
+				assert.Contains(t, in.Evidence.Kernel, "kernel clocksource is "+current)
 				if current == e.want {
 					assert.Equal(t, e.name, in.Source)
-					assert.Empty(t, in.Rejected)
+					assert.Empty(t, in.Evidence.Rejected)
 					return
 				}
 				assert.Equal(t, "portable", in.Source)
-				assert.Contains(t, in.Rejected, e.name+": ")
-				assert.Contains(t, in.Rejected, "kvm-clock, not "+e.want)
+				assert.Contains(t, in.Evidence.Rejected, e.name+": ")
+				assert.Contains(t, in.Evidence.Rejected, "kvm-clock, not "+e.want)
 			})
 		}
 	}

@@ -158,15 +158,15 @@ func (p *trustPolicy) fillInfo(in *Info) {
 	if p == nil {
 		return
 	}
-	in.Rejected, in.Kernel, in.Pending = p.rejected, p.kernel, p.pending
-	in.CrossCPU, in.CounterCheck = p.crossCPU, p.counterCheck
+	in.Evidence.Rejected, in.Evidence.Kernel, in.Evidence.Pending = p.rejected, p.kernel, p.pending
+	in.Evidence.CrossCPU, in.Evidence.CounterCheck = p.crossCPU, p.counterCheck
 	if p.status != nil && in.Source == p.hw.Name {
 		reading, history := p.status()
 		if reading != "" {
 			in.Source += " (" + reading + ")"
 		}
 		if history != "" {
-			in.CounterCheck += "; " + history
+			in.Evidence.CounterCheck += "; " + history
 		}
 	}
 }
@@ -286,7 +286,7 @@ func (c *Clock) fallBackLocked(why string) {
 	}
 }
 
-// measurePending is what Info.Pending says while the default clock
+// measurePending is what Info.Evidence.Pending says while the default clock
 // measures the rate of the trusted counter name before adopting it.
 func measurePending(name string) string {
 	return fmt.Sprintf("%s: adopted once its rate is measured against %s (%v)", name, rawClockName, firstMeasurement)

@@ -50,7 +50,7 @@ func TestKernelVerdictForLife(t *testing.T) {
 	c.unlock()
 	c.kick()
 	require.Eventually(t, func() bool { return c.Info().Source == "portable" }, 2*time.Second, time.Millisecond)
-	assert.Contains(t, c.Info().Rejected, "hpet")
+	assert.Contains(t, c.Info().Evidence.Rejected, "hpet")
 	assert.GreaterOrEqual(t, c.nanos(), before)
 	c.mu.Lock()
 	assert.Nil(t, c.track)
@@ -136,19 +136,19 @@ func TestDefaultClockFallsBackOnAWarp(t *testing.T) {
 		assert.Equal(t, "portable", c.Info().Source, "adopted before the checks passed")
 		c.checkTrust()
 		in := c.Info()
-		t.Logf("cross-CPU: %s", in.CrossCPU)
+		t.Logf("cross-CPU: %s", in.Evidence.CrossCPU)
 		if tc.adopt {
 			// Adopted whether the check found no warp or could not run
 			// (a machine too busy for two threads to run at once).
 			require.Eventually(t, func() bool { return c.Info().Source == "hw" }, 2*time.Second, time.Millisecond)
-			assert.Regexp(t, "no warp|not run", c.Info().CrossCPU)
+			assert.Regexp(t, "no warp|not run", c.Info().Evidence.CrossCPU)
 			continue
 		}
-		if strings.Contains(in.CrossCPU, "not run") {
-			t.Logf("the check could not run here (%s): nothing to fall back from", in.CrossCPU)
+		if strings.Contains(in.Evidence.CrossCPU, "not run") {
+			t.Logf("the check could not run here (%s): nothing to fall back from", in.Evidence.CrossCPU)
 			continue
 		}
-		assert.Contains(t, in.Rejected, "behind")
+		assert.Contains(t, in.Evidence.Rejected, "behind")
 		time.Sleep(firstMeasurement + 30*time.Millisecond)
 		assert.Equal(t, "portable", c.Info().Source)
 		c.mu.Lock()
@@ -251,16 +251,16 @@ func TestTheTSCIsTrustedOnlyOnEvidence(t *testing.T) {
 				require.NoError(t, c.Close()) // unused: its checks never start
 			}()
 			in := *c.info.Load() // the snapshot, without the first use that Info makes
-			assert.Contains(t, in.Kernel, tc.kernel)
+			assert.Contains(t, in.Evidence.Kernel, tc.kernel)
 			if tc.trusted {
 				assert.Equal(t, "tsc", in.Source)
-				assert.Empty(t, in.Rejected)
-				assert.Empty(t, in.Pending)
+				assert.Empty(t, in.Evidence.Rejected)
+				assert.Empty(t, in.Evidence.Pending)
 				return
 			}
 			assert.Equal(t, "portable", in.Source, "trusted on CPUID alone")
-			assert.Contains(t, in.Rejected, "tsc: not trusted yet: "+tc.kernel)
-			assert.Equal(t, "the cross-CPU check", in.Pending)
+			assert.Contains(t, in.Evidence.Rejected, "tsc: not trusted yet: "+tc.kernel)
+			assert.Equal(t, "the cross-CPU check", in.Evidence.Pending)
 			c.mu.Lock()
 			assert.True(t, c.policy.trustPending, "the measured rate would be adopted before any check")
 			c.unlock()
@@ -299,9 +299,9 @@ func TestAnUncheckedTSCIsNeverAdopted(t *testing.T) {
 			case <-time.After(time.Second):
 			}
 			in := c.Info()
-			tries[in.Pending] = true
+			tries[in.Evidence.Pending] = true
 			if in.Source != "portable" {
-				require.True(t, strings.HasPrefix(in.CrossCPU, "no warp"), "on %s after %v, with CrossCPU %q", in.Source, time.Since(start), in.CrossCPU)
+				require.True(t, strings.HasPrefix(in.Evidence.CrossCPU, "no warp"), "on %s after %v, with CrossCPU %q", in.Source, time.Since(start), in.Evidence.CrossCPU)
 			}
 		}
 		t.Logf("pending was: %v", tries)
@@ -309,9 +309,9 @@ func TestAnUncheckedTSCIsNeverAdopted(t *testing.T) {
 		time.Sleep(time.Minute)
 		in := c.Info()
 		assert.Equal(t, "portable", in.Source)
-		assert.Contains(t, in.CrossCPU, "not run")
-		assert.Contains(t, in.Rejected, "no evidence")
-		assert.Empty(t, in.Pending)
+		assert.Contains(t, in.Evidence.CrossCPU, "not run")
+		assert.Contains(t, in.Evidence.Rejected, "no evidence")
+		assert.Empty(t, in.Evidence.Pending)
 	})
 }
 
@@ -364,8 +364,8 @@ func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
 	in := c.Info() // the first use: the background work starts
 	require.Equal(t, "page", in.Source, "%+v", in)
 	assert.Equal(t, rateNanoseconds.String(), in.RateOrigin)
-	assert.Equal(t, "test page, stable true", in.CounterCheck)
-	assert.Contains(t, in.Kernel, "kvm-clock")
+	assert.Equal(t, "test page, stable true", in.Evidence.CounterCheck)
+	assert.Contains(t, in.Evidence.Kernel, "kvm-clock")
 	before := c.nanos()
 	cleared.Store(true)
 	c.mu.Lock()
@@ -374,8 +374,8 @@ func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
 	c.kick()
 	require.Eventually(t, func() bool { return c.Info().Source == "portable" }, 5*time.Second, time.Millisecond)
 	in = c.Info()
-	assert.Contains(t, in.Rejected, "page: PVCLOCK_TSC_STABLE_BIT is clear")
-	assert.Equal(t, "test page, stable false", in.CounterCheck)
+	assert.Contains(t, in.Evidence.Rejected, "page: PVCLOCK_TSC_STABLE_BIT is clear")
+	assert.Equal(t, "test page, stable false", in.Evidence.CounterCheck)
 	assert.GreaterOrEqual(t, c.nanos(), before)
 	c.mu.Lock()
 	assert.Nil(t, c.track, "the page is no longer watched")

@@ -84,8 +84,8 @@ type clock struct {
 func openClock(name string) (clock, error) {
 	describeInfo := func(in schedclock.Info) string {
 		s := fmt.Sprintf("%s, %d Hz (%s), %d bits", in.Source, in.Rate, in.RateOrigin, in.Bits)
-		if in.Rejected != "" {
-			s += "; hardware counter not used: " + in.Rejected
+		if in.Evidence.Rejected != "" {
+			s += "; hardware counter not used: " + in.Evidence.Rejected
 		}
 		return s
 	}

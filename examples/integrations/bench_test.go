@@ -55,8 +55,8 @@ func TestMain(m *testing.M) {
 		}
 		in := schedclock.Default().Info()
 		fmt.Printf("schedclock-source: %s\n", in.Source)
-		if in.Rejected != "" {
-			fmt.Printf("schedclock-rejected: %s\n", in.Rejected)
+		if in.Evidence.Rejected != "" {
+			fmt.Printf("schedclock-rejected: %s\n", in.Evidence.Rejected)
 		}
 	}
 	os.Exit(m.Run())

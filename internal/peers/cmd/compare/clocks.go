@@ -88,8 +88,8 @@ func hrtimeTSC() (func() int64, error) {
 func defaultClockNote() string {
 	in := schedclock.Default().Info()
 	s := "schedclock's default clock runs on " + in.Source + " (rate from " + in.RateOrigin + ")"
-	if in.Rejected != "" {
-		s += "; hardware counter not used: " + in.Rejected
+	if in.Evidence.Rejected != "" {
+		s += "; hardware counter not used: " + in.Evidence.Rejected
 	}
 	return s
 }
