@@ -18,14 +18,15 @@ CROSS_VET ?=
 
 # The checks that catch most regressions: formatting and vet, the suite
 # under the race detector and as pure Go, the hardware ordering tests,
-# the arm64 build under qemu, the cross-builds and the fast mutants.
-test: lint race ordering purego test-arm64 cross-quick mutants-fast
+# the arm64 build under qemu, the cross-builds, the example modules (zap,
+# slog and k8s.io/utils on the adapters, the README's Quick start) and
+# the fast mutants.
+test: lint race ordering purego test-arm64 cross-quick integrations mutants-fast
 
 # The full matrix: make test, then every other architecture's suite under
-# its qemu-user, every fuzz target briefly, the example modules (the
-# README's Quick start among them), the peers' module, and the mutants
-# make test leaves out.
-test-full: test cross test-riscv64 test-ppc64le test-s390x test-loong64 fuzz-short integrations kernel-trace peers-test mutants-slow
+# its qemu-user, every fuzz target briefly, the peers' module, and the
+# mutants make test leaves out.
+test-full: test cross test-riscv64 test-ppc64le test-s390x test-loong64 fuzz-short kernel-trace peers-test mutants-slow
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -176,8 +177,9 @@ peers:
 peers-test:
 	cd internal/peers && $(GO) vet ./... && $(GO) test -count=1 ./...
 
-# The logger, Prometheus and rate-limiter examples and the README's Quick
-# start, built against the real libraries: a module of its own,
+# The logger (zap, zerolog, slog), Prometheus, rate-limiter and
+# Kubernetes (k8s.io/utils/clock) examples on schedclock/adapt and the
+# README's Quick start, built against the real libraries: a module of its own,
 # examples/integrations, so that this module's go.mod keeps only x/sys and
 # testify. Its go.sum is committed: a fresh clone needs no -mod=mod.
 integrations:

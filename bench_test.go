@@ -26,13 +26,13 @@ var (
 // GOMAXPROCS, since readers write no shared memory
 // (TestReadersWriteNothing).
 
-func bench(b *testing.B, serial func(b *testing.B), read func() int64) {
+func bench[T ~int64](b *testing.B, serial func(b *testing.B), read func() T) {
 	b.Run("serial", serial)
 	b.Run("parallel", func(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			var s int64
 			for pb.Next() {
-				s += read()
+				s += int64(read())
 			}
 			parallelSink.Add(s)
 		})
@@ -47,22 +47,22 @@ func bench(b *testing.B, serial func(b *testing.B), read func() int64) {
 func BenchmarkNow(b *testing.B) {
 	b.Logf("default clock on %s", schedclock.Default().Info().Source)
 	bench(b, func(b *testing.B) {
-		var s int64
+		var s schedclock.Instant
 		for b.Loop() {
 			s += schedclock.Now()
 		}
-		sink += s
+		sink += int64(s)
 	}, schedclock.Now)
 }
 
 func BenchmarkCoarse(b *testing.B) {
 	schedclock.Coarse()
 	bench(b, func(b *testing.B) {
-		var s int64
+		var s schedclock.Instant
 		for b.Loop() {
 			s += schedclock.Coarse()
 		}
-		sink += s
+		sink += int64(s)
 	}, schedclock.Coarse)
 }
 
@@ -138,11 +138,11 @@ func BenchmarkPortable(b *testing.B) {
 // benchClock benchmarks c.Now.
 func benchClock(b *testing.B, c *schedclock.Clock) {
 	bench(b, func(b *testing.B) {
-		var s int64
+		var s schedclock.Instant
 		for b.Loop() {
 			s += c.Now()
 		}
-		sink += s
+		sink += int64(s)
 	}, c.Now)
 }
 
@@ -193,11 +193,11 @@ func BenchmarkNowUnderUpdates(b *testing.B) {
 			} else {
 				close(done)
 			}
-			var s int64
+			var s schedclock.Instant
 			for b.Loop() {
 				s += c.Now()
 			}
-			sink += s
+			sink += int64(s)
 			close(stop)
 			<-done
 		})

@@ -103,7 +103,7 @@ var calibrationSchedule = []time.Duration{
 // rating is a rate and what is known of it.
 type rating struct {
 	hz     float64
-	origin RateOrigin
+	origin rateOrigin
 	errPPM float64 // the estimate's error, the conversion's rounding included
 }
 
@@ -401,7 +401,7 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 		return
 	}
 	// The conversion's own rounding is part of the error.
-	next := rating{hz: hz, origin: RateRefined, errPPM: errPPM + math.Abs(conv.errorPPM(hz))}
+	next := rating{hz: hz, origin: rateRefined, errPPM: errPPM + math.Abs(conv.errorPPM(hz))}
 	src := tr.src
 	src.Rate = uint64(math.Round(hz))
 	if !tr.adopted {
@@ -415,7 +415,7 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 			return
 		}
 		if tr.src.Rate == 0 {
-			next.origin = RateMeasured
+			next.origin = rateMeasured
 		}
 		tr.adopted = true
 		if err := c.switchLocked(src, conv, next); err != nil {
@@ -428,11 +428,11 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 		tr.watchDue = now
 		return
 	}
-	if c.rate.origin == RateNanoseconds {
+	if c.rate.origin == rateNanoseconds {
 		return // exact by construction: a measurement can only add its own error (the watch still compares)
 	}
 	current := c.rate.errPPM
-	if c.rate.origin == RateDeclared {
+	if c.rate.origin == rateDeclared {
 		current = math.Inf(1) // a caller's word, which the reference is here to check
 	}
 	if !sliding && next.errPPM >= current {
@@ -530,7 +530,7 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM && tr.keepsRate(src.Read, p2, hz, errPPM) {
 		if cv, cerr := conversionFor(src.Name, hz, src.Bits); cerr == nil {
 			conv, rerated = cv, true
-			rate = rating{hz: hz, origin: RateRefined, errPPM: errPPM + math.Abs(cv.errorPPM(hz))}
+			rate = rating{hz: hz, origin: rateRefined, errPPM: errPPM + math.Abs(cv.errorPPM(hz))}
 			src.Rate = uint64(math.Round(hz))
 		}
 	}

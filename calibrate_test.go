@@ -80,7 +80,7 @@ type recorder struct {
 	wg        sync.WaitGroup
 	mu        sync.Mutex
 	backSteps int
-	deepest   int64
+	deepest   schedclock.Instant
 }
 
 func (r *recorder) run(c *schedclock.Clock) {
@@ -133,9 +133,9 @@ func keepsPace(t *testing.T, c *schedclock.Clock, ref func() int64, from time.Du
 func offset(c *schedclock.Clock, ref func() int64) time.Duration {
 	best, off := int64(math.MaxInt64), int64(0)
 	for i := 0; i < 20; i++ {
-		a := c.Now()
+		a := int64(c.Now())
 		r := ref()
-		b := c.Now()
+		b := int64(c.Now())
 		if b-a < best {
 			best, off = b-a, a+(b-a)/2-r
 		}
@@ -238,7 +238,7 @@ func TestWatchAcceptsCounterAndReferenceMovingTogether(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		f.Add(10e9)
 		refNs.Add(10e9)
-		assert.Equal(t, int64(i+1)*10e9, c.Now())
+		assert.Equal(t, schedclock.Instant(i+1)*10e9, c.Now())
 		time.Sleep(150 * time.Millisecond) // a watch period or more
 	}
 	assert.Zero(t, c.Info().Reanchors, c.Info().LastReanchor)
@@ -269,7 +269,7 @@ func TestReferenceRefinesTheRate(t *testing.T) {
 	defer c.Close()
 	require.Eventually(t, func() bool {
 		in := c.Info()
-		return in.RateOrigin == schedclock.RateRefined && in.RateErrorPPM < 2
+		return in.RateOrigin == "refined" && in.RateErrorPPM < 2
 	}, 5*time.Second, time.Millisecond)
 	in := c.Info()
 	assert.InDelta(t, 1e9*(1+20e-6), float64(in.Rate), 1e9*(in.RateErrorPPM+1)*1e-6, "%+v", in)
@@ -309,7 +309,7 @@ func TestReferenceFollowsARegister(t *testing.T) {
 	require.NoError(t, c.Register(w2.source(3e9)))
 	require.Eventually(t, func() bool {
 		in := c.Info()
-		return in.Source == "wild" && in.RateOrigin == schedclock.RateRefined && in.RateErrorPPM < 2
+		return in.Source == "wild" && in.RateOrigin == "refined" && in.RateErrorPPM < 2
 	}, 5*time.Second, time.Millisecond)
 	assert.InDelta(t, 3e9*(1-10e-6), float64(c.Info().Rate), 3e9*3e-6)
 	w2.change(-5e9, 3e9)

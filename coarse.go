@@ -65,7 +65,7 @@ var kernelTicks = lazy[*pvclock.TimeData]{make: func() *pvclock.TimeData {
 // kernelTickMax is the longest kernel tick (CONFIG_HZ=100).
 const kernelTickMax = 10 * time.Millisecond
 
-// Coarse returns the clock's time in nanoseconds at its coarse resolution
+// Coarse returns the clock's time, an Instant, at its coarse resolution
 // (1 ms unless WithCoarseResolution says otherwise), with one call and
 // three loads: for rate limiters, caches and timeouts, which need
 // time often and precisely only to the millisecond.
@@ -82,8 +82,8 @@ const kernelTickMax = 10 * time.Millisecond
 // which the ticker cannot interrupt, still sees Coarse within a kernel
 // tick. The package doc, "Coarse time", has the figures and the commands
 // that measure them.
-// The goroutine runs only while Coarse is being read: after
-// coarseIdleTicks (3) ticks without a read it stops, and the next Coarse
+// The goroutine runs only while Coarse is being read: after 3 ticks
+// without a read it stops, and the next Coarse
 // reads Now itself (so its value is current) and has the clock's
 // goroutine start it again.
 //
@@ -91,7 +91,7 @@ const kernelTickMax = 10 * time.Millisecond
 // returns at least as much. It never goes backwards, across Suspend,
 // Register, re-anchoring and the goroutine's stops included, since it
 // only ever holds readings of Now taken after the last one was cleared.
-// On a clock on a Manual counter or a Bubble Source, Coarse is Now, with
+// On a clock on a schedclocktest.Manual counter or a Bubble Source, Coarse is Now, with
 // no goroutine: exact at once after Advance and Set, and in a
 // testing/synctest bubble equal to Now whenever the bubble's time has
 // moved (at Now's cost). After Close, Coarse stands still.
@@ -101,14 +101,14 @@ const kernelTickMax = 10 * time.Millisecond
 // inliner's budget anyway).
 //
 //go:noinline
-func (c *Clock) Coarse() int64 {
+func (c *Clock) Coarse() Instant {
 	if c == nil {
 		return 0
 	}
 	if v := c.coarse.current(); v != 0 {
-		return v - 1
+		return Instant(v - 1)
 	}
-	return c.coarseSlow()
+	return Instant(c.coarseSlow())
 }
 
 // coarseIdleTicks is how many ticks without a Coarse stop the goroutine:
@@ -125,13 +125,13 @@ func (c *Clock) coarseSlow() int64 {
 		return 0 // a zero Clock
 	}
 	if c.coarseExact.Load() {
-		return c.Now()
+		return c.nanos()
 	}
 	c.wakeFirstUse()
 	if !c.policy.started() {
 		// No goroutine will clear a stored value (a first use inside a
 		// testing/synctest bubble starts none): read Now each time.
-		return c.Now()
+		return c.nanos()
 	}
 	for {
 		if v := c.coarse.current(); v != 0 {
@@ -139,7 +139,7 @@ func (c *Clock) coarseSlow() int64 {
 		}
 		stamp := c.coarse.tick.Load().Stamp()
 		old := atomic.LoadInt64(&c.coarse.value)
-		now := min(c.Now(), math.MaxInt64-1)
+		now := min(c.nanos(), math.MaxInt64-1)
 		if !atomic.CompareAndSwapInt64(&c.coarse.value, old, now+1) {
 			continue // another goroutine stored one, or a tick cleared it, in between
 		}
@@ -220,7 +220,7 @@ func tickCoarse(w clockRef, st *clockState, every time.Duration) {
 	ticker := newWakeTimer(every) // re-armed at each tick (see wakeTimer)
 	defer ticker.Stop()
 	if c := clockOf(w); c != nil {
-		if v := atomic.LoadInt64(&c.coarse.value); v != 0 && c.Now()-(v-1) >= int64(every) {
+		if v := atomic.LoadInt64(&c.coarse.value); v != 0 && c.nanos()-(v-1) >= int64(every) {
 			atomic.CompareAndSwapInt64(&c.coarse.value, v, 0)
 		}
 	}
@@ -251,25 +251,29 @@ func tickCoarse(w clockRef, st *clockState, every time.Duration) {
 	}
 }
 
-// Coarse returns the default clock's coarse time: Default().Coarse(),
-// spelled out so that it is one call.
-//
-// Coarse, and Clock.Coarse, are never inlined: a call to them is where a
-// goroutine that spins on Coarse can be preempted. The Go scheduler
-// preempts a goroutine that ran 10 ms by a signal, which takes effect
-// only where it lands in Go code, or at the next function prologue. A
-// loop of an inlined Coarse and a Now (assembly on amd64, where no signal
-// preempts) spent nearly all its time in the assembly: at GOMAXPROCS=1 it
-// ran hundreds of milliseconds between preemptions, and Coarse's ticker,
-// which needs the P, waited all that time (a probe ticker beside it ran
-// 5-11 times in 3 s, 92-125 times beside a plain Go loop). The call costs
-// about a nanosecond; the function is a leaf but for its slow path's
-// call, so it keeps its stack check, the prologue that preempts.
+// Coarse returns the default clock's coarse time (Default().Coarse()):
+// an Instant about a millisecond old at most, read with one call and
+// three loads, for deadlines, caches and rate limits that read the time
+// often and need it only to the millisecond. It never runs ahead of Now
+// and never goes backwards; the package doc, "Coarse time", says how old
+// it can be and why.
 //
 //go:noinline
-func Coarse() int64 {
+func Coarse() Instant {
+	// Coarse, and Clock.Coarse, are never inlined: a call to them is where
+	// a goroutine that spins on Coarse can be preempted. The Go scheduler
+	// preempts a goroutine that ran 10 ms by a signal, which takes effect
+	// only where it lands in Go code, or at the next function prologue. A
+	// loop of an inlined Coarse and a Now (assembly on amd64, where no
+	// signal preempts) spent nearly all its time in the assembly: at
+	// GOMAXPROCS=1 it ran hundreds of milliseconds between preemptions,
+	// and Coarse's ticker, which needs the P, waited all that time (a
+	// probe ticker beside it ran 5-11 times in 3 s, 92-125 times beside a
+	// plain Go loop). The call costs about a nanosecond; the function is a
+	// leaf but for its slow path's call, so it keeps its stack check, the
+	// prologue that preempts.
 	if v := defaultClock.coarse.current(); v != 0 {
-		return v - 1
+		return Instant(v - 1)
 	}
-	return defaultClock.coarseSlow()
+	return Instant(defaultClock.coarseSlow())
 }

@@ -19,14 +19,14 @@ import (
 // not of how busy this machine is: the value must have been refreshed one
 // resolution after the first Coarse.
 func TestCoarseTickerStartsAtOnce(t *testing.T) {
-	noCounter := func() (Source, RateOrigin, float64, error) { return Source{}, 0, 0, errors.New("none here") }
+	noCounter := func() (Source, rateOrigin, float64, error) { return Source{}, 0, 0, errors.New("none here") }
 	for _, firstUse := range []string{"Coarse", "Now"} {
 		t.Run("first use "+firstUse, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := newDefaultClock([]*counter{{arch: runtime.GOARCH, probe: noCounter}})
 				defer func() { require.NoError(t, c.Close()) }()
 				if firstUse == "Now" {
-					c.Now()
+					c.nanos()
 					time.Sleep(firstUseGrace / 5)
 				}
 				stored := c.Coarse()

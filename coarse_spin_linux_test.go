@@ -143,13 +143,13 @@ func coarseSpinChild(t *testing.T, procs int) {
 			ahead++
 		}
 		if firstMove == 0 && co != first {
-			firstMove = now - begin
+			firstMove = int64(now - begin)
 		}
 		stale := time.Duration(now - co)
 		raw.add(stale)
 		beyond.add(stale - time.Duration(now-last)) // less the turn's own length
 		last = now
-		if now-begin >= int64(coarseSpinFor) {
+		if now.Sub(begin) >= coarseSpinFor {
 			break
 		}
 	}
@@ -161,13 +161,13 @@ func coarseSpinChild(t *testing.T, procs int) {
 	// a call whatever the inliner would do).
 	probeTicks.Store(0)
 	leanBegin := schedclock.Now()
-	var sum int64
-	for schedclock.Now()-leanBegin < int64(coarseRefFor) {
+	var sum schedclock.Instant
+	for schedclock.Since(leanBegin) < coarseRefFor {
 		sum += schedclock.Coarse()
 	}
 	leanTicks := probeTicks.Swap(0)
 	d := schedclock.Default()
-	for leanBegin = d.Now(); d.Now()-leanBegin < int64(coarseRefFor); {
+	for leanBegin = d.Now(); d.Since(leanBegin) < coarseRefFor; {
 		sum += d.Coarse()
 	}
 	methodTicks := probeTicks.Load()

@@ -14,11 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/schedclocktest"
 )
 
 func TestCoarseStartsCurrentAndFollowsNow(t *testing.T) {
 	// On a manual counter Coarse is exact: Now, at once after Advance.
-	mc, m := schedclock.NewManualClock(t)
+	mc, m := schedclocktest.NewManualClock(t)
 	for _, d := range []time.Duration{5 * time.Millisecond, 7 * time.Millisecond, time.Hour, 1} {
 		m.Advance(d)
 		require.Equal(t, mc.Now(), mc.Coarse(), "after Advance(%v)", d)
@@ -33,16 +34,16 @@ func TestCoarseStartsCurrentAndFollowsNow(t *testing.T) {
 	defer c.Close()
 	counter.Store(5e6)
 	// The first call is current, not 0 (quanta #94).
-	assert.Equal(t, int64(5*time.Millisecond), c.Coarse())
+	assert.Equal(t, schedclock.Instant(5*time.Millisecond), c.Coarse())
 	counter.Store(12e6)
 	assert.LessOrEqual(t, c.Coarse(), c.Now(), "never ahead of Now")
 	// The ticker brings it up to date within its resolution (1 ms), or
 	// as late as the scheduler runs it.
-	require.Eventually(t, func() bool { return c.Coarse() == int64(12*time.Millisecond) }, 5*time.Second, 100*time.Microsecond)
+	require.Eventually(t, func() bool { return c.Coarse() == schedclock.Instant(12*time.Millisecond) }, 5*time.Second, 100*time.Microsecond)
 	require.NoError(t, c.Close())
 	counter.Store(1012e6)
 	time.Sleep(5 * time.Millisecond)
-	assert.Equal(t, int64(12*time.Millisecond), c.Coarse(), "after Close, Coarse stands still")
+	assert.Equal(t, schedclock.Instant(12*time.Millisecond), c.Coarse(), "after Close, Coarse stands still")
 }
 
 // Coarse never runs ahead of Now and never goes backwards, while a writer
@@ -130,7 +131,7 @@ func TestSinceSaturates(t *testing.T) {
 	start := schedclock.Now()
 	time.Sleep(time.Millisecond)
 	assert.GreaterOrEqual(t, schedclock.Since(start), time.Millisecond)
-	assert.Equal(t, time.Duration(0), schedclock.Since(schedclock.Now()+int64(time.Hour)))
+	assert.Equal(t, time.Duration(0), schedclock.Since(schedclock.Now().Add(time.Hour)))
 }
 
 // WallNow against the real wall clock: within 100µs, plus what the
@@ -203,8 +204,8 @@ func TestCoarseStaleness(t *testing.T) {
 	// millisecond or more on an idle P, the netpoller's resolution).
 	for i := 0; i < 20000; i++ {
 		co := c.Coarse()
-		st = append(st, c.Now()-co)
-		for next := c.Now() + int64(50*time.Microsecond); c.Now() < next; {
+		st = append(st, int64(c.Now()-co))
+		for next := c.Now().Add(50 * time.Microsecond); c.Now() < next; {
 		}
 	}
 	close(stop)
@@ -257,7 +258,7 @@ func TestCoarseIsExactAtOnceAfterASwitchToAManualCounter(t *testing.T) {
 		defer c.Close()
 		time.Sleep(time.Millisecond / 2)
 		stored := c.Coarse()
-		m, err := schedclock.NewManual(1e9, 64)
+		m, err := schedclocktest.NewManual(1e9, 64)
 		require.NoError(t, err)
 		require.NoError(t, c.Register(m.Source()))
 		m.Advance(time.Microsecond)

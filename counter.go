@@ -18,17 +18,17 @@ type counter struct {
 	// arch is the GOARCH the counter exists on; the walk skips the others.
 	arch string
 	// probe returns the counter as a Source without blocking (it runs
-	// during package initialisation): Rate 0 with RateMeasured when the
+	// during package initialisation): Rate 0 with rateMeasured when the
 	// rate must be measured, which the default clock does in the
 	// background against CLOCK_MONOTONIC_RAW; or an error wrapping
-	// ErrUnsupported or ErrUntrusted that says why the counter cannot
+	// ErrUnsupported or errUntrusted that says why the counter cannot
 	// be used.
-	probe func() (src Source, origin RateOrigin, errPPM float64, err error)
+	probe func() (src Source, origin rateOrigin, errPPM float64, err error)
 	// verdict reads the kernel's word on the counter (is its clocksource
 	// this counter?), at start and every verdictPeriod for life: the
 	// kernel's clocksource watchdog can demote a counter hours after
 	// boot. nil where the kernel keeps no watchdog on the counter;
-	// noVerdict then says why, for Info.Kernel. A counter the kernel
+	// noVerdict then says why, for Info.Evidence.Kernel. A counter the kernel
 	// runs on is adopted at once, the cross-CPU check a second opinion;
 	// one whose verdict cannot be read (no sysfs) only once the
 	// cross-CPU check ran and found no warp.
@@ -42,11 +42,11 @@ type counter struct {
 	// package initialisation) and returns the Source to use (a read
 	// function with a workaround) and the counter's own check, run in the
 	// background before the counter's rate is adopted: what it found, for
-	// Info.CounterCheck, and an error if the counter must not be used.
+	// Info.Evidence.CounterCheck, and an error if the counter must not be used.
 	prepare func(Source) (Source, func() (found string, err error))
 	// describe, if not nil, says what the counter's own evidence shows
 	// (the paravirtual page: where, its version and flags), for
-	// Info.CounterCheck: read at start and with every verdict.
+	// Info.Evidence.CounterCheck: read at start and with every verdict.
 	describe func() string
 	// status, if not nil, says what the counter's Source reads when
 	// that is not the counter (a paravirtual clock's Source on its
@@ -68,7 +68,7 @@ type counter struct {
 type choice struct {
 	desc   *counter
 	src    Source
-	origin RateOrigin
+	origin rateOrigin
 	errPPM float64
 	err    error // nil when desc is set
 }
@@ -112,7 +112,7 @@ func joinRefusals(refusals []error) error {
 
 // probeHardware returns this machine's preferred hardware counter without
 // blocking (see chooseCounter).
-func probeHardware() (src Source, origin RateOrigin, errPPM float64, err error) {
+func probeHardware() (src Source, origin rateOrigin, errPPM float64, err error) {
 	ch := chooseCounter(counters)
 	return ch.src, ch.origin, ch.errPPM, ch.err
 }

@@ -24,15 +24,15 @@ import (
 func TestChooseCounterWalksTheTableInOrder(t *testing.T) {
 	probed := []string{}
 	entry := func(name, arch string, err error) *counter {
-		return &counter{arch: arch, probe: func() (Source, RateOrigin, float64, error) {
+		return &counter{arch: arch, probe: func() (Source, rateOrigin, float64, error) {
 			probed = append(probed, name)
 			if err != nil {
 				return Source{}, 0, 0, err
 			}
-			return Source{Name: name}, RateCPUID, 0.5, nil
+			return Source{Name: name}, rateCPUID, 0.5, nil
 		}}
 	}
-	untrusted := fmt.Errorf("%w: first", ErrUntrusted)
+	untrusted := fmt.Errorf("%w: first", errUntrusted)
 	unsupported := fmt.Errorf("%w: second", ErrUnsupported)
 	other := entry("elsewhere", "not-"+runtime.GOARCH, nil)
 	first, second, third := entry("first", runtime.GOARCH, untrusted), entry("second", runtime.GOARCH, nil), entry("third", runtime.GOARCH, nil)
@@ -40,14 +40,14 @@ func TestChooseCounterWalksTheTableInOrder(t *testing.T) {
 	ch := chooseCounter([]*counter{other, first, second, third})
 	assert.Same(t, second, ch.desc)
 	assert.Equal(t, "second", ch.src.Name)
-	assert.Equal(t, RateCPUID, ch.origin)
+	assert.Equal(t, rateCPUID, ch.origin)
 	assert.NoError(t, ch.err)
 	assert.Equal(t, []string{"first", "second"}, probed, "a counter of another arch was probed, or the walk went on")
 
 	probed = nil
 	ch = chooseCounter([]*counter{first, other, entry("second", runtime.GOARCH, unsupported)})
 	assert.Nil(t, ch.desc)
-	assert.ErrorIs(t, ch.err, ErrUntrusted)
+	assert.ErrorIs(t, ch.err, errUntrusted)
 	assert.ErrorIs(t, ch.err, ErrUnsupported)
 	assert.EqualError(t, ch.err, untrusted.Error()+"; "+unsupported.Error())
 
@@ -56,7 +56,7 @@ func TestChooseCounterWalksTheTableInOrder(t *testing.T) {
 	assert.Contains(t, ch.err.Error(), runtime.GOARCH)
 }
 
-// assertReasoned checks that err wraps ErrUnsupported or ErrUntrusted and
+// assertReasoned checks that err wraps ErrUnsupported or errUntrusted and
 // says more than the sentinel does.
 func assertReasoned(t *testing.T, err error) {
 	t.Helper()
@@ -65,10 +65,10 @@ func assertReasoned(t *testing.T, err error) {
 	switch {
 	case errors.Is(err, ErrUnsupported):
 		sentinel = ErrUnsupported
-	case errors.Is(err, ErrUntrusted):
-		sentinel = ErrUntrusted
+	case errors.Is(err, errUntrusted):
+		sentinel = errUntrusted
 	default:
-		t.Fatalf("error %q wraps neither ErrUnsupported nor ErrUntrusted", err)
+		t.Fatalf("error %q wraps neither ErrUnsupported nor errUntrusted", err)
 	}
 	// The reason follows the sentinel and the counter's name:
 	// `schedclock: counter not trusted "tsc": reason`.
@@ -129,7 +129,7 @@ func TestProbeHardware(t *testing.T) {
 	assert.Contains(t, names, src.Name)
 	assert.GreaterOrEqual(t, src.Bits, 56)
 	assertCounts(t, src)
-	if origin == RateMeasured {
+	if origin == rateMeasured {
 		assert.Zero(t, src.Rate, "probeHardware must not measure")
 		return
 	}
@@ -230,7 +230,7 @@ func BenchmarkHardware(b *testing.B) {
 	b.Run("Now="+hw.Name, func(b *testing.B) {
 		var s int64
 		for b.Loop() {
-			s += c.Now()
+			s += c.nanos()
 		}
 		hwSink += uint64(s)
 	})
@@ -238,7 +238,7 @@ func BenchmarkHardware(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			var s int64
 			for pb.Next() {
-				s += c.Now()
+				s += c.nanos()
 			}
 			hwSinkAdd(uint64(s))
 		})
@@ -290,7 +290,7 @@ func BenchmarkTailLatency(b *testing.B) {
 					seq := c.latch.seq.Load()
 					before := s.raw()
 					if which == "Now" {
-						c.Now()
+						c.nanos()
 					} else {
 						s.raw()
 					}

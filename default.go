@@ -23,7 +23,7 @@ import (
 //     the clock stays on the portable source and switches to the counter
 //     after a 20 ms measurement against CLOCK_MONOTONIC_RAW.
 //   - Where no hardware counter can be used, the clock stays on the
-//     portable source and Info().Rejected says why.
+//     portable source and Info().Evidence.Rejected says why.
 //
 // CLOCK_MONOTONIC_RAW is the default clock's reference (see calibrate.go):
 // the hardware counter's rate is refined against it for life, and the
@@ -84,7 +84,7 @@ func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, in *Info, table 
 	src := Portable()
 	conv := portableConversion
 	*st = clockState{
-		src: src, conv: conv, rate: rating{hz: 1e9, origin: RateDeclared}, declared: src.Rate,
+		src: src, conv: conv, rate: rating{hz: 1e9, origin: rateDeclared}, declared: src.Rate,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		step: noStep, coarseEvery: defaultCoarseResolution,
 		policy: p,
@@ -116,7 +116,7 @@ func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, in *Info, table 
 // arithmetic (TestPortableConversion keeps it equal).
 var portableConversion = conversion{mult: 1 << 31, shift: 31, mask: 1<<63 - 1}
 
-// choicePending is Info.Pending until the default clock has chosen its
+// choicePending is Info.Evidence.Pending until the default clock has chosen its
 // hardware counter.
 const choicePending = "the choice of a hardware counter: it runs in the background from the clock's first use"
 
@@ -243,19 +243,21 @@ func (c *Clock) chooseHardware() {
 	p.checks = true
 }
 
-// Now returns the default clock's time: nanoseconds since the package
-// was initialised (Default().Now()). It never waits, never allocates and
-// never returns less than a call that happened before it, on any
-// goroutine. Subtract two readings, or pass one to Since, to measure
-// time; a reading is not a wall-clock time (WallNow and Clock.Time are).
-func Now() int64 { return defaultClock.Now() }
+// Now returns the default clock's time, an Instant: nanoseconds since the
+// package was initialised (Default().Now()). It never waits, never
+// allocates and never returns less than a call that happened before it,
+// on any goroutine. Pass a reading to Since, or subtract two with Sub, to
+// measure time; a reading is not a wall-clock time (WallNow and
+// Clock.WallTime are).
+func Now() Instant { return defaultClock.Now() }
 
-// Since returns the time elapsed on the default clock since start, a value
-// Now returned: Default().Since(start), never negative.
-func Since(start int64) time.Duration { return defaultClock.Since(start) }
+// Since returns the time elapsed on the default clock since start, an
+// Instant that Now or Coarse returned: Default().Since(start), never
+// negative, as time.Since measures from a time.Now.
+func Since(start Instant) time.Duration { return defaultClock.Since(start) }
 
 // Default returns the package's default clock, the one Now, Since,
 // Coarse and WallNow read. It is shared by every package of the process:
-// its Close is refused (ErrDefaultClock); Register, Suspend and Resume
+// its Close is refused with an error; Register, Suspend and Resume
 // are for the program's main package alone (see Suspend).
 func Default() *Clock { return defaultClock }

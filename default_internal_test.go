@@ -34,7 +34,7 @@ func hardwareExpected(t *testing.T) (Source, bool) {
 }
 
 func errorsIsAny(err error) bool {
-	return errors.Is(err, ErrUnsupported) || errors.Is(err, ErrUntrusted)
+	return errors.Is(err, ErrUnsupported) || errors.Is(err, errUntrusted)
 }
 
 // waitInfo polls the default clock's Info until cond holds or d passes.
@@ -53,25 +53,25 @@ func TestDefaultClockAdoptsAndRefinesTheHardwareCounter(t *testing.T) {
 	hw, ok := hardwareExpected(t)
 	if !ok {
 		Default().policy.startSetUp() // the choice is made in the background from the first use on
-		in := waitInfo(5*time.Second, func(in Info) bool { return in.Rejected != "" })
+		in := waitInfo(5*time.Second, func(in Info) bool { return in.Evidence.Rejected != "" })
 		assert.Equal(t, "portable", in.Source)
-		assert.NotEmpty(t, in.Rejected, "a rejected counter must say why")
+		assert.NotEmpty(t, in.Evidence.Rejected, "a rejected counter must say why")
 		return
 	}
 	in := waitInfo(time.Second, func(in Info) bool { return in.Source == hw.Name })
 	require.Equal(t, hw.Name, in.Source, "default clock never adopted %s: %+v", hw.Name, in)
-	assert.Empty(t, in.Rejected)
-	if in.RateOrigin == RateNanoseconds {
+	assert.Empty(t, in.Evidence.Rejected)
+	if in.RateOrigin == rateNanoseconds.String() {
 		// A paravirtual clock counts nanoseconds by construction: watched
 		// against the reference, never refined away from 1 GHz.
-		in = waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin != RateNanoseconds })
-		assert.Equal(t, RateNanoseconds, in.RateOrigin, "an exact rate was refined: %+v", in)
+		in = waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin != rateNanoseconds.String() })
+		assert.Equal(t, rateNanoseconds.String(), in.RateOrigin, "an exact rate was refined: %+v", in)
 		assert.Equal(t, uint64(1e9), in.Rate)
 		assert.Zero(t, in.RateErrorPPM)
 		assert.Zero(t, in.Reanchors, in.LastReanchor)
 		return
 	}
-	assert.Contains(t, []RateOrigin{RateCPUID, RateHypervisor, RateMeasured, RateCNTFRQ, RateRefined}, in.RateOrigin)
+	assert.Contains(t, []string{rateCPUID.String(), rateHypervisor.String(), rateMeasured.String(), rateCNTFRQ.String(), rateRefined.String()}, in.RateOrigin)
 	assert.LessOrEqual(t, in.RateErrorPPM, 50.0, "first hardware rate")
 
 	// Within two seconds of the first use the refinement is at 1 ppm or
@@ -85,15 +85,15 @@ func TestDefaultClockAdoptsAndRefinesTheHardwareCounter(t *testing.T) {
 	need := max(2*time.Second, time.Duration(8e6*stepNs))
 	t.Logf("counter step %.0f ns: 1 ppm expected within %v of the first use", stepNs, need)
 	in = waitInfo(need-time.Duration(runtimeNano()-Default().policy.usedAt.Load()), func(in Info) bool {
-		return in.RateOrigin == RateRefined && in.RateErrorPPM <= 1
+		return in.RateOrigin == rateRefined.String() && in.RateErrorPPM <= 1
 	})
-	assert.Equal(t, RateRefined, in.RateOrigin)
+	assert.Equal(t, rateRefined.String(), in.RateOrigin)
 	assert.LessOrEqual(t, in.RateErrorPPM, 1.0, "%+v", in)
 
-	// Where the TSC's rate had to be measured, TSC() now takes the
+	// Where the TSC's rate had to be measured, tscSource() now takes the
 	// default clock's refined rate instead of measuring again.
 	if hw.Name == "tsc" && hw.Rate == 0 {
-		src, err := TSC()
+		src, err := tscSource()
 		require.NoError(t, err)
 		assert.Equal(t, Default().Info().Rate, src.Rate)
 	}
@@ -105,13 +105,13 @@ func TestDefaultClockTracksTheRawClock(t *testing.T) {
 	if _, ok := hardwareExpected(t); !ok {
 		return
 	}
-	waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin == RateRefined && in.RateErrorPPM <= 1 })
+	waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin == rateRefined.String() && in.RateErrorPPM <= 1 })
 	pair := func() (clock, raw, best int64) {
 		best = int64(math.MaxInt64)
 		for i := 0; i < 50; i++ {
-			a := Now()
+			a := int64(Now())
 			r := rawNow()
-			b := Now()
+			b := int64(Now())
 			if b-a < best {
 				best, clock, raw = b-a, a+(b-a)/2, r
 			}
@@ -135,10 +135,10 @@ func TestDefaultClockTracksTheRawClock(t *testing.T) {
 func observableStep() int64 {
 	var step int64
 	for i := 0; i < 20; i++ {
-		a := Now()
-		b := Now()
+		a := int64(Now())
+		b := int64(Now())
 		for b == a {
-			b = Now()
+			b = int64(Now())
 		}
 		step = max(step, b-a)
 	}
@@ -162,15 +162,15 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 		fake := func() int64 { return int64(time.Since(start)) }
 		hw := Source{Name: "hw", Bits: 64, Rate: 2_100_000_000, Read: func() uint64 { return uint64(float64(fake()) * 2.1) }}
 		tr := &tracker{ref: fake, witness: fake, src: hw, adopted: true, endsOnRegister: true}
-		c, err := newClock(hw, rating{hz: 2.1e9, origin: RateCPUID, errPPM: 1}, tr)
+		c, err := newClock(hw, rating{hz: 2.1e9, origin: rateCPUID, errPPM: 1}, tr)
 		require.NoError(t, err)
 		polls := 0
 		c.policy = &trustPolicy{verdict: func() string { polls++; return "" }}
 		c.start()
 		defer c.Close()
-		c.Now()
+		c.nanos()
 		c.Coarse()
-		c.Time(c.Now())
+		c.WallTime(c.Now())
 		time.Sleep(time.Second)
 		c.mu.Lock()
 		before, pollsBefore := c.wakes, polls
@@ -187,7 +187,7 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 		assert.LessOrEqual(t, wakes, 8, "wake-ups in 10 s idle")
 		assert.Equal(t, maxWatchPeriod, tr.watchEvery)
 		assert.GreaterOrEqual(t, polled, 1, "the kernel's verdict is still polled (every %v, on the watch's ticks)", verdictPeriod)
-		assert.Equal(t, RateRefined, in.RateOrigin, "refinements still run")
+		assert.Equal(t, rateRefined.String(), in.RateOrigin, "refinements still run")
 		assert.Zero(t, in.Reanchors, in.LastReanchor)
 		// Coarse's ticker and the wall map's refreshing stopped once
 		// nothing read them.

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/schedclocktest"
 )
 
 // The default clock (default.go) from outside, each test in a process of
@@ -83,7 +84,7 @@ func realtime(t *testing.T) time.Time {
 }
 
 func synctestChild(t *testing.T) {
-	var last int64
+	var last schedclock.Instant
 	synctest.Test(t, func(t *testing.T) {
 		fake := time.Now()
 		n1 := schedclock.Now()
@@ -94,7 +95,7 @@ func synctestChild(t *testing.T) {
 		time.Sleep(time.Hour) // fake: the bubble's clock jumps an hour at once
 		n2 := schedclock.Now()
 		require.GreaterOrEqual(t, n2, n1)
-		assert.Less(t, n2-n1, int64(time.Minute), "Now followed the bubble's fake hour")
+		assert.Less(t, n2-n1, schedclock.Instant(time.Minute), "Now followed the bubble's fake hour")
 		assert.GreaterOrEqual(t, co, n1, "Coarse behind the Now before it")
 		assert.LessOrEqual(t, co, n2, "Coarse ahead of Now")
 		assert.Less(t, schedclock.Since(n1), time.Minute, "Since read fake time")
@@ -113,9 +114,9 @@ func synctestChild(t *testing.T) {
 		require.NoError(t, c.Close())
 
 		// A manual clock is exact, bubble or not.
-		mc, m := schedclock.NewManualClock(t)
+		mc, m := schedclocktest.NewManualClock(t)
 		m.Advance(time.Hour)
-		assert.Equal(t, int64(time.Hour), mc.Now())
+		assert.Equal(t, schedclock.Instant(time.Hour), mc.Now())
 		assert.Equal(t, mc.Now(), mc.Coarse())
 		last = schedclock.Now()
 	})

@@ -10,8 +10,10 @@
 //
 // # What to call
 //
-// Durations: [Now] returns nanoseconds since the package was
-// initialised, [Since] the time.Duration elapsed since such a reading.
+// Durations: [Now] returns an [Instant], nanoseconds since the package
+// was initialised, and [Since] the time.Duration elapsed since one.
+// Instants of one clock compare with < and subtract with Sub; a Unix
+// time or a plain integer is not one without a conversion.
 // Where the default clock runs on a hardware counter (Info().Source
 // names it), Now costs about what the counter read itself costs, less
 // than time.Since; where it runs on Go's monotonic clock (Source
@@ -38,23 +40,31 @@
 // it slower); when a time.Time must carry a monotonic reading or feed
 // timers; and for sleeping and timers, which this package does not do.
 //
-// Your own counter (a device's timer, a virtual clock): [New] makes a
-// Clock on any [Source], [WithReference] has its rate refined and the
-// counter watched against a clock you trust. [Raw] and [Boottime] give
-// CLOCK_MONOTONIC_RAW (unsteered by NTP) and CLOCK_BOOTTIME (counts
-// system suspend) as Sources, read through the vDSO at a function call's
-// cost, about time.Since's, where unix.ClockGettime makes a system call.
-// [TSC], [CNTVCT], [Portable] and [NewJiffies] give the package's own
-// counters.
+// Your own clock: [New] makes a [Clock] on any [Source] (a device's
+// timer, a virtual clock), with the same calls as methods, and
+// [WithReference] has its rate refined and the counter watched against a
+// clock you trust. [Hardware] gives this machine's counter register (the
+// TSC, CNTVCT_EL0, ...), [Paravirt] a hypervisor's clock page, [Portable]
+// Go's monotonic clock, and [Raw] and [Boottime] CLOCK_MONOTONIC_RAW
+// (unsteered by NTP) and CLOCK_BOOTTIME (counts system suspend), read
+// through the vDSO at a function call's cost, about time.Since's, where
+// unix.ClockGettime makes a system call. [Default] is the clock the
+// package-level calls read. Package schedclock/adapt plugs a Clock into
+// the clock interfaces of zap and Kubernetes.
+//
+// The kernel port's writer API, [Clock.Register], [Clock.Update],
+// [Clock.Suspend], [Clock.Resume] and [Clock.Close], switches, folds,
+// freezes and stops a clock; a service needs none of it.
 //
 // # Tests and testing/synctest
 //
 // Code whose behaviour depends on time should take a *Clock, and its
-// tests give it one from [NewManualClock]: a counter that moves only when
-// told (Advance, Set), exact and deterministic in all it answers (Now,
-// Since and Coarse follow Advance and Set at once; Time maps through a
-// fixed wall origin, 2000-01-01 UTC unless SetWallOrigin says
-// otherwise), closed when the test ends.
+// tests give it one from package schedclocktest: NewManualClock, on a
+// counter that moves only when told (Advance, Set), exact and
+// deterministic in all it answers (Now, Since and Coarse follow Advance
+// and Set at once; WallTime maps through a fixed wall origin), closed when
+// the test ends; or NewBubbleClock, for a test in a testing/synctest
+// bubble.
 //
 // Now, Since, Coarse and WallNow never read a testing/synctest bubble's
 // fake time: inside a bubble time.Sleep(time.Hour) returns at once and
@@ -64,10 +74,10 @@
 // made inside the bubble on [Bubble], the Source that reads the time
 // package's clock (the bubble's fake time there; the real time outside a
 // bubble; its rate declared, never refined), and the test closes it there
-// (the package example Synctest). Such a clock's Time is the bubble's
-// wall time: Time(c.Now()) is the bubble's time.Now, and a reading's Time
-// never changes. Timers and sleeping are the bubble's job, not this
-// package's.
+// (schedclocktest.NewBubbleClock does both). Such a clock's WallTime is
+// the bubble's wall time: WallTime(c.Now()) is the bubble's time.Now, and
+// a reading's WallTime never changes. Timers and sleeping are the
+// bubble's job, not this package's.
 //
 // # Coarse time
 //
@@ -82,15 +92,9 @@
 // ticker cannot run: a goroutine that holds every P (GOMAXPROCS=1, a
 // spinner) lets the ticker run only when the Go scheduler preempts it,
 // 10 to 40 ms apart. Resolutions of 10 ms or more keep to their ticker.
-// For a goroutine that spins on Coarse and Now for 3 s from its first call
-// (GOMAXPROCS=N go run ./examples/coarsespin -for 3s, the 2-vCPU AMD EPYC
-// KVM guest, kernel on kvm-clock at 250 Hz, Go 1.26.8, load 1.6-3.4): at
-// GOMAXPROCS=2 median 0.5-0.6 ms, p99.9 3.9-4.0 ms, worst 4.0-16 ms; at
-// GOMAXPROCS=1 median 1.8 ms, p99 3.9 ms, worst 7.6-24 ms, the worst in
-// the first slice, before the ticker first ran and found the time data.
-// TestCoarseNoOlderThanTheKernelsCoarseClock holds Coarse to the kernel's
-// coarse clock at GOMAXPROCS=1 under any load, and TestCoarseSpinning
-// bounds a spinner at GOMAXPROCS=2 and 1 by a probe ticker's lateness.
+// How old a spinner's Coarse gets, measured with the command that
+// measures it, is in docs/benchmarks.md; the tests hold Coarse to the
+// kernel's coarse clock at GOMAXPROCS=1 under any load.
 // Where there is no time data to read (other systems, a time namespace,
 // qemu-user), the ticker alone refreshes Coarse: at GOMAXPROCS=1 then the
 // scheduler's preemption bound, 10 to 40 ms. Coarse is a call, not
@@ -98,8 +102,8 @@
 // with Coarse fires that much late, never early: Coarse never runs ahead
 // of Now, and never goes backwards. The ticker runs only while Coarse is
 // read: after 3 ticks without a read it stops, and the next Coarse reads
-// Now itself. On a clock on a Manual counter or a [Bubble] Source Coarse
-// is Now, exact.
+// Now itself. On a clock on a schedclocktest.Manual counter or a
+// [Bubble] Source Coarse is Now, exact.
 //
 // # The default clock, at start-up and for life
 //
@@ -136,14 +140,14 @@
 // that does not settle within some 25 µs, a scale no hypervisor writes,
 // a new version whose time disagrees with CLOCK_MONOTONIC_RAW) is read
 // through CLOCK_MONOTONIC_RAW on the page's timeline meanwhile, which
-// Info's Source and CounterCheck say, with the time; the clock returns to
-// the page once it is consistent again, never stepping back. On arm64 it uses CNTVCT_EL0 (ISB, MRS,
+// Info's Source and Evidence.CounterCheck say, with the time; the clock
+// returns to the page once it is consistent again, never stepping back. On arm64 it uses CNTVCT_EL0 (ISB, MRS,
 // then an ordering load), with the kernel's read workaround for the
 // counter errata it recognises; on riscv64, ppc64le, s390x and loong64
 // the architecture's time base, on the kernel's word. Elsewhere, in a
 // purego build, or when the counter is not trusted, it uses Go's
-// monotonic clock ([Portable]). [Info] says what each decision rests on
-// (Kernel, CrossCPU, CounterCheck, Pending, Rejected).
+// monotonic clock ([Portable]). Info's [Evidence] says what each
+// decision rests on (Kernel, CrossCPU, CounterCheck, Pending, Rejected).
 //
 // For life, the counter's rate is refined against CLOCK_MONOTONIC_RAW
 // (within 0.05 ppm from 10 s on, following slow drift after that), and
@@ -156,9 +160,9 @@
 // verdict on the TSC is read every 5 to 7 s: when the kernel's watchdog
 // demotes the TSC, the default clock leaves it too. Refinements, folds
 // and the verdict ride on the watch's ticks, so from 3.5 s after the
-// first use an idle process pays one wake-up every 2 s for all of it
-// (TestAnIdleClockWakesRarely). A caller's [Clock.Register] on the
-// default clock ends all of this: the caller has taken the clock over.
+// first use an idle process pays one wake-up every 2 s for all of it. A
+// caller's [Clock.Register] on the default clock ends all of this: the
+// caller has taken the clock over.
 //
 // # What Now promises
 //
@@ -199,7 +203,7 @@
 // Where no hardware counter can be trusted it follows Go's monotonic
 // clock (CLOCK_MONOTONIC on Linux, which NTP steers). Neither counts time
 // while the machine is suspended (use [Boottime] for a clock that does).
-// [WallNow] and [Clock.Time] map readings to the wall clock and follow
+// [WallNow] and [Clock.WallTime] map readings to the wall clock and follow
 // NTP's slewing and steps.
 //
 // # Suspend
@@ -223,7 +227,7 @@
 // is stuck, steps back or jumps is named in [Info].Reference and not
 // followed until it agrees with the runtime's monotonic clock again.
 // The default clock is shared by every package of the process: its Close
-// is refused with [ErrDefaultClock]; Suspend, Resume and Register on it
+// is refused with an error; Suspend, Resume and Register on it
 // are for the main package alone (a program that knows the machine
 // sleeps, or brings its own counter).
 package schedclock

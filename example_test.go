@@ -2,14 +2,16 @@ package schedclock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/schedclocktest"
 )
 
 // Time a piece of work: Now returns nanoseconds on the default clock,
@@ -31,7 +33,7 @@ func ExampleNow() {
 // Since never returns a negative duration: a start later than now gives
 // 0.
 func ExampleSince() {
-	fmt.Println(schedclock.Since(schedclock.Now() + int64(time.Hour)))
+	fmt.Println(schedclock.Since(schedclock.Now().Add(time.Hour)))
 	// Output: 0s
 }
 
@@ -51,7 +53,12 @@ func ExampleNew() {
 	defer c.Close()
 	counter.Add(1500) // 1.5 ms
 	fmt.Println(c.Now())
-	// Output: 1500000
+	// A counter with no rate is refused.
+	_, err = schedclock.New(schedclock.Source{Name: "no rate", Read: counter.Load, Bits: 64})
+	fmt.Println(errors.Is(err, schedclock.ErrInvalidSource))
+	// Output:
+	// 1500000
+	// true
 }
 
 // A Clock with a reference refines its counter's rate against it and
@@ -76,8 +83,8 @@ func ExampleWithReference() {
 // Register switches counters without a jump: the new counter takes over
 // from the value the old one reached.
 func ExampleClock_Register() {
-	slow, _ := schedclock.NewManual(1000, 64) // 1 kHz
-	fine, _ := schedclock.NewManual(1e9, 64)  // 1 GHz
+	slow, _ := schedclocktest.NewManual(1000, 64) // 1 kHz
+	fine, _ := schedclocktest.NewManual(1e9, 64)  // 1 GHz
 	c, _ := schedclock.New(slow.Source())
 	defer c.Close()
 	slow.Advance(7 * time.Millisecond)
@@ -87,9 +94,13 @@ func ExampleClock_Register() {
 	}
 	fine.Advance(250 * time.Nanosecond)
 	fmt.Println(c.Now())
+	// The kernel's rule: a slower counter does not replace a faster one.
+	err := c.Register(slow.Source())
+	fmt.Println(errors.Is(err, schedclock.ErrSlowerSource))
 	// Output:
 	// 7000000
 	// 7000250
+	// true
 }
 
 // Suspend freezes a clock; the time that passes until Resume is not
@@ -115,71 +126,117 @@ func ExampleClock_Suspend() {
 func ExampleClock_Info() {
 	in := schedclock.Default().Info()
 	fmt.Println(in.Source != "", in.Rate > 0)
-	// Output: true true
+	var ev schedclock.Evidence = in.Evidence // the kernel's word, the cross-CPU check, ...
+	fmt.Println(ev.Rejected == "" || in.Source == "portable")
+	// Output:
+	// true true
+	// true
 }
 
-// Coarse is one atomic load: for rate limiters, caches and timeouts.
+// Coarse is one call and three loads: for rate limiters, caches and
+// timeouts that need the time only to the millisecond.
 func ExampleCoarse() {
-	deadline := schedclock.Coarse() + int64(50*time.Millisecond)
+	deadline := schedclock.Coarse().Add(50 * time.Millisecond)
 	expired := func() bool { return schedclock.Coarse() >= deadline }
 	fmt.Println(expired())
 	// Output: false
 }
 
-// WallNow is time.Now without its monotonic reading, read from the
-// counter; Time maps any reading to the wall clock.
-func ExampleWallNow() {
-	start := schedclock.Now()
-	when := schedclock.Default().Time(start)
-	fmt.Println(time.Since(when) < time.Second, schedclock.WallNow().Year() >= 2026)
+// A Clock's coarse resolution is set when it is made: here 10 ms, for a
+// cache that expires entries to the second.
+func ExampleWithCoarseResolution() {
+	c, err := schedclock.New(schedclock.Portable(), schedclock.WithCoarseResolution(10*time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	expires := c.Coarse().Add(time.Minute)
+	fmt.Println(c.Coarse() < expires, c.Coarse() <= c.Now())
 	// Output: true true
 }
 
-// A Manual counter makes a Clock that tests drive by hand, with no sleep.
-func ExampleNewManual() {
-	m, _ := schedclock.NewManual(1e9, 64)
-	c, _ := schedclock.New(m.Source())
-	defer c.Close()
-	start := c.Now()
-	m.Advance(90 * time.Second)
-	fmt.Println(c.Since(start))
-	// Output: 1m30s
+// Default is the clock Now, Since, Coarse and WallNow read: its Info says
+// which counter it runs on, and why.
+func ExampleDefault() {
+	c := schedclock.Default()
+	in := c.Info()
+	fmt.Println(in.Source != "", c.Since(c.Now()) >= 0)
+	// Output: true true
 }
 
-// limiter allows one event per interval, reading its time from the
-// *Clock it is given: the way code that reads schedclock stays testable.
-type limiter struct {
-	clock    *schedclock.Clock
-	interval time.Duration
-	last     int64
-}
-
-func (l *limiter) Allow() bool {
-	now := l.clock.Coarse()
-	if l.last != 0 && time.Duration(now-l.last) < l.interval {
-		return false
-	}
-	l.last = now
-	return true
-}
-
-// Testing code that reads the clock: in a test, pass the testing.T (or
-// the synctest bubble's) instead of nil, and the clock is closed at the
-// test's end. Every answer follows Advance at once, Coarse included, and
-// Time maps through a fixed wall origin.
-func ExampleNewManualClock() {
-	c, m := schedclock.NewManualClock(nil)
-	defer c.Close()
-	l := &limiter{clock: c, interval: time.Second}
-	m.Advance(time.Millisecond)
-	fmt.Println(l.Allow(), l.Allow())
-	m.Advance(time.Second)
-	fmt.Println(l.Allow())
-	fmt.Println(c.Time(c.Now()).UTC().Format(time.RFC3339Nano))
+// Instants subtract with Sub (a time.Duration, negative when the other
+// is later) and move with Add; both saturate rather than wrap.
+func ExampleInstant() {
+	start := schedclock.Instant(1_000)
+	later := start.Add(1500 * time.Microsecond)
+	fmt.Println(later.Sub(start), start.Sub(later), later > start)
+	fmt.Println(schedclock.Instant(math.MaxInt64).Add(time.Hour) == math.MaxInt64)
 	// Output:
-	// true false
+	// 1.5ms -1.5ms true
 	// true
-	// 2000-01-01T00:00:01.001Z
+}
+
+// Hardware is this machine's counter register; where there is none, or
+// it cannot be trusted, the error says why and Portable works
+// everywhere. Raw, CLOCK_MONOTONIC_RAW, is the reference the default
+// clock refines its rate against.
+func ExampleHardware() {
+	src, err := schedclock.Hardware()
+	if errors.Is(err, schedclock.ErrUnsupported) {
+		if src, err = schedclock.Paravirt(); err != nil {
+			src = schedclock.Portable()
+		}
+	}
+	raw, err := schedclock.Raw()
+	if err != nil {
+		panic(err)
+	}
+	c, err := schedclock.New(src, schedclock.WithReference(func() int64 { return int64(raw.Read()) }))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	fmt.Println("on", c.Info().Source)
+}
+
+// Boottime counts the time the system spent suspended, for leases that
+// must expire across a sleep; KernelTime maps a reading onto a kernel
+// clock, for joining spans with perf or BPF events.
+func ExampleBoottime() {
+	src, err := schedclock.Boottime()
+	if err != nil {
+		panic(err)
+	}
+	lease, err := schedclock.New(src)
+	if err != nil {
+		panic(err)
+	}
+	defer lease.Close()
+	expires := lease.Now().Add(30 * time.Second)
+	if mono, ok := schedclock.Default().KernelTime(schedclock.KernelMonotonic, schedclock.Now()); ok {
+		fmt.Println("CLOCK_MONOTONIC", mono)
+	}
+	fmt.Println(lease.Now() < expires)
+}
+
+// A closed clock keeps answering Now but refuses its writer calls.
+func ExampleClock_Close() {
+	c, err := schedclock.New(schedclock.Portable())
+	if err != nil {
+		panic(err)
+	}
+	c.Close()
+	fmt.Println(errors.Is(c.Update(), schedclock.ErrClosed), c.Now() > 0)
+	// Output: true true
+}
+
+// WallNow is time.Now without its monotonic reading, read from the
+// counter; WallTime maps any reading to the wall clock.
+func ExampleWallNow() {
+	start := schedclock.Now()
+	when := schedclock.Default().WallTime(start)
+	fmt.Println(time.Since(when) < time.Second, schedclock.WallNow().Year() >= 2026)
+	// Output: true true
 }
 
 // Logging with log/slog: slog.Logger reads time.Now for every record
@@ -203,8 +260,3 @@ func ExampleWallNow_slog() {
 	_ = handler.Handle(context.Background(), r)
 	// Output: stamped=true level=INFO msg="request served" fast=true
 }
-
-// TestSynctestExample runs the package example Synctest's test in its
-// bubble: it fails if a Clock on the bubble's time did not follow the
-// bubble's sleeps.
-func TestSynctestExample(t *testing.T) { testSessionExpiry(t) }

@@ -42,3 +42,38 @@ func SetStep(c *Clock, step func(string)) {
 // CoarseFollowsTheKernel says whether c's Coarse checks the kernel's vDSO
 // time data.
 func (c *Clock) CoarseFollowsTheKernel() bool { return c.coarse.tick.Load() != nil }
+
+// The internals the external tests name that are not the package's API:
+// the per-architecture counters (Hardware returns this machine's), the
+// jiffy counter, the rate origins Info prints, and the errors that report
+// a caller's mistake.
+var (
+	TSC           = tscSource
+	CNTVCT        = cntvctSource
+	RDTIME        = rdtimeSource
+	TimeBase      = timeBaseSource
+	StableCounter = stableCounterSource
+	TOD           = todSource
+	NewJiffies    = newJiffies
+
+	ErrUntrusted     = errUntrusted
+	ErrInvalidOption = errInvalidOption
+	ErrDefaultClock  = errDefaultClock
+	ErrReentered     = errReentered
+)
+
+type (
+	Jiffies    = jiffyCounter
+	RateOrigin = rateOrigin
+)
+
+const (
+	MaxHZ = maxHZ
+
+	RateDeclared   = rateDeclared
+	RateCPUID      = rateCPUID
+	RateHypervisor = rateHypervisor
+	RateMeasured   = rateMeasured
+	RateCNTFRQ     = rateCNTFRQ
+	RateRefined    = rateRefined
+)

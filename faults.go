@@ -54,7 +54,7 @@ func exitOrPanic(r any, returned bool) any {
 
 // lockWriter takes the writer lock for method, or returns an error
 // wrapping ErrClosed, the lock not held, on a zero or closed Clock, or
-// ErrReentered when user code the writer is running called it (see
+// errReentered when user code the writer is running called it (see
 // lockAsWriter): the preamble of every writer method (the caller defers
 // c.unlock()).
 func (c *Clock) lockWriter(method string) error {
@@ -134,7 +134,7 @@ func ownCode[F func() uint64 | func() int64](f F) bool {
 // reentered is the error of a writer method that user code called from
 // inside the same clock's writer.
 func reentered(method string) error {
-	return fmt.Errorf("%w: %s was called by a Read or reference that the clock's own writer is running", ErrReentered, method)
+	return fmt.Errorf("%w: %s was called by a Read or reference that the clock's own writer is running", errReentered, method)
 }
 
 // goroutineID returns the calling goroutine's ID, from the header of its

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/schedclocktest"
 )
 
 // User code that calls runtime.Goexit: t.Fatal, t.FailNow and testify's
@@ -144,29 +145,29 @@ func TestGoexitOnTheWriterPaths(t *testing.T) {
 	type path struct {
 		name string
 		// call is the writer call; exit is armed for it.
-		call func(c *schedclock.Clock, m *schedclock.Manual, exit *atomic.Int32)
+		call func(c *schedclock.Clock, m *schedclocktest.Manual, exit *atomic.Int32)
 	}
 	for _, p := range []path{
-		{"Update", func(c *schedclock.Clock, _ *schedclock.Manual, exit *atomic.Int32) {
+		{"Update", func(c *schedclock.Clock, _ *schedclocktest.Manual, exit *atomic.Int32) {
 			exit.Store(1)
 			_ = c.Update()
 		}},
-		{"Suspend", func(c *schedclock.Clock, _ *schedclock.Manual, exit *atomic.Int32) {
+		{"Suspend", func(c *schedclock.Clock, _ *schedclocktest.Manual, exit *atomic.Int32) {
 			exit.Store(1)
 			_ = c.Suspend()
 		}},
-		{"Resume", func(c *schedclock.Clock, _ *schedclock.Manual, exit *atomic.Int32) {
+		{"Resume", func(c *schedclock.Clock, _ *schedclocktest.Manual, exit *atomic.Int32) {
 			require.NoError(t, c.Suspend())
 			exit.Store(1)
 			_ = c.Resume() // left suspended, as a panic leaves it
 		}},
-		{"Register, the new Read at once", func(c *schedclock.Clock, _ *schedclock.Manual, exit *atomic.Int32) {
+		{"Register, the new Read at once", func(c *schedclock.Clock, _ *schedclocktest.Manual, exit *atomic.Int32) {
 			_ = c.Register(exitsAfter(0)) // its first read, which checks it
 		}},
-		{"Register, the new Read mid-switch", func(c *schedclock.Clock, _ *schedclock.Manual, exit *atomic.Int32) {
+		{"Register, the new Read mid-switch", func(c *schedclock.Clock, _ *schedclocktest.Manual, exit *atomic.Int32) {
 			_ = c.Register(exitsAfter(1)) // the check passes; the switch's read exits
 		}},
-		{"Register, the old Read mid-switch", func(c *schedclock.Clock, _ *schedclock.Manual, exit *atomic.Int32) {
+		{"Register, the old Read mid-switch", func(c *schedclock.Clock, _ *schedclocktest.Manual, exit *atomic.Int32) {
 			next := mustManual(2e9, 64)
 			exit.Store(1)
 			_ = c.Register(next.Source())
@@ -200,7 +201,7 @@ func TestGoexitOnTheWriterPaths(t *testing.T) {
 			assert.GreaterOrEqual(t, now, before)
 			m.Advance(time.Second)
 			require.NoError(t, c.Update())
-			assert.Equal(t, now+int64(time.Second), c.Now(), "the clock follows its counter again")
+			assert.Equal(t, now.Add(time.Second), c.Now(), "the clock follows its counter again")
 		})
 	}
 }

@@ -29,16 +29,16 @@ const (
 	KernelPerf KernelClock = -1
 )
 
-// KernelTime maps the clock's reading ns (a value Now returned) onto
+// KernelTime maps the clock's reading t (an Instant its Now returned) onto
 // the kernel clock k: the nanoseconds clock_gettime(k) would have
 // returned at the instant of the reading. ok is false where k cannot be
 // read here (not Linux, perf's clock not exported, an unknown k), and
-// on clocks whose readings are not real time (Manual, Bubble).
+// on clocks whose readings are not real time (schedclocktest.Manual, Bubble).
 //
 // A later reading never maps earlier, and a reading's kernel time never
 // changes once it was taken. The map is paired with the kernel clock
 // (its vDSO clock_gettime, or perf's page and the counter) every 100 ms
-// while KernelTime is called, as Time's with the wall clock (no step
+// while KernelTime is called, as WallTime's with the wall clock (no step
 // back: the map slews back at 0.1% where it was ahead), so it follows
 // NTP's slew and, for KernelBoottime, a suspend. Info.KernelTime says
 // how closely: each pairing's bracket and the most a pairing found the
@@ -48,7 +48,8 @@ const (
 // It costs a load and a multiply-add more than Now, and allocates
 // nothing. Readings before the clock's start map through its first
 // segment; the result saturates to the int64 range.
-func (c *Clock) KernelTime(k KernelClock, ns int64) (int64, bool) {
+func (c *Clock) KernelTime(k KernelClock, t Instant) (int64, bool) {
+	ns := int64(t)
 	if c == nil || c.clockState == nil || c.manual.Load() != nil || c.wallOrigin.Load() != nil {
 		return 0, false
 	}

@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/schedclocktest"
 )
 
 // TestKernelTimeOnAManualClockIsNone: a Manual's readings are not real
 // time; no kernel clock maps them.
 func TestKernelTimeOnAManualClockIsNone(t *testing.T) {
-	m, err := schedclock.NewManual(1e9, 64)
+	m, err := schedclocktest.NewManual(1e9, 64)
 	require.NoError(t, err)
 	c, err := schedclock.New(m.Source())
 	require.NoError(t, err)

@@ -8,34 +8,20 @@ import (
 	"time"
 )
 
-// Manual is a counter that moves only when told to: the way to test code
-// that takes a *Clock. NewManualClock makes one and a Clock on it in one
-// call; hand the Clock to the code under test and Advance the counter:
+// manual is a counter that moves only when told to, for tests: package
+// schedclocktest exports it (as Manual, through internal/testhook) with
+// its documentation. It lives here because a Clock on it answers exactly:
+// the Clock recognises it (Source.manual) and answers Coarse with Now and
+// WallTime from the counter's wall origin, and Advance folds every Clock
+// on a narrow counter across the move under the Clocks' writer locks.
 //
-//	c, m := schedclock.NewManualClock(t) // closed when the test ends
-//	start := c.Now()
-//	m.Advance(1500 * time.Millisecond)
-//	// c.Since(start) == 1500 * time.Millisecond, exactly
-//
-// A Clock on a Manual counter is exact and deterministic in all it
-// answers: Now and Since move only by Advance and Set; Coarse equals Now
-// (the value at the last Advance or Set, at once); Time maps a reading
-// through the wall origin (SetWallOrigin; 2000-01-01 00:00:00 UTC unless
-// set), never through the real wall clock, so Time(Now()) moves exactly by
-// what Advance moved. A Manual is safe for concurrent use.
-//
-// Timers, Sleep and deadlines are not this package's business: for code
-// that sleeps or waits, run the test in a testing/synctest bubble, whose
-// fake time moves when every goroutine is blocked, and advance the
-// Manual with it (see the package example "Synctest").
-//
-// A nil *Manual, like a nil *Clock, panics in no method: Read reads 0,
-// Advance, Set and SetWallOrigin do nothing, and New refuses its Source
-// with ErrInvalidSource.
-type Manual struct {
+// A nil *manual panics in no method: Read reads 0, Advance, Set and
+// SetWallOrigin do nothing, and New refuses its Source with
+// ErrInvalidSource.
+type manual struct {
 	value  atomic.Uint64
-	carry  atomic.Uint64             // Advance's remainder, in 1/1e9 counts
-	origin atomic.Pointer[time.Time] // the wall origin; nil: the Unix epoch
+	carry  atomic.Uint64            // Advance's remainder, in 1/1e9 counts
+	origin atomic.Pointer[unixTime] // the wall origin; nil: the Unix epoch
 	rate   uint64
 	bits   int
 
@@ -52,47 +38,29 @@ type Manual struct {
 	clocks []clockRef
 }
 
+// unixTime is a wall time as Unix seconds and nanoseconds: a manual
+// counter's origin, held without a time.Time, whose methods (String and
+// the time zone loader behind it) would otherwise be linked into every
+// program that imports this package (schedclocktest gets the counter
+// through an interface).
+type unixTime struct{ sec, nsec int64 }
+
 // manualWallOrigin is where a Manual's wall time starts unless
 // SetWallOrigin says otherwise: a fixed instant, so that tests are
 // deterministic (the same as a testing/synctest bubble's start).
 var manualWallOrigin = time.Unix(946_684_800, 0).UTC() // 2000-01-01T00:00:00Z: time.Date would link the time zone loader
 
-// NewManual returns a counter at 0 that counts at rate Hz when advanced,
+// newManual returns a counter at 0 that counts at rate Hz when advanced,
 // bits wide. It refuses, with an error wrapping ErrInvalidSource, what
 // New would refuse of its Source: a rate of 0, a width outside 1..64,
 // or a counter that wraps too fast to be followed.
-func NewManual(rate uint64, bits int) (*Manual, error) {
-	m := &Manual{rate: rate, bits: bits}
+func newManual(rate uint64, bits int) (*manual, error) {
+	m := &manual{rate: rate, bits: bits}
 	if _, err := newConversion(m.Source()); err != nil {
 		return nil, err
 	}
 	m.SetWallOrigin(manualWallOrigin)
 	return m, nil
-}
-
-// Cleanuper is what NewManualClock needs of a test: testing.TB has it
-// (Cleanup registers a function to call when the test ends).
-type Cleanuper interface{ Cleanup(func()) }
-
-// NewManualClock returns a Clock on a new 1 GHz, 64-bit Manual counter,
-// reading 0, and the counter. Given a testing.TB (any Cleanuper), it
-// registers the Clock's Close with it; given nil, closing is the
-// caller's. It is the one-call constructor for tests, inside a
-// testing/synctest bubble too (the Clock's goroutine joins the bubble
-// and its Close, at the test's cleanup, lets the bubble end).
-func NewManualClock(tb Cleanuper) (*Clock, *Manual) {
-	m, err := NewManual(1_000_000_000, 64)
-	var c *Clock
-	if err == nil {
-		c, err = New(m.Source())
-	}
-	if err != nil {
-		panic("schedclock: a 1 GHz 64-bit Manual is refused: " + err.Error()) // cannot happen
-	}
-	if tb != nil {
-		tb.Cleanup(func() { _ = c.Close() })
-	}
-	return c, m
 }
 
 // SetWallOrigin sets the wall time that a Clock on this counter maps the
@@ -101,17 +69,17 @@ func NewManualClock(tb Cleanuper) (*Clock, *Manual) {
 // Time is. An origin outside that range is kept as it is, not clamped:
 // Time(0) of the origin time.Time{} is the earliest time.Unix(0, ns) can
 // say, and an origin in 1600 with a reading of 100 years is 1700.
-func (m *Manual) SetWallOrigin(t time.Time) {
+func (m *manual) SetWallOrigin(t time.Time) {
 	if m != nil {
-		m.origin.Store(&t)
+		m.origin.Store(&unixTime{sec: t.Unix(), nsec: int64(t.Nanosecond())})
 	}
 }
 
 // wallAt is the wall time, in Unix ns, of the clock reading ns.
-func (m *Manual) wallAt(ns int64) int64 {
+func (m *manual) wallAt(ns int64) int64 {
 	origin := time.Unix(0, 0)
 	if o := m.origin.Load(); o != nil {
-		origin = *o
+		origin = time.Unix(o.sec, o.nsec)
 	}
 	// time.Time holds any origin plus ±292 years without overflow: only
 	// the result needs saturating.
@@ -140,7 +108,7 @@ func unixNanoSat(t time.Time) int64 {
 // second ten times reads 10 s later, not 10 s modulo 4.29 s): no wrap is
 // ever lost, whatever the Clock's goroutine does. A Clock that is
 // suspended or closed is not folded (it does not follow the counter).
-func (m *Manual) Advance(d time.Duration) {
+func (m *manual) Advance(d time.Duration) {
 	if m == nil || d <= 0 {
 		return
 	}
@@ -175,7 +143,7 @@ func countsFor(d time.Duration, rate, carry uint64) (counts, rem uint64) {
 }
 
 // attach records c as a Clock on this counter, for Advance to fold.
-func (m *Manual) attach(c *Clock) {
+func (m *manual) attach(c *Clock) {
 	m.clocksMu.Lock()
 	defer m.clocksMu.Unlock()
 	live := m.clocks[:0]
@@ -193,7 +161,7 @@ func (m *Manual) attach(c *Clock) {
 // wraps included (the masked counter cannot show them). Readers between
 // the move and the fold see at most the masked part of it, or, where
 // that is in the negative zone, the fold before: never a step back.
-func (m *Manual) foldAcross(counts uint64) {
+func (m *manual) foldAcross(counts uint64) {
 	m.clocksMu.Lock()
 	var held []*Clock
 	for _, w := range m.clocks {
@@ -226,11 +194,11 @@ func (m *Manual) foldAcross(counts uint64) {
 
 // wide reports whether the counter is 64 bits wide (a width outside 1..63
 // reads unmasked).
-func (m *Manual) wide() bool { return m.bits < 1 || m.bits >= 64 }
+func (m *manual) wide() bool { return m.bits < 1 || m.bits >= 64 }
 
 // add moves the counter on by counts, saturating a 64-bit one below its
 // negative zone (see negativeFrom).
-func (m *Manual) add(counts uint64) {
+func (m *manual) add(counts uint64) {
 	if !m.wide() {
 		m.value.Add(counts)
 		return
@@ -253,14 +221,14 @@ func (m *Manual) add(counts uint64) {
 
 // Set sets the counter to v (masked to its width when read): a counter
 // that jumps, steps back or wraps.
-func (m *Manual) Set(v uint64) {
+func (m *manual) Set(v uint64) {
 	if m != nil {
 		m.value.Store(v)
 	}
 }
 
 // Read returns the counter, masked to its width.
-func (m *Manual) Read() uint64 {
+func (m *manual) Read() uint64 {
 	if m == nil {
 		return 0
 	}
@@ -273,7 +241,7 @@ func (m *Manual) Read() uint64 {
 
 // Source returns the counter as a Source named "manual". A Clock on it
 // knows it for a Manual (see Manual on Coarse and Time).
-func (m *Manual) Source() Source {
+func (m *manual) Source() Source {
 	if m == nil {
 		return Source{Name: "manual (a nil *Manual)"} // no Read: New refuses it
 	}

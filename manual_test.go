@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/schedclocktest"
 )
 
 func TestManual(t *testing.T) {
@@ -34,17 +35,17 @@ func TestManual(t *testing.T) {
 
 	// Bad parameters are refused where they are given, as New would
 	// refuse them.
-	_, err = schedclock.NewManual(0, 64)
+	_, err = schedclocktest.NewManual(0, 64)
 	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
-	_, err = schedclock.NewManual(1e9, 65)
+	_, err = schedclocktest.NewManual(1e9, 65)
 	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
-	_, err = schedclock.NewManual(1e6, 16) // wraps every 65 ms
+	_, err = schedclocktest.NewManual(1e6, 16) // wraps every 65 ms
 	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
 }
 
 // mustManual is NewManual for a rate and width the test knows are valid.
-func mustManual(rate uint64, bits int) *schedclock.Manual {
-	m, err := schedclock.NewManual(rate, bits)
+func mustManual(rate uint64, bits int) *schedclocktest.Manual {
+	m, err := schedclocktest.NewManual(rate, bits)
 	if err != nil {
 		panic(err)
 	}
@@ -58,26 +59,26 @@ func mustManual(rate uint64, bits int) *schedclock.Manual {
 // nothing: not Coarse's ticker, and not the wall map, which a clock on
 // any other counter re-aims at the wall clock every 100 ms.
 func TestManualClockIsExact(t *testing.T) {
-	c, m := schedclock.NewManualClock(t)
+	c, m := schedclocktest.NewManualClock(t)
 	origin := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-	assert.Equal(t, origin, c.Time(c.Now()).UTC(), "the default wall origin")
+	assert.Equal(t, origin, c.WallTime(c.Now()).UTC(), "the default wall origin")
 	for i := 1; i <= 2000; i++ {
-		before := c.Time(c.Now())
+		before := c.WallTime(c.Now())
 		m.Advance(time.Duration(i) * time.Microsecond)
 		require.Equal(t, c.Now(), c.Coarse(), "Coarse after Advance %d", i)
-		require.Equal(t, time.Duration(i)*time.Microsecond, c.Time(c.Now()).Sub(before), "Time after Advance %d", i)
+		require.Equal(t, time.Duration(i)*time.Microsecond, c.WallTime(c.Now()).Sub(before), "Time after Advance %d", i)
 	}
 	m.Advance(time.Hour)
 	at := c.Now()
 	time.Sleep(150 * time.Millisecond) // past a coarse tick and a wall-map period
 	assert.Equal(t, at, c.Now())
 	assert.Equal(t, at, c.Coarse())
-	assert.Equal(t, origin.Add(time.Duration(at)), c.Time(at).UTC(), "Time left the wall origin")
+	assert.Equal(t, origin.Add(time.Duration(at)), c.WallTime(at).UTC(), "Time left the wall origin")
 	m.Set(m.Read() + 5)
 	assert.Equal(t, at+5, c.Coarse(), "Coarse after Set")
 	shifted := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
 	m.SetWallOrigin(shifted)
-	assert.Equal(t, shifted.Add(time.Duration(at+5)), c.Time(c.Now()).UTC())
+	assert.Equal(t, shifted.Add(time.Duration(at+5)), c.WallTime(c.Now()).UTC())
 }
 
 func TestManualIsSafeForConcurrentUse(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/schedclocktest"
 )
 
 // TestSetWallOriginOutsideTimeUnix: a wall origin that time.Unix(0, ns)
@@ -20,23 +21,23 @@ import (
 // 1700, not 1777).
 func TestSetWallOriginOutsideTimeUnix(t *testing.T) {
 	earliest, latest := time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
-	c, m := schedclock.NewManualClock(t)
+	c, m := schedclocktest.NewManualClock(t)
 
 	m.SetWallOrigin(time.Time{})
-	assert.True(t, c.Time(0).Equal(earliest), "origin year 1: Time(0) = %v, want %v", c.Time(0), earliest)
+	assert.True(t, c.WallTime(0).Equal(earliest), "origin year 1: Time(0) = %v, want %v", c.WallTime(0), earliest)
 	m.SetWallOrigin(time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC))
-	assert.True(t, c.Time(0).Equal(latest), "origin year 9999: Time(0) = %v, want %v", c.Time(0), latest)
-	assert.True(t, c.Time(math.MinInt64).Equal(latest), "Time(MinInt64) = %v", c.Time(math.MinInt64))
+	assert.True(t, c.WallTime(0).Equal(latest), "origin year 9999: Time(0) = %v, want %v", c.WallTime(0), latest)
+	assert.True(t, c.WallTime(math.MinInt64).Equal(latest), "Time(MinInt64) = %v", c.WallTime(math.MinInt64))
 
 	origin := time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)
 	m.SetWallOrigin(origin)
-	assert.True(t, c.Time(0).Equal(earliest), "origin 1600: Time(0) = %v", c.Time(0))
+	assert.True(t, c.WallTime(0).Equal(earliest), "origin 1600: Time(0) = %v", c.WallTime(0))
 	const century = 100 * 365 * 24 * time.Hour
 	m.Advance(century)
 	want := origin.Add(century)
-	assert.True(t, c.Time(c.Now()).Equal(want), "origin 1600 plus %v: Time = %v, want %v", century, c.Time(c.Now()), want)
+	assert.True(t, c.WallTime(c.Now()).Equal(want), "origin 1600 plus %v: Time = %v, want %v", century, c.WallTime(c.Now()), want)
 	// Readings keep their order through the saturation.
-	assert.False(t, c.Time(c.Now()).Before(c.Time(0)))
+	assert.False(t, c.WallTime(c.Now()).Before(c.WallTime(0)))
 }
 
 // TestNilManualAndJiffies: a nil *Manual and a nil *Jiffies behave as a
@@ -44,7 +45,7 @@ func TestSetWallOriginOutsideTimeUnix(t *testing.T) {
 // SetWallOrigin and Stop do nothing, and New refuses their Source with
 // ErrInvalidSource.
 func TestNilManualAndJiffies(t *testing.T) {
-	var m *schedclock.Manual
+	var m *schedclocktest.Manual
 	require.NotPanics(t, func() {
 		m.Advance(time.Second)
 		m.Set(5)

@@ -47,13 +47,13 @@ func otherNow(c *Clock) int64 {
 	}
 }
 
-// Since returns the time elapsed since start, a value this clock's Now
-// returned: Now() - start, saturated so that it is never negative (a
-// start later than now gives 0) and never wraps. A start read from
-// another Clock is not detected: the result is then a meaningless,
-// though never negative, duration, since each Clock counts from its
-// own origin.
-func (c *Clock) Since(start int64) time.Duration {
+// Since returns the time elapsed since start, an Instant this clock's
+// Now or Coarse returned: Now() - start, saturated so that it is never
+// negative (a start later than now gives 0) and never wraps. A start
+// read from another Clock is not detected: the result is then a
+// meaningless, though never negative, duration, since each Clock counts
+// from its own origin.
+func (c *Clock) Since(start Instant) time.Duration {
 	now := c.Now()
 	if now <= start {
 		return 0

@@ -2,17 +2,24 @@
 
 package schedclock
 
-// Now returns the clock's time in nanoseconds. It never waits for a
-// writer, never allocates, and never returns less than a call that
-// happened before it, given a counter that is monotonic across CPUs and,
-// for a counter narrower than 64 bits, a refresh goroutine that runs
-// within its refresh period (see Source for a fold that comes late).
+// Now returns the clock's time: nanoseconds since the clock was made.
+// It never waits for a writer, never allocates, and never returns less
+// than a call that happened before it, given a counter that is monotonic
+// across CPUs and, for a counter narrower than 64 bits, a clock that is
+// folded within its refresh period (see Source for a fold that comes
+// late).
 //
 // A nil *Clock reads 0, as a zero Clock does.
-//
-// (On amd64 it is assembly, clockNow: this wrapper is inlined into its
-// callers.)
-func (c *Clock) Now() int64 {
+func (c *Clock) Now() Instant {
+	if c == nil {
+		return 0
+	}
+	return Instant(clockNow(c))
+}
+
+// nanos is Now as the int64 the writer side computes with. On amd64 the
+// read is assembly (clockNow); both wrappers inline into their callers.
+func (c *Clock) nanos() int64 {
 	if c == nil {
 		return 0
 	}

@@ -33,11 +33,11 @@ func TestNowPathsAgree(t *testing.T) {
 	c, err := New(hw)
 	require.NoError(t, err)
 	defer c.Close()
-	last := c.Now()
+	last := c.nanos()
 	for i := 0; i < 100000; i++ {
 		var now int64
 		if i%2 == 0 {
-			now = c.Now()
+			now = c.nanos()
 		} else {
 			now = c.now()
 		}
@@ -53,7 +53,7 @@ func TestNowPathsAgree(t *testing.T) {
 	ln.epochNs = 1234
 	c.publishLocked(ln)
 	c.unlock()
-	assert.Equal(t, int64(1234), c.Now())
+	assert.Equal(t, int64(1234), c.nanos())
 	assert.Equal(t, int64(1234), c.now())
 
 	c.mu.Lock()
@@ -61,7 +61,7 @@ func TestNowPathsAgree(t *testing.T) {
 	c.publishLocked(ln)
 	c.unlock()
 	before, _ := ln.at(hw.Read())
-	got, gotGeneric := c.Now(), c.now()
+	got, gotGeneric := c.nanos(), c.now()
 	after, _ := ln.at(hw.Read())
 	assert.GreaterOrEqual(t, got, before)
 	assert.GreaterOrEqual(t, gotGeneric, got)
@@ -111,7 +111,7 @@ func TestFastPathWindowEdges(t *testing.T) {
 					counter.Set(cyc)
 					at, _ := ln.at(cyc)
 					assert.Equal(t, want, at, "line.at: %d bits, %d Hz, delta window%+d, frac %d", bits, rate, int64(delta-window), frac)
-					assert.Equal(t, want, c.Now(), "Now: %d bits, %d Hz, delta window%+d, frac %d", bits, rate, int64(delta-window), frac)
+					assert.Equal(t, want, c.nanos(), "Now: %d bits, %d Hz, delta window%+d, frac %d", bits, rate, int64(delta-window), frac)
 					assert.Equal(t, want, c.now(), "now: %d bits, %d Hz, delta window%+d, frac %d", bits, rate, int64(delta-window), frac)
 					checked++
 				}

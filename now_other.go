@@ -2,11 +2,23 @@
 
 package schedclock
 
-// Now returns the clock's time in nanoseconds: wait-free, allocation-free
-// and never decreasing, on the conditions
-// that the amd64 build's doc (and now.go) state.
+// Now returns the clock's time: nanoseconds since the clock was made.
+// It never waits for a writer, never allocates, and never returns less
+// than a call that happened before it, given a counter that is monotonic
+// across CPUs and, for a counter narrower than 64 bits, a clock that is
+// folded within its refresh period (see Source for a fold that comes
+// late).
+//
 // A nil *Clock reads 0, as a zero Clock does.
-func (c *Clock) Now() int64 {
+func (c *Clock) Now() Instant {
+	if c == nil {
+		return 0
+	}
+	return Instant(otherNow(c))
+}
+
+// nanos is Now as the int64 the writer side computes with.
+func (c *Clock) nanos() int64 {
 	if c == nil {
 		return 0
 	}

@@ -37,10 +37,10 @@ func TestNowInlinesThePvclockPage(t *testing.T) {
 	c, err := New(src)
 	require.NoError(t, err)
 	defer c.Close()
-	prev := c.Now()
+	prev := c.nanos()
 	for range 20000 {
 		g := genericNow(c)
-		a := c.Now()
+		a := c.nanos()
 		require.LessOrEqual(t, prev, g)
 		require.LessOrEqual(t, g, a)
 		prev = a
@@ -72,10 +72,10 @@ func TestNowConvertsThePageByItsLine(t *testing.T) {
 		} else {
 			assert.Zero(t, bank.offset.Load(), "a %d Hz line taken for a pure offset", rate)
 		}
-		prev := c.Now()
+		prev := c.nanos()
 		for range 2000 {
 			g := genericNow(c)
-			a := c.Now()
+			a := c.nanos()
 			require.LessOrEqual(t, prev, g, "%d Hz", rate)
 			require.LessOrEqual(t, g, a, "%d Hz", rate)
 			prev = a
@@ -103,7 +103,7 @@ func TestNowOnAPageLineOutsideItsWindow(t *testing.T) {
 	c.publishLocked(ln)
 	c.unlock()
 	require.NotZero(t, c.latch.banks[c.latch.seq.Load()&1].offset.Load())
-	assert.Equal(t, int64(1234), c.Now())
+	assert.Equal(t, int64(1234), c.nanos())
 	assert.Equal(t, int64(1234), genericNow(c))
 
 	c.mu.Lock()
@@ -111,7 +111,7 @@ func TestNowOnAPageLineOutsideItsWindow(t *testing.T) {
 	c.publishLocked(ln)
 	c.unlock()
 	before, _ := ln.at(readPvclock())
-	got, gotGeneric := c.Now(), genericNow(c)
+	got, gotGeneric := c.nanos(), genericNow(c)
 	after, _ := ln.at(readPvclock())
 	assert.GreaterOrEqual(t, got, before)
 	assert.GreaterOrEqual(t, gotGeneric, got)
@@ -152,11 +152,11 @@ func onSyntheticPvclockWith(t *testing.T, first *pvclock.Pvclock, raw func() int
 // read the page inline but go through readPvclock, which falls back.
 func TestNowLeavesAnUnstablePage(t *testing.T) {
 	onSyntheticPvclock(t, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
-		before := c.Now()
+		before := c.nanos()
 		p := pg.Load()
 		p.Flags &^= pvclock.TSCStableBit
 		pg.Publish(p)
-		after := c.Now()
+		after := c.nanos()
 		assert.True(t, !s.onPage(), "Now read a page without PVCLOCK_TSC_STABLE_BIT inline")
 		assert.GreaterOrEqual(t, after, before)
 	})
@@ -168,7 +168,7 @@ func TestNowLeavesAnUnstablePage(t *testing.T) {
 // gives up and falls back, and the reading stays on the page's timeline.
 func TestNowLeavesAPageUnderUpdate(t *testing.T) {
 	onSyntheticPvclock(t, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
-		before := c.Now()
+		before := c.nanos()
 		p := pg.Load()
 		pg.BeginUpdate()
 		// Torn: a stamp 2^31 counts (about a second here) before the
@@ -176,7 +176,7 @@ func TestNowLeavesAPageUnderUpdate(t *testing.T) {
 		// range check.
 		p.TSCTimestamp -= 1 << 31
 		pg.Store(p)
-		after := c.Now()
+		after := c.nanos()
 		assert.True(t, !s.onPage(), "Now accepted a page with an odd version")
 		assert.GreaterOrEqual(t, after, before)
 		assert.Less(t, after-before, int64(100e6), "a reading far from the page's time")
@@ -264,17 +264,17 @@ func TestNowThroughPageFaults(t *testing.T) {
 			width := int64(math.MaxInt64)
 			for range 32 {
 				r0 := rawNow()
-				n := k.Now()
+				n := k.nanos()
 				if w := rawNow() - r0; w < width {
 					offsets[name], width = n-r0, w
 				}
 			}
-			prevs[name] = k.Now()
+			prevs[name] = k.nanos()
 		}
 		check := func(when string) {
 			for name, k := range clocks {
 				r0 := rawNow()
-				n := k.Now()
+				n := k.nanos()
 				r1 := rawNow()
 				offset, prev := offsets[name], prevs[name]
 				require.NotEqual(t, int64(math.MaxInt64), n, "%s, %s: Now saturated", name, when)
@@ -320,7 +320,7 @@ func TestNowThroughPageFaults(t *testing.T) {
 			default:
 				assert.Greater(t, falls(), fallsBefore, "%s: the Source never left the page", f.name)
 				in := d.Info()
-				assert.Contains(t, in.CounterCheck, fmt.Sprintf("%d falls back to %s", falls(), rawClockName), "%s: Info: %+v", f.name, in)
+				assert.Contains(t, in.Evidence.CounterCheck, fmt.Sprintf("%d falls back to %s", falls(), rawClockName), "%s: Info: %+v", f.name, in)
 			}
 			pg.Publish(good)
 			back := false
@@ -331,11 +331,11 @@ func TestNowThroughPageFaults(t *testing.T) {
 			assert.True(t, back, "%s: not back on the page after 1000 reads of a sane page", f.name)
 			assert.Equal(t, "kvm-clock (pvclock, stable)", d.Info().Source, "%s, sane again", f.name)
 			for name, k := range clocks {
-				n, r := k.Now(), rawNow()
+				n, r := k.nanos(), rawNow()
 				assert.InDelta(t, float64(r+offsets[name]), float64(n), float64(time.Millisecond), "%s, %s: the clock %v from CLOCK_MONOTONIC_RAW, sane again", name, f.name, time.Duration(n-r-offsets[name]))
 			}
 		}
-		t.Logf("Info.CounterCheck: %s", d.Info().CounterCheck)
+		t.Logf("Info.Evidence.CounterCheck: %s", d.Info().Evidence.CounterCheck)
 	})
 }
 
@@ -352,23 +352,23 @@ func TestDefaultClockInfoNamesAPageFallBack(t *testing.T) {
 		require.Equal(t, "kvm-clock (pvclock, stable)", in.Source, "%+v", in)
 		good := pg.Load()
 		pg.BeginUpdate()
-		before := c.Now()
+		before := c.nanos()
 		for range 3 {
-			c.Now()
+			c.nanos()
 		}
 		in = c.Info()
 		assert.Contains(t, in.Source, "kvm-clock (pvclock, stable) (on "+rawClockName+" since ")
-		assert.Contains(t, in.CounterCheck, "1 falls back to "+rawClockName+", the last at ")
-		assert.Contains(t, in.CounterCheck, "version kept changing")
+		assert.Contains(t, in.Evidence.CounterCheck, "1 falls back to "+rawClockName+", the last at ")
+		assert.Contains(t, in.Evidence.CounterCheck, "version kept changing")
 		pg.Store(good)
 		pg.EndUpdate()
 		deadline := time.Now().Add(time.Second)
 		for !s.onPage() && time.Now().Before(deadline) {
-			require.GreaterOrEqual(t, c.Now(), before)
+			require.GreaterOrEqual(t, c.nanos(), before)
 		}
 		in = c.Info()
 		assert.Equal(t, "kvm-clock (pvclock, stable)", in.Source)
-		assert.Contains(t, in.CounterCheck, "1 returns to the page, the last at ")
+		assert.Contains(t, in.Evidence.CounterCheck, "1 returns to the page, the last at ")
 	})
 }
 
@@ -395,7 +395,7 @@ func TestPageSwitchesNeverStepBackAcrossReaders(t *testing.T) {
 				defer wg.Done()
 				for !stop.Load() {
 					before := maxSeen.Load()
-					v := c.Now()
+					v := c.nanos()
 					if v < before {
 						t.Errorf("a reading %v below one published before it began", time.Duration(before-v))
 						return
@@ -415,7 +415,7 @@ func TestPageSwitchesNeverStepBackAcrossReaders(t *testing.T) {
 		// the readers.
 		writerRead := func(when string) {
 			before := maxSeen.Load()
-			v := c.Now()
+			v := c.nanos()
 			if v < before {
 				t.Errorf("%s: a reading %v below one published before it began", when, time.Duration(before-v))
 			}
@@ -481,7 +481,7 @@ func TestNowHoldsStillBelowAnAcceptedStamp(t *testing.T) {
 	base := pvclock.Pvclock{TSCTimestamp: pvclock.TSC(), SystemTime: 1 << 40, Mul: 1<<31 + 1, Flags: pvclock.TSCStableBit}
 	ref := func() int64 { return int64(base.Time(pvclock.TSC())) }
 	onSyntheticPvclockWith(t, &base, ref, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
-		prev := c.Now()
+		prev := c.nanos()
 		offset := prev - ref()
 		below := 0
 		for range 50 {
@@ -493,7 +493,7 @@ func TestNowHoldsStillBelowAnAcceptedStamp(t *testing.T) {
 				if pvclock.TSC() < stamp {
 					below++
 				}
-				n := c.Now()
+				n := c.nanos()
 				require.GreaterOrEqual(t, n, prev, "a step back of %v", time.Duration(prev-n))
 				require.LessOrEqual(t, n-(ref()+offset), int64(time.Millisecond), "a reading %v ahead of the page's timeline", time.Duration(n-ref()-offset))
 				prev = n
@@ -515,7 +515,7 @@ func TestNowHoldsStillBelowAStampWithoutBit63(t *testing.T) {
 	onSyntheticPvclockWith(t, &base, ref, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
 		require.NotZero(t, c.latch.banks[c.latch.seq.Load()&1].offset.Load(), "the line is not a pure offset")
 		require.Greater(t, c.latch.banks[c.latch.seq.Load()&1].fastMax.Load(), uint64(1)<<32, "the line's fast range does not reach the wrapped delta")
-		prev := c.Now()
+		prev := c.nanos()
 		offset := prev - ref()
 		below := 0
 		for range 50 {
@@ -527,7 +527,7 @@ func TestNowHoldsStillBelowAStampWithoutBit63(t *testing.T) {
 				if pvclock.TSC() < stamp {
 					below++
 				}
-				n := c.Now()
+				n := c.nanos()
 				require.GreaterOrEqual(t, n, prev, "a step back of %v", time.Duration(prev-n))
 				require.LessOrEqual(t, n-(ref()+offset), int64(time.Millisecond), "a reading %v ahead of the page's timeline", time.Duration(n-ref()-offset))
 				prev = n

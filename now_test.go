@@ -22,18 +22,18 @@ func TestCounterSteppingBackwardsIsClamped(t *testing.T) {
 	c, f := newFake(t, 64, ghz)
 	f.Set(10_000)
 	c.Update()
-	assert.Equal(t, int64(10_000), c.Now())
+	assert.Equal(t, schedclock.Instant(10_000), c.Now())
 	// Below the epoch: read as a negative delta, clamped to the epoch,
 	// never as a jump of centuries.
 	f.Set(9_000)
-	assert.Equal(t, int64(10_000), c.Now())
+	assert.Equal(t, schedclock.Instant(10_000), c.Now())
 	f.Set(0)
-	assert.Equal(t, int64(10_000), c.Now())
+	assert.Equal(t, schedclock.Instant(10_000), c.Now())
 	// An update there re-anchors: time goes on from the epoch value.
 	c.Update()
-	assert.Equal(t, int64(10_000), c.Now())
+	assert.Equal(t, schedclock.Instant(10_000), c.Now())
 	f.Set(500)
-	assert.Equal(t, int64(10_500), c.Now())
+	assert.Equal(t, schedclock.Instant(10_500), c.Now())
 
 	// Narrow counters too: an 8-bit counter one count behind its epoch
 	// reads as 255 counts ahead without the clamp.
@@ -51,14 +51,14 @@ func TestNowSaturates(t *testing.T) {
 	c, f := newFake(t, 64, ghz)
 	f.Set(5000)
 	c.Update()
-	require.Equal(t, int64(5000), c.Now())
+	require.Equal(t, schedclock.Instant(5000), c.Now())
 	f.StepBack(1<<61 + 1) // just outside the negative zone: 2^64-2^61-1 cycles ahead
-	assert.Equal(t, int64(math.MaxInt64), c.Now())
+	assert.Equal(t, schedclock.Instant(math.MaxInt64), c.Now())
 	f.Set(math.MaxUint64) // inside it: below the epoch
-	assert.Equal(t, int64(5000), c.Now())
+	assert.Equal(t, schedclock.Instant(5000), c.Now())
 	c24, f24 := newFake(t, 64, 24_000_000)
 	f24.Set(1 << 62)
-	assert.Equal(t, int64(math.MaxInt64), c24.Now())
+	assert.Equal(t, schedclock.Instant(math.MaxInt64), c24.Now())
 }
 
 func TestStalledRefresherTakesThe128BitPath(t *testing.T) {
@@ -152,7 +152,7 @@ func TestHostileCounters(t *testing.T) {
 // saturatedNanos is the clock's value, from a start at counter 0, when the
 // counter is ahead cycles past an epoch folded at total cycles: the
 // definition, saturated at math.MaxInt64.
-func saturatedNanos(total, ahead uint64, info schedclock.Info) int64 {
+func saturatedNanos(total, ahead uint64, info schedclock.Info) schedclock.Instant {
 	v := new(big.Int).SetUint64(total)
 	v.Add(v, new(big.Int).SetUint64(ahead))
 	v.Mul(v, big.NewInt(int64(info.Mult)))
@@ -160,5 +160,5 @@ func saturatedNanos(total, ahead uint64, info schedclock.Info) int64 {
 	if !v.IsInt64() {
 		return math.MaxInt64
 	}
-	return v.Int64()
+	return schedclock.Instant(v.Int64())
 }

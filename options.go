@@ -30,7 +30,8 @@ type options struct {
 // now must be safe for concurrent use, should never go backwards, and
 // should not call the Clock's methods other than Now and Info: it is
 // called while the Clock's writer lock is held, and Register, Update,
-// Suspend, Resume and Close called from it return ErrReentered. It is
+// Suspend, Resume and Close called from it return an error (they would
+// wait for themselves), changing nothing. It is
 // called from the Clock's background goroutine only, in bursts (8
 // bracketed reads for each comparison of the watch, 32 for each
 // refinement of the rate) on at most ten wake-ups a second: the watch
@@ -85,14 +86,14 @@ func (o *options) once(name string) error {
 }
 
 // apply collects opts, turning the first bad one into an error wrapping
-// ErrInvalidOption.
+// errInvalidOption.
 func (o *options) apply(opts []Option) error {
 	for _, opt := range opts {
 		if opt.apply == nil {
-			return fmt.Errorf("%w: a zero Option (make Options with WithReference, WithCoarseResolution)", ErrInvalidOption)
+			return fmt.Errorf("%w: a zero Option (make Options with WithReference, WithCoarseResolution)", errInvalidOption)
 		}
 		if err := opt.apply(o); err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalidOption, err)
+			return fmt.Errorf("%w: %v", errInvalidOption, err)
 		}
 	}
 	return nil

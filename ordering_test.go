@@ -107,7 +107,7 @@ func orderingReaders(t *testing.T) []orderingReader {
 	portable := newClock(Portable())
 	readers := []orderingReader{
 		{name: "readMono", read: readMono},
-		{name: "Now/portable", read: func() uint64 { return uint64(portable.Now()) }},
+		{name: "Now/portable", read: func() uint64 { return uint64(portable.nanos()) }},
 	}
 	if pv, err := Paravirt(); err == nil {
 		// The hypervisor's page (where this machine has one): its reader,
@@ -115,7 +115,7 @@ func orderingReaders(t *testing.T) []orderingReader {
 		onPage := newClock(pv)
 		readers = append(readers,
 			orderingReader{name: "Paravirt", read: pv.Read, hardware: true},
-			orderingReader{name: "Now/paravirt", read: func() uint64 { return uint64(onPage.Now()) }, hardware: true})
+			orderingReader{name: "Now/paravirt", read: func() uint64 { return uint64(onPage.nanos()) }, hardware: true})
 	}
 	var hw func() uint64
 	switch {
@@ -144,9 +144,9 @@ func orderingReaders(t *testing.T) []orderingReader {
 	slow.publishLocked(ln)
 	slow.mu.Unlock()
 	readers = append(readers,
-		orderingReader{name: "Now/hw", read: func() uint64 { return uint64(fast.Now()) }, hardware: true},
+		orderingReader{name: "Now/hw", read: func() uint64 { return uint64(fast.nanos()) }, hardware: true},
 		orderingReader{name: "now/hw (Go reader)", read: func() uint64 { return uint64(fast.now()) }, hardware: true},
-		orderingReader{name: "Now/hw slow path", read: func() uint64 { return uint64(slow.Now()) }, hardware: true},
+		orderingReader{name: "Now/hw slow path", read: func() uint64 { return uint64(slow.nanos()) }, hardware: true},
 	)
 	return readers
 }
@@ -554,12 +554,12 @@ type pubCounter struct {
 }
 
 func pubCounters() []pubCounter {
-	now := map[string]func(*Clock) int64{"Now": (*Clock).Now}
+	now := map[string]func(*Clock) int64{"Now": (*Clock).nanos}
 	counters := []pubCounter{{name: "portable", read: readMono, ref: readMono, readers: now}}
 	switch {
 	case tscSupported:
 		counters = append(counters, pubCounter{name: "tsc", read: tscReader(), ref: testcounter.ReadSerialized,
-			readers: map[string]func(*Clock) int64{"Now": (*Clock).Now, "now": (*Clock).now}})
+			readers: map[string]func(*Clock) int64{"Now": (*Clock).nanos, "now": (*Clock).now}})
 	case cntvctSupported:
 		counters = append(counters, pubCounter{name: "cntvct", read: cntvctReader(), ref: testcounter.ReadSerialized, readers: now})
 	case timerReaderHere() != nil:

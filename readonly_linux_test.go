@@ -43,7 +43,7 @@ func TestReadersWriteNothing(t *testing.T) {
 			defer c.Close()
 			c.Coarse() // its value is set before the page becomes read-only
 			readers := map[string]func() int64{
-				"Now": c.Now, "now": c.now, "otherNow": func() int64 { return otherNow(c) }, "Coarse": c.Coarse,
+				"Now": c.nanos, "now": c.now, "otherNow": func() int64 { return otherNow(c) }, "Coarse": func() int64 { return int64(c.Coarse()) },
 			}
 			for _, far := range []bool{false, true} {
 				if far {
@@ -80,7 +80,7 @@ func TestReadersWriteNothing(t *testing.T) {
 					var fault string
 					for tries := 0; ; tries++ {
 						pc := ro.clock
-						r := map[string]func() int64{"Now": pc.Now, "now": pc.now, "otherNow": func() int64 { return otherNow(pc) }, "Coarse": pc.Coarse}[reader]
+						r := map[string]func() int64{"Now": pc.nanos, "now": pc.now, "otherNow": func() int64 { return otherNow(pc) }, "Coarse": func() int64 { return int64(pc.Coarse()) }}[reader]
 						got, fault = readWithoutFault(r)
 						if fault == "" || reader != "Coarse" || pc.coarse.current() != 0 || tries == 100 {
 							break

@@ -14,9 +14,9 @@ import (
 // writers name themselves (see lockAsWriter). Goroutine IDs tell two
 // goroutines apart.
 func TestOwnCode(t *testing.T) {
-	j, err := NewJiffies(100)
+	j, err := newJiffies(100)
 	assert.NoError(t, err)
-	m, err := NewManual(1e9, 64)
+	m, err := newManual(1e9, 64)
 	assert.NoError(t, err)
 	defer j.Stop()
 	for name, f := range map[string]func() uint64{

@@ -198,7 +198,7 @@ func TestAFormerWriterIsNoHolder(t *testing.T) {
 	go func() {
 		now := c.Now()
 		slow.Store(true) // the Now inside Time's first call, under the lock
-		timed <- c.Time(now)
+		timed <- c.WallTime(now)
 	}()
 	<-inRead
 	go func() {

@@ -18,7 +18,7 @@ import (
 //
 // A Clock must be created with New. A zero Clock, and a nil *Clock,
 // behave as a closed clock that never ran, and no method panics on them:
-// Now, Since and Coarse return 0, Time returns the zero time.Time (no
+// Now, Since and Coarse return 0, WallTime returns the zero time.Time (no
 // wall time: test it with IsZero), Info returns Info{Closed: true}, and
 // Register, Update, Suspend, Resume and Close return errors wrapping
 // ErrClosed.
@@ -56,7 +56,7 @@ type clockState struct {
 	declared uint64
 	// manual is the Manual counter the clock runs on, if it does: Coarse
 	// and Time then answer exactly from the counter (see manual.go).
-	manual atomic.Pointer[Manual]
+	manual atomic.Pointer[manual]
 	// info is the snapshot Info returns, taken as each writer unlocks, so
 	// that Info never waits for a writer (or user code it calls).
 	info atomic.Pointer[Info]
@@ -147,8 +147,8 @@ const verdictPeriod = 5 * time.Second
 // wrapping ErrInvalidSource if src is unusable: Read nil or panicking,
 // Bits outside 1..64, Rate 0, a Rate too high for a 32-bit mult, or a
 // counter that wraps so fast that the refresh goroutine could not be
-// trusted to fold it in time (see Source); and one wrapping
-// ErrInvalidOption for a bad Option.
+// trusted to fold it in time (see Source); and an error that says which
+// for a bad Option.
 func New(src Source, opts ...Option) (*Clock, error) {
 	var o options
 	if err := o.apply(opts); err != nil {
@@ -158,7 +158,7 @@ func New(src Source, opts ...Option) (*Clock, error) {
 	if o.reference != nil {
 		tr = &tracker{ref: o.reference, src: src, adopted: true}
 	}
-	c, err := newClock(src, rating{hz: float64(src.Rate), origin: RateDeclared}, tr)
+	c, err := newClock(src, rating{hz: float64(src.Rate), origin: rateDeclared}, tr)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +364,7 @@ func (c *Clock) reratedLocked(old *conversion) {
 // for 7/8 of one wrap. After Close, Register, Update, Suspend and Resume
 // return ErrClosed and change nothing, so a clock closed while suspended
 // stays frozen. A second Close returns ErrClosed. The default clock
-// cannot be closed: its Close returns ErrDefaultClock.
+// cannot be closed: its Close returns an error and changes nothing.
 //
 // A Clock made inside a testing/synctest bubble must be closed there, so
 // that its goroutines leave the bubble before it ends.
@@ -373,7 +373,7 @@ func (c *Clock) Close() error {
 		return ErrClosed
 	}
 	if c == defaultClock {
-		return fmt.Errorf("%w: it is shared by every package of the process", ErrDefaultClock)
+		return fmt.Errorf("%w: it is shared by every package of the process", errDefaultClock)
 	}
 	if !c.lockAsWriter() {
 		return reentered("Close")
@@ -398,7 +398,7 @@ func (c *Clock) Close() error {
 	// tick cleared it, so that it stands still.
 	c.coarse.tick.Store(nil)
 	atomic.StoreUint64(&c.coarse.seen, 0)
-	atomic.CompareAndSwapInt64(&c.coarse.value, 0, min(c.Now(), math.MaxInt64-1)+1)
+	atomic.CompareAndSwapInt64(&c.coarse.value, 0, min(c.nanos(), math.MaxInt64-1)+1)
 	return nil
 }
 
@@ -499,7 +499,7 @@ func stopUnreachable(st *clockState) {
 func (c *Clock) tick(now time.Time) (next time.Time) {
 	c.mu.Lock()
 	if c.userSrc || c.userRef {
-		// A user's Read or reference run below gets ErrReentered from a
+		// A user's Read or reference run below gets errReentered from a
 		// writer method of this clock, instead of hanging this goroutine
 		// (see lockAsWriter).
 		c.nameWriterLocked()
@@ -559,20 +559,22 @@ func (c *Clock) unlock() {
 	c.mu.Unlock()
 }
 
-// Info describes a Clock's configuration.
+// Info describes a Clock's configuration: what it runs on, at what rate
+// and how exactly, and what its checks found.
 type Info struct {
-	Source        string        // the Source's Name
-	Rate          uint64        // Hz
-	RateOrigin    RateOrigin    // where Rate came from
+	Source string // the Source's Name
+	Rate   uint64 // Hz
+	// RateOrigin says where Rate came from: "declared" (Source.Rate as
+	// given), "measured" (against CLOCK_MONOTONIC_RAW), "refined" (in the
+	// background, against the clock's reference), or the register or
+	// firmware that declared it ("cpuid", "cntfrq", "device tree", ...).
+	RateOrigin    string
 	RateErrorPPM  float64       // estimated error of Rate, ppm (0 when declared)
 	Bits          int           // counter width
 	Mult, Shift   uint32        // ns = cycles*Mult >> Shift
 	RefreshPeriod time.Duration // how often the epoch is folded forward
 	Suspended     bool
 	Closed        bool
-	// Rejected says why the default clock does not run on the hardware
-	// counter; it is empty when it does, and for clocks made by New.
-	Rejected string
 	// ConversionErrorPPM is the conversion's own error: how far
 	// Mult*2^-Shift ns per cycle is from 1e9/rate, in ppm (included in
 	// RateErrorPPM).
@@ -596,29 +598,6 @@ type Info struct {
 	// what, by how much, and when.
 	CounterFaults    int
 	LastCounterFault string
-	// CrossCPU says what the default clock's cross-CPU check of its
-	// hardware counter found (the kernel's check_tsc_warp): no warp, a
-	// warp (which CPUs, how large), or why it could not run (one allowed
-	// CPU, affinity not settable, not Linux). Empty for clocks made by New.
-	CrossCPU string
-	// CounterCheck says what the default clock's check of the counter's
-	// own evidence found: on arm64 (and the other time bases) which
-	// counter erratum it works around and what a read costs against the
-	// portable source (a counter the kernel traps is slower); on a
-	// paravirtual clock, the page (where, its version and flags), read
-	// again with every verdict.
-	CounterCheck string
-	// Kernel is the kernel's verdict on the hardware counter as the
-	// default clock read it: the kernel's clocksource, or why it is
-	// unknown (no sysfs, an empty file). Empty for clocks made by New.
-	// With CrossCPU and Rejected, it is the evidence the default clock
-	// decides on: the hardware counter is used only when the kernel runs
-	// on it, or when the cross-CPU check ran and found no warp.
-	Kernel string
-	// Pending says what the default clock's trust in the hardware counter
-	// still waits for (a cross-CPU check to retry, a rate to measure);
-	// empty when nothing is pending.
-	Pending string
 	// Reference says how the clock's reference last misbehaved (stuck,
 	// stepped back, jumped, or ran at an impossible rate against the
 	// runtime's monotonic clock), and when; such a reference is not
@@ -644,6 +623,40 @@ type Info struct {
 	// no map (not mapped yet, not on this system, perf's clock not
 	// exported).
 	KernelTime string
+	// Evidence is what the default clock decided its counter on; zero on
+	// clocks made by New.
+	Evidence Evidence
+}
+
+// Evidence is the default clock's evidence for the counter it runs on
+// (Info.Evidence): the hardware counter is used only when the kernel runs
+// on it, or when the cross-CPU check ran and found no warp, and, where
+// the counter has evidence of its own (a paravirtual page), while that
+// holds.
+type Evidence struct {
+	// Rejected says why the default clock does not run on the hardware
+	// counter; it is empty when it does.
+	Rejected string
+	// CrossCPU says what the default clock's cross-CPU check of its
+	// hardware counter found (the kernel's check_tsc_warp): no warp, a
+	// warp (which CPUs, how large), or why it could not run (one allowed
+	// CPU, affinity not settable, not Linux).
+	CrossCPU string
+	// CounterCheck says what the default clock's check of the counter's
+	// own evidence found: on arm64 (and the other time bases) which
+	// counter erratum it works around and what a read costs against the
+	// portable source (a counter the kernel traps is slower); on a
+	// paravirtual clock, the page (where, its version and flags), read
+	// again with every verdict.
+	CounterCheck string
+	// Kernel is the kernel's verdict on the hardware counter as the
+	// default clock read it: the kernel's clocksource, or why it is
+	// unknown (no sysfs, an empty file).
+	Kernel string
+	// Pending says what the default clock's trust in the hardware counter
+	// still waits for (a cross-CPU check to retry, a rate to measure);
+	// empty when nothing is pending.
+	Pending string
 }
 
 // Info returns the clock's current configuration: a snapshot taken as the
@@ -690,7 +703,7 @@ func (c *Clock) infoLocked() Info {
 	in := Info{
 		Source:             c.src.Name,
 		Rate:               c.src.Rate,
-		RateOrigin:         c.rate.origin,
+		RateOrigin:         c.rate.origin.String(),
 		RateErrorPPM:       c.rate.errPPM,
 		ConversionErrorPPM: convErr,
 		Reanchors:          c.watch.reanchors,

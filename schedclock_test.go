@@ -33,11 +33,11 @@ func newFake(t *testing.T, bits int, rate uint64) (*schedclock.Clock, *schedcloc
 // exactNanos is cycles*mult >> shift in arbitrary precision: what a clock
 // started at counter 0 must read after cycles, however many updates came
 // in between.
-func exactNanos(cycles uint64, info schedclock.Info) int64 {
+func exactNanos(cycles uint64, info schedclock.Info) schedclock.Instant {
 	v := new(big.Int).SetUint64(cycles)
 	v.Mul(v, big.NewInt(int64(info.Mult)))
 	v.Rsh(v, uint(info.Shift))
-	return v.Int64()
+	return schedclock.Instant(v.Int64())
 }
 
 func TestNewStartsNearZero(t *testing.T) {
@@ -46,16 +46,16 @@ func TestNewStartsNearZero(t *testing.T) {
 	c, err := schedclock.New(f.Source("fake", 64, ghz))
 	require.NoError(t, err)
 	defer c.Close()
-	assert.Equal(t, int64(0), c.Now())
+	assert.Equal(t, schedclock.Instant(0), c.Now())
 	f.Add(1500)
-	assert.Equal(t, int64(1500), c.Now())
+	assert.Equal(t, schedclock.Instant(1500), c.Now())
 
 	p, err := schedclock.New(schedclock.Portable())
 	require.NoError(t, err)
 	defer p.Close()
 	first := p.Now()
-	assert.GreaterOrEqual(t, first, int64(0))
-	assert.Less(t, first, int64(time.Second))
+	assert.GreaterOrEqual(t, first, schedclock.Instant(0))
+	assert.Less(t, first, schedclock.Instant(time.Second))
 }
 
 // TestSevenSecondsOfCounts reads seven seconds' worth of counts at
@@ -271,7 +271,7 @@ func TestClose(t *testing.T) {
 
 	// Now keeps answering.
 	f.Add(10)
-	assert.Equal(t, int64(20), c.Now())
+	assert.Equal(t, schedclock.Instant(20), c.Now())
 	// Mutators are refused or do nothing, and change nothing.
 	g := &schedclock.FakeCounter{}
 	assert.ErrorIs(t, c.Register(g.Source("g", 64, 2*ghz)), schedclock.ErrClosed)
@@ -281,7 +281,7 @@ func TestClose(t *testing.T) {
 	c.Resume()
 	assert.Equal(t, "fake", c.Info().Source)
 	f.Add(10)
-	assert.Equal(t, int64(30), c.Now())
+	assert.Equal(t, schedclock.Instant(30), c.Now())
 
 	// No goroutine is left behind.
 	deadline := time.Now().Add(2 * time.Second)
@@ -335,7 +335,7 @@ func monotonicUnderConcurrentWriters(t *testing.T) {
 			defer wg.Done()
 			for !stop.Load() {
 				floor := highest.Load()
-				now := c.Now()
+				now := int64(c.Now())
 				reads.Add(1)
 				if now < floor {
 					errs <- "backwards"
@@ -384,14 +384,14 @@ func monotonicUnderConcurrentWriters(t *testing.T) {
 
 func TestZeroClockIsInertNotAPanic(t *testing.T) {
 	var c schedclock.Clock
-	assert.Equal(t, int64(0), c.Now())
+	assert.Equal(t, schedclock.Instant(0), c.Now())
 	f := &schedclock.FakeCounter{}
 	assert.ErrorIs(t, c.Register(f.Source("f", 64, ghz)), schedclock.ErrClosed)
 	c.Update()
 	c.Suspend()
 	c.Resume()
 	assert.ErrorIs(t, c.Close(), schedclock.ErrClosed)
-	assert.Equal(t, int64(0), c.Now())
+	assert.Equal(t, schedclock.Instant(0), c.Now())
 	assert.Equal(t, "", c.Info().Source)
 	assert.True(t, c.Info().Closed)
 

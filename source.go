@@ -22,7 +22,7 @@ import (
 // fold is tried again later. Read is called with the Clock's writer lock
 // held (by Register, Update, Suspend, Resume and the Clock's goroutine):
 // a Read that calls one of those methods, or Close, on the same Clock
-// gets ErrReentered instead of waiting for itself.
+// gets an error instead of waiting for itself.
 //
 // What a narrow counter cannot survive exactly is a stretch in which the
 // Clock's goroutine cannot run at all (a non-preemptible assembly loop on
@@ -46,83 +46,104 @@ type Source struct {
 	Bits int
 	Rate uint64 // Hz
 
-	// manual is the Manual behind a Source from Manual.Source.
-	manual *Manual
+	// manual is the manual counter behind a Source from its Source method.
+	manual *manual
 	// bubble is where a Source from Bubble started.
 	bubble *bubbleOrigin
 }
 
-// Sentinel errors. Errors returned by this package wrap one of these, so
-// callers can test them with errors.Is.
+// The errors a caller can act on. Every error this package returns
+// wraps one of these or says why in words alone; test them with
+// errors.Is.
 var (
-	// ErrInvalidSource: a Source field is unusable (nil Read, Bits outside
-	// 1..64, Rate 0, or a counter that wraps too fast to be tracked).
+	// ErrInvalidSource: a Source given to New or Register is unusable (nil
+	// Read, a Read that panics, Bits outside 1..64, Rate 0, or a counter
+	// that wraps too fast to be tracked).
 	ErrInvalidSource = errors.New("schedclock: invalid source")
 	// ErrSlowerSource: Register was given a Source whose Rate is lower
 	// than the current one (the kernel's "rate wins" rule).
 	ErrSlowerSource = errors.New("schedclock: source is slower than the current one")
 	// ErrClosed: the Clock was closed.
 	ErrClosed = errors.New("schedclock: clock is closed")
-	// ErrUnsupported: the hardware counter does not exist on this platform
-	// or in this build.
+	// ErrUnsupported: the counter asked for (Hardware, Paravirt, Raw,
+	// Boottime) does not exist on this platform or in this build, or
+	// cannot be trusted as a clock on this machine; the message says why.
+	// Portable works everywhere.
 	ErrUnsupported = errors.New("schedclock: counter not supported here")
-	// ErrUntrusted: the hardware counter exists but cannot be trusted as a
-	// clock on this machine (see the wrapped message for why).
-	ErrUntrusted = errors.New("schedclock: counter not trusted")
-	// ErrInvalidOption: an Option given to New is unusable (a nil
-	// reference clock, a duplicate Option, ...).
-	ErrInvalidOption = errors.New("schedclock: invalid option")
 	// ErrFault: user code the clock called (a Source's Read) panicked
 	// during the call that returns it; the clock was left exactly as it
-	// was before the call, and Info counts the fault.
+	// was before the call, and Info counts the fault. The call may be
+	// tried again.
 	ErrFault = errors.New("schedclock: source faulted")
-	// ErrDefaultClock: the call would stop the process-wide default
+)
+
+// The errors that report a caller's mistake, which no program handles at
+// run time: each says what went wrong, and tests match them
+// (export_test.go).
+var (
+	// errUntrusted: the hardware counter exists but cannot be trusted as
+	// a clock on this machine. It is an ErrUnsupported to errors.Is.
+	errUntrusted error = &subError{"schedclock: counter not trusted", ErrUnsupported}
+	// errInvalidOption: an Option given to New is unusable (a nil
+	// reference clock, a duplicate Option, ...).
+	errInvalidOption = errors.New("schedclock: invalid option")
+	// errDefaultClock: the call would stop the process-wide default
 	// clock, which every package of the process shares (Close).
-	ErrDefaultClock = errors.New("schedclock: the default clock cannot be closed")
-	// ErrReentered: a writer method (Register, Update, Suspend, Resume,
+	errDefaultClock = errors.New("schedclock: the default clock cannot be closed")
+	// errReentered: a writer method (Register, Update, Suspend, Resume,
 	// Close) was called by user code that the same Clock's writer was
 	// running (a Source's Read, a reference): the writer holds the
 	// Clock's lock, so the call would wait for itself forever. It
 	// changes nothing, and the writer that ran the user code goes on.
-	ErrReentered = errors.New("schedclock: writer method called from inside the clock's own writer")
+	errReentered = errors.New("schedclock: writer method called from inside the clock's own writer")
 )
 
-// RateOrigin says where a Source's Rate came from.
-type RateOrigin int
+// subError is a sentinel error of its own that errors.Is also matches
+// with a broader one (kind).
+type subError struct {
+	msg  string
+	kind error
+}
+
+func (e *subError) Error() string { return e.msg }
+func (e *subError) Unwrap() error { return e.kind }
+
+// rateOrigin says where a Source's Rate came from.
+type rateOrigin int
 
 const (
-	RateDeclared   RateOrigin = iota // given by the caller in Source.Rate
-	RateCPUID                        // x86 CPUID leaf 0x15 (and 0x16)
-	RateHypervisor                   // hypervisor timing leaf 0x40000010
-	RateMeasured                     // measured against CLOCK_MONOTONIC_RAW
-	RateCNTFRQ                       // arm64 CNTFRQ_EL0
-	RateRefined                      // refined in the background against the Clock's reference
+	rateDeclared   rateOrigin = iota // given by the caller in Source.Rate
+	rateCPUID                        // x86 CPUID leaf 0x15 (and 0x16)
+	rateHypervisor                   // hypervisor timing leaf 0x40000010
+	rateMeasured                     // measured against CLOCK_MONOTONIC_RAW
+	rateCNTFRQ                       // arm64 CNTFRQ_EL0
+	rateRefined                      // refined in the background against the Clock's reference
 )
 
 // The rate origins of the riscv64, ppc64le, s390x and loong64 counters,
-// numbered on from RateRefined.
+// numbered on from rateRefined.
 const (
-	RateDeviceTree  RateOrigin = RateRefined + 1 + iota // riscv64 device tree /cpus/timebase-frequency
-	RateCPUInfo                                         // ppc64le /proc/cpuinfo timebase line
-	RateArchitected                                     // fixed by the architecture (s390x TOD: bit 51 is 1 µs)
-	RateCPUCFG                                          // loong64 CPUCFG leaves 4 and 5
-	// RateNanoseconds: the counter counts nanoseconds by construction (a
+	rateDeviceTree  rateOrigin = rateRefined + 1 + iota // riscv64 device tree /cpus/timebase-frequency
+	rateCPUInfo                                         // ppc64le /proc/cpuinfo timebase line
+	rateArchitected                                     // fixed by the architecture (s390x TOD: bit 51 is 1 µs)
+	rateCPUCFG                                          // loong64 CPUCFG leaves 4 and 5
+	// rateNanoseconds: the counter counts nanoseconds by construction (a
 	// paravirtual clock's page converts the TSC with the hypervisor's
 	// own scale): exact, never refined, still watched.
-	RateNanoseconds
+	rateNanoseconds
 )
 
 // rateOriginNames are the RateOrigins' names, as Info prints them.
-var rateOriginNames = [...]string{RateDeclared: "declared", RateCPUID: "cpuid", RateHypervisor: "hypervisor leaf",
-	RateMeasured: "measured", RateCNTFRQ: "cntfrq", RateRefined: "refined",
-	RateDeviceTree: "device tree", RateCPUInfo: "cpuinfo", RateArchitected: "architected", RateCPUCFG: "cpucfg",
-	RateNanoseconds: "nanoseconds by construction"}
+var rateOriginNames = [...]string{rateDeclared: "declared", rateCPUID: "cpuid", rateHypervisor: "hypervisor leaf",
+	rateMeasured: "measured", rateCNTFRQ: "cntfrq", rateRefined: "refined",
+	rateDeviceTree: "device tree", rateCPUInfo: "cpuinfo", rateArchitected: "architected", rateCPUCFG: "cpucfg",
+	rateNanoseconds: "nanoseconds by construction"}
 
-func (o RateOrigin) String() string {
+func (o rateOrigin) String() string {
 	if o >= 0 && int(o) < len(rateOriginNames) {
 		return rateOriginNames[o]
 	}
-	return fmt.Sprintf("RateOrigin(%d)", int(o))
+	return fmt.Sprintf("rateOrigin(%d)", int(o))
 }
 
 func (s Source) validate() error {

@@ -19,9 +19,10 @@ import "time"
 //		// c.Since(start) == time.Minute, exactly
 //	})
 //
-// Coarse on such a Clock is Now, exact (as on a Manual counter): a
-// ticker would wake at the same fake instant as the test's own sleeps, in
-// an order the bubble does not fix.
+// schedclocktest.NewBubbleClock(t) does the first two lines, the Close
+// at the test's cleanup. Coarse on such a Clock is Now, exact (as on a
+// schedclocktest.Manual counter): a ticker would wake at the same fake
+// instant as the test's own sleeps, in an order the bubble does not fix.
 //
 // The Source counts from the moment Bubble is called; call it inside the
 // bubble. Its limits:
@@ -30,11 +31,11 @@ import "time"
 //     by NTP like it), so a Clock on it is an ordinary clock there;
 //   - its Rate is declared, never refined (fake time has no rate to
 //     measure): do not give its Clock a reference;
-//   - a Clock on it has the wall time of the bubble: Time(ns) is the
-//     bubble's time.Now at the moment the clock read ns (the bubble's
+//   - a Clock on it has the wall time of the bubble: WallTime(t) is the
+//     bubble's time.Now at the moment the clock read t (the bubble's
 //     clock starts at 2000-01-01 00:00:00 UTC), exactly and for good, and
 //     never the real wall clock (a reading's wall time never changes; after
-//     Suspend and Resume, Time goes on from the same origin and falls
+//     Suspend and Resume, WallTime goes on from the same origin and falls
 //     behind the bubble's time.Now by the suspended interval).
 func Bubble() Source {
 	start := time.Now()

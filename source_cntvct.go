@@ -27,8 +27,8 @@ const cntfrqErrPPM = 50
 //
 // Off arm64, in a purego or non-gc build, err wraps ErrUnsupported; where
 // CNTFRQ_EL0 reads 0 (firmware left it unprogrammed) err wraps
-// ErrUntrusted. The message says exactly why.
-func CNTVCT() (Source, error) {
+// errUntrusted. The message says exactly why.
+func cntvctSource() (Source, error) {
 	src, _, _, err := probeCNTVCT()
 	return src, err
 }
@@ -65,16 +65,16 @@ func prepareCNTVCT(src Source) (Source, func() (string, error)) {
 }
 
 // probeCNTVCT is CNTVCT with the origin and error of its rate.
-func probeCNTVCT() (src Source, origin RateOrigin, errPPM float64, err error) {
+func probeCNTVCT() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !cntvctSupported {
 		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "cntvct", cntvctUnsupportedReason())
 	}
 	// CNTFRQ_EL0 bits 63:32 are RES0.
 	rate := cntfrq() & 0xffff_ffff
 	if rate == 0 {
-		return Source{}, 0, 0, fmt.Errorf("%w %q: CNTFRQ_EL0 reads 0 (firmware did not program the counter frequency)", ErrUntrusted, "cntvct")
+		return Source{}, 0, 0, fmt.Errorf("%w %q: CNTFRQ_EL0 reads 0 (firmware did not program the counter frequency)", errUntrusted, "cntvct")
 	}
-	return Source{Name: "cntvct", Read: cntvctReader(), Bits: cntvctBits, Rate: rate}, RateCNTFRQ, cntfrqErrPPM, nil
+	return Source{Name: "cntvct", Read: cntvctReader(), Bits: cntvctBits, Rate: rate}, rateCNTFRQ, cntfrqErrPPM, nil
 }
 
 // Whether CNTVCT_EL0 is worth reading is decided by what a read costs, as
@@ -181,14 +181,14 @@ func (t cntvctTrust) String() string {
 }
 
 // untrusted returns nil while the counter may be used, and else an error
-// wrapping ErrUntrusted (or ErrUnsupported where there is no counter)
+// wrapping errUntrusted (or ErrUnsupported where there is no counter)
 // that says why.
 func (t cntvctTrust) untrusted() error {
 	switch {
 	case t.Reason != "":
 		return fmt.Errorf("%w %q: %s", ErrUnsupported, "cntvct", t.Reason)
 	case t.Fallback:
-		return fmt.Errorf("%w %q: %s", ErrUntrusted, "cntvct", strings.TrimPrefix(t.String(), "cntvct: "))
+		return fmt.Errorf("%w %q: %s", errUntrusted, "cntvct", strings.TrimPrefix(t.String(), "cntvct: "))
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 )
 
 func TestCNTVCT(t *testing.T) {
-	src, err := CNTVCT()
+	src, err := cntvctSource()
 	if !cntvctSupported {
 		require.ErrorIs(t, err, ErrUnsupported)
 		assert.Contains(t, err.Error(), cntvctUnsupportedReason())
@@ -29,7 +29,7 @@ func TestCNTVCT(t *testing.T) {
 	require.NoError(t, src.validate())
 	_, origin, errPPM, err := probeCNTVCT()
 	require.NoError(t, err)
-	assert.Equal(t, RateCNTFRQ, origin)
+	assert.Equal(t, rateCNTFRQ, origin)
 	assertCounts(t, src)
 	assertRateAgrees(t, src, errPPM)
 }
@@ -137,7 +137,7 @@ func TestCheckCNTVCTOnEachErratum(t *testing.T) {
 			if tt.fallback {
 				assert.Nil(t, trust.Read)
 				err := trust.untrusted()
-				assert.ErrorIs(t, err, ErrUntrusted)
+				assert.ErrorIs(t, err, errUntrusted)
 				assert.Equal(t, `schedclock: counter not trusted "cntvct": `+tt.say[len("cntvct: "):], err.Error())
 			} else {
 				require.NotNil(t, trust.Read)

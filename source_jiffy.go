@@ -15,7 +15,7 @@ import (
 //
 // A nil *Jiffies, like a nil *Clock, panics in no method: Read reads 0,
 // Stop does nothing, and New refuses its Source with ErrInvalidSource.
-type Jiffies struct {
+type jiffyCounter struct {
 	count atomic.Uint64
 	hz    uint64
 	start time.Time
@@ -24,21 +24,21 @@ type Jiffies struct {
 	once  sync.Once
 }
 
-// MaxHZ is the highest tick rate NewJiffies accepts.
-const MaxHZ = 100_000
+// maxHZ is the highest tick rate NewJiffies accepts.
+const maxHZ = 100_000
 
 // NewJiffies starts a jiffy counter ticking at hz (1..MaxHZ). Stop it with
 // Stop when it is no longer used.
-func NewJiffies(hz int) (*Jiffies, error) {
-	if hz < 1 || hz > MaxHZ {
-		return nil, fmt.Errorf("%w %q: HZ = %d, want 1..%d", ErrInvalidSource, "jiffies", hz, MaxHZ)
+func newJiffies(hz int) (*jiffyCounter, error) {
+	if hz < 1 || hz > maxHZ {
+		return nil, fmt.Errorf("%w %q: HZ = %d, want 1..%d", ErrInvalidSource, "jiffies", hz, maxHZ)
 	}
-	j := &Jiffies{hz: uint64(hz), start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	j := &jiffyCounter{hz: uint64(hz), start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	go j.tick()
 	return j, nil
 }
 
-func (j *Jiffies) tick() {
+func (j *jiffyCounter) tick() {
 	defer close(j.done)
 	ticker := time.NewTicker(time.Second / time.Duration(j.hz))
 	defer ticker.Stop()
@@ -54,7 +54,7 @@ func (j *Jiffies) tick() {
 }
 
 // Read returns the number of ticks counted so far.
-func (j *Jiffies) Read() uint64 {
+func (j *jiffyCounter) Read() uint64 {
 	if j == nil {
 		return 0
 	}
@@ -62,7 +62,7 @@ func (j *Jiffies) Read() uint64 {
 }
 
 // Source returns the counter as a Source: 64 bits at HZ.
-func (j *Jiffies) Source() Source {
+func (j *jiffyCounter) Source() Source {
 	if j == nil {
 		return Source{Name: "jiffies (a nil *Jiffies)"} // no Read: New refuses it
 	}
@@ -72,7 +72,7 @@ func (j *Jiffies) Source() Source {
 // Stop stops the ticker and waits for its goroutine to exit; the count
 // stays where it is. Stop is idempotent, and does nothing on a zero or
 // nil Jiffies.
-func (j *Jiffies) Stop() {
+func (j *jiffyCounter) Stop() {
 	if j == nil || j.stop == nil {
 		return // never started by NewJiffies
 	}

@@ -153,7 +153,7 @@ func findParavirt() (*paravirtPage, error) {
 			p.pv, v, err = pvclock.ProbePvclock(loc.Pvclock)
 			if err == nil && !v.Stable() {
 				// The vDSO does not use an unstable page either.
-				return nil, fmt.Errorf("%w %q: PVCLOCK_TSC_STABLE_BIT is clear (flags %#x, version %d, in %s)", ErrUntrusted, k.name, v.Flags, v.Version, loc.Mapping)
+				return nil, fmt.Errorf("%w %q: PVCLOCK_TSC_STABLE_BIT is clear (flags %#x, version %d, in %s)", errUntrusted, k.name, v.Flags, v.Version, loc.Mapping)
 			}
 		}
 		if err == nil {
@@ -270,7 +270,7 @@ func newParavirtSource(p *paravirtPage, raw func() int64) (*paravirtSource, erro
 		r1 := raw()
 		if !ok {
 			why, evidence := p.state()
-			return nil, fmt.Errorf("%w %q: %s (%s)", ErrUntrusted, p.kind.name, why, evidence)
+			return nil, fmt.Errorf("%w %q: %s (%s)", errUntrusted, p.kind.name, why, evidence)
 		}
 		if w := r1 - r0; width < 0 || w < width {
 			best, width, version = int64(ns)-r0, w, v
@@ -475,9 +475,9 @@ func (s *paravirtSource) status() (reading, history string) {
 // one page gives a monotonic clock on every vCPU); the page is never
 // loaded from before a copy of it proved all that. Off amd64, in a
 // purego or non-gc build, where the kernel runs on another clocksource,
-// maps no page or maps it in a layout this package does not know, err
-// wraps ErrUnsupported; where the stable bit is clear, ErrUntrusted. The
-// message says exactly why.
+// maps no page or maps it in a layout this package does not know, or
+// where the stable bit is clear, err wraps ErrUnsupported. The message
+// says exactly why.
 //
 // A TSC value below the page's stamp is no motion, as the kernel's vDSO
 // treats it. A page that cannot be read (the stable bit cleared, a
@@ -542,11 +542,11 @@ func readPvclock() uint64 { return pvclockShared.src.read() }
 
 // probePvclock is Paravirt in the shape of the default clock's counter
 // descriptors: the page's time is in ns by construction, so its rate is
-// exact (RateNanoseconds): the default clock watches it against
+// exact (rateNanoseconds): the default clock watches it against
 // CLOCK_MONOTONIC_RAW but never refines it.
-func probePvclock() (src Source, origin RateOrigin, errPPM float64, err error) {
+func probePvclock() (src Source, origin rateOrigin, errPPM float64, err error) {
 	src, err = Paravirt()
-	return src, RateNanoseconds, 0, err
+	return src, rateNanoseconds, 0, err
 }
 
 // pvclockVerdict is the kernel's word on the paravirtual clock: its

@@ -63,7 +63,7 @@ func TestParavirtHere(t *testing.T) {
 	probed, origin, errPPM, err := probePvclock()
 	require.NoError(t, err)
 	assert.Equal(t, src.Name, probed.Name)
-	assert.Equal(t, RateNanoseconds, origin)
+	assert.Equal(t, rateNanoseconds, origin)
 	assert.Zero(t, errPPM)
 	t.Logf("%s: %s", src.Name, desc)
 }
@@ -134,7 +134,7 @@ func TestParavirtFallsBackWhenTheStableBitClears(t *testing.T) {
 	why, _ := page.state()
 	assert.Contains(t, why, "PVCLOCK_TSC_STABLE_BIT is clear")
 	_, err = newParavirtSource(page, rawNow)
-	assert.ErrorIs(t, err, ErrUntrusted)
+	assert.ErrorIs(t, err, errUntrusted)
 }
 
 // TestParavirtReturnsToThePageWithoutSteppingBack: a Source that fell
@@ -221,6 +221,6 @@ func TestParavirtRefusals(t *testing.T) {
 	}
 	_, err := Paravirt()
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, ErrUnsupported) || errors.Is(err, ErrUntrusted), err.Error())
+	assert.True(t, errors.Is(err, ErrUnsupported) || errors.Is(err, errUntrusted), err.Error())
 	assert.True(t, strings.Contains(err.Error(), "paravirt") || strings.Contains(err.Error(), "pvclock") || strings.Contains(err.Error(), "hyperv"), err.Error())
 }

@@ -35,15 +35,15 @@ func rdtimeVerdict() kernel.Verdict { return clocksourceVerdict(rdtimeClocksourc
 //
 // Off riscv64, in a purego or non-gc build, err wraps ErrUnsupported;
 // where the device tree's property is unusable (not one 32-bit cell, 0)
-// err wraps ErrUntrusted. The message says exactly why.
-func RDTIME() (Source, error) {
+// err wraps errUntrusted. The message says exactly why.
+func rdtimeSource() (Source, error) {
 	src, origin, _, err := probeRDTIME()
 	return withMeasuredRate(src, origin, err)
 }
 
 // probeRDTIME is RDTIME without the measurement: where the rate must be
-// measured it returns Rate 0 and RateMeasured.
-func probeRDTIME() (src Source, origin RateOrigin, errPPM float64, err error) {
+// measured it returns Rate 0 and rateMeasured.
+func probeRDTIME() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !rdtimeSupported {
 		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "rdtime", rdtimeUnsupportedReason())
 	}
@@ -59,16 +59,16 @@ func probeRDTIME() (src Source, origin RateOrigin, errPPM float64, err error) {
 // timebase-frequency property (its content, or the error reading it):
 // no property at all means measuring; one that is there but unusable is
 // firmware's mistake, and refused rather than papered over.
-func rdtimeRate(property []byte, readErr error) (rate uint64, origin RateOrigin, errPPM float64, err error) {
+func rdtimeRate(property []byte, readErr error) (rate uint64, origin rateOrigin, errPPM float64, err error) {
 	if errors.Is(readErr, fs.ErrNotExist) {
-		return 0, RateMeasured, 0, nil
+		return 0, rateMeasured, 0, nil
 	}
 	if readErr != nil {
-		return 0, 0, 0, fmt.Errorf("%w %q: reading %s: %v", ErrUntrusted, "rdtime", timebase.DeviceTreePath, readErr)
+		return 0, 0, 0, fmt.Errorf("%w %q: reading %s: %v", errUntrusted, "rdtime", timebase.DeviceTreePath, readErr)
 	}
 	rate, err = timebase.DeviceTreeFrequency(property)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("%w %q: %s: %v", ErrUntrusted, "rdtime", timebase.DeviceTreePath, err)
+		return 0, 0, 0, fmt.Errorf("%w %q: %s: %v", errUntrusted, "rdtime", timebase.DeviceTreePath, err)
 	}
-	return rate, RateDeviceTree, nominalRateErrPPM, nil
+	return rate, rateDeviceTree, nominalRateErrPPM, nil
 }

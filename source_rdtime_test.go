@@ -11,8 +11,8 @@ import (
 func TestRDTIME(t *testing.T) {
 	testTimerCounter(t, timerCounter{
 		name: "rdtime", arch: "riscv64", supported: rdtimeSupported, reason: rdtimeUnsupportedReason,
-		construct: RDTIME, probe: probeRDTIME,
-		origins: []RateOrigin{RateDeviceTree, RateMeasured},
+		construct: rdtimeSource, probe: probeRDTIME,
+		origins: []rateOrigin{rateDeviceTree, rateMeasured},
 	})
 }
 
@@ -20,13 +20,13 @@ func TestRDTIMERate(t *testing.T) {
 	rate, origin, errPPM, err := rdtimeRate([]byte{0x00, 0x98, 0x96, 0x80}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(10_000_000), rate)
-	assert.Equal(t, RateDeviceTree, origin)
+	assert.Equal(t, rateDeviceTree, origin)
 	assert.Equal(t, float64(nominalRateErrPPM), errPPM)
 
 	// No device tree (qemu-user, ACPI): measured.
 	rate, origin, _, err = rdtimeRate(nil, fs.ErrNotExist)
 	require.NoError(t, err)
-	assert.Equal(t, RateMeasured, origin)
+	assert.Equal(t, rateMeasured, origin)
 	assert.Zero(t, rate)
 
 	for _, tt := range []struct {
@@ -44,7 +44,7 @@ func TestRDTIMERate(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rate, _, _, err := rdtimeRate(tt.property, tt.readErr)
-			assert.ErrorIs(t, err, ErrUntrusted)
+			assert.ErrorIs(t, err, errUntrusted)
 			assert.EqualError(t, err, tt.msg)
 			assert.Zero(t, rate)
 		})

@@ -33,15 +33,15 @@ func stableCounterVerdict() kernel.Verdict { return clocksourceVerdict(stableCou
 //
 // Off loong64, in a purego or non-gc build, err wraps ErrUnsupported;
 // where CPUCFG gives no rate (no constant-frequency timer, a field left
-// at 0) err wraps ErrUntrusted. The message says exactly why.
-func StableCounter() (Source, error) {
+// at 0) err wraps errUntrusted. The message says exactly why.
+func stableCounterSource() (Source, error) {
 	src, origin, _, err := probeStableCounter()
 	return withMeasuredRate(src, origin, err)
 }
 
 // probeStableCounter is StableCounter with the origin and error of its
 // rate.
-func probeStableCounter() (src Source, origin RateOrigin, errPPM float64, err error) {
+func probeStableCounter() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !stableCounterSupported {
 		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "stablecounter", stableCounterUnsupportedReason())
 	}
@@ -49,7 +49,7 @@ func probeStableCounter() (src Source, origin RateOrigin, errPPM float64, err er
 	if err != nil {
 		return Source{}, 0, 0, err
 	}
-	return Source{Name: "stablecounter", Read: stableCounterReader(), Bits: timerBits, Rate: rate}, RateCPUCFG, nominalRateErrPPM, nil
+	return Source{Name: "stablecounter", Read: stableCounterReader(), Bits: timerBits, Rate: rate}, rateCPUCFG, nominalRateErrPPM, nil
 }
 
 // stableCounterRate reads the counter's rate from CPUCFG leaves 2, 4 and
@@ -57,7 +57,7 @@ func probeStableCounter() (src Source, origin RateOrigin, errPPM float64, err er
 func stableCounterRate(cfg func(leaf uint32) uint32) (uint64, error) {
 	rate, err := timebase.StableCounterFrequency(cfg(2), cfg(4), cfg(5))
 	if err != nil {
-		return 0, fmt.Errorf("%w %q: %v", ErrUntrusted, "stablecounter", err)
+		return 0, fmt.Errorf("%w %q: %v", errUntrusted, "stablecounter", err)
 	}
 	return rate, nil
 }

@@ -11,8 +11,8 @@ import (
 func TestStableCounter(t *testing.T) {
 	testTimerCounter(t, timerCounter{
 		name: "stablecounter", arch: "loong64", supported: stableCounterSupported, reason: stableCounterUnsupportedReason,
-		construct: StableCounter, probe: probeStableCounter,
-		origins: []RateOrigin{RateCPUCFG},
+		construct: stableCounterSource, probe: probeStableCounter,
+		origins: []rateOrigin{rateCPUCFG},
 	})
 }
 
@@ -31,7 +31,7 @@ func TestCPUCFGHere(t *testing.T) {
 	src, origin, _, err := probeStableCounter()
 	require.NoError(t, err)
 	assert.Equal(t, rate, src.Rate)
-	assert.Equal(t, RateCPUCFG, origin)
+	assert.Equal(t, rateCPUCFG, origin)
 }
 
 func TestStableCounterRate(t *testing.T) {
@@ -56,7 +56,7 @@ func TestStableCounterRate(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rate, err := stableCounterRate(words(tt.cfg2, tt.cfg4, tt.cfg5))
-			assert.ErrorIs(t, err, ErrUntrusted)
+			assert.ErrorIs(t, err, errUntrusted)
 			assert.EqualError(t, err, tt.msg)
 			assert.Zero(t, rate)
 		})

@@ -1,6 +1,7 @@
 package schedclock_test
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -62,16 +63,48 @@ func TestInvalidSourcesAreRefused(t *testing.T) {
 		assert.ErrorIs(t, c.Register(src), schedclock.ErrInvalidSource)
 	}
 	assert.Equal(t, before, c.Info())
-	assert.Equal(t, int64(1000), c.Now())
+	assert.Equal(t, schedclock.Instant(1000), c.Now())
 	fc.Add(1)
-	assert.Equal(t, int64(1001), c.Now())
+	assert.Equal(t, schedclock.Instant(1001), c.Now())
 }
 
 func TestRateOriginNames(t *testing.T) {
 	for o, name := range map[schedclock.RateOrigin]string{
 		schedclock.RateDeclared: "declared", schedclock.RateCPUID: "cpuid", schedclock.RateHypervisor: "hypervisor leaf",
-		schedclock.RateMeasured: "measured", schedclock.RateCNTFRQ: "cntfrq", schedclock.RateRefined: "refined", schedclock.RateOrigin(99): "RateOrigin(99)",
+		schedclock.RateMeasured: "measured", schedclock.RateCNTFRQ: "cntfrq", schedclock.RateRefined: "refined", schedclock.RateOrigin(99): "rateOrigin(99)",
 	} {
 		assert.Equal(t, name, o.String())
 	}
+}
+
+// TestHardwareIsThisArchitecturesCounter: Hardware returns this
+// architecture's counter register, or its refusal, and on an
+// architecture without one an error wrapping ErrUnsupported.
+func TestHardwareIsThisArchitecturesCounter(t *testing.T) {
+	src, err := schedclock.Hardware()
+	own, ok := map[string]func() (schedclock.Source, error){
+		"amd64": schedclock.TSC, "arm64": schedclock.CNTVCT, "riscv64": schedclock.RDTIME,
+		"ppc64le": schedclock.TimeBase, "s390x": schedclock.TOD, "loong64": schedclock.StableCounter,
+	}[runtime.GOARCH]
+	if !ok {
+		require.ErrorIs(t, err, schedclock.ErrUnsupported)
+		assert.Contains(t, err.Error(), runtime.GOARCH)
+		return
+	}
+	want, wantErr := own()
+	if wantErr != nil {
+		require.Error(t, err)
+		assert.Equal(t, wantErr.Error(), err.Error())
+		assert.ErrorIs(t, err, schedclock.ErrUnsupported, "a refusal, untrusted ones included, is an ErrUnsupported")
+		return
+	}
+	require.NoError(t, err)
+	assert.Equal(t, want.Name, src.Name)
+	assert.Equal(t, want.Bits, src.Bits)
+	// Where the rate is measured (no register or firmware gives it), two
+	// calls measure it twice: the same to well within 0.1%.
+	assert.InEpsilon(t, float64(want.Rate), float64(src.Rate), 1e-3)
+	a := src.Read()
+	b := want.Read()
+	assert.LessOrEqual(t, a, b, "Hardware's Read is the same counter, read before")
 }

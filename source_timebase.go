@@ -35,15 +35,15 @@ func timebaseVerdict() kernel.Verdict { return clocksourceVerdict(timebaseClocks
 //
 // Off ppc64le, in a purego or non-gc build, err wraps ErrUnsupported;
 // where cpuinfo's timebase line is unusable (not a number, 0, two
-// rates) err wraps ErrUntrusted. The message says exactly why.
-func TimeBase() (Source, error) {
+// rates) err wraps errUntrusted. The message says exactly why.
+func timeBaseSource() (Source, error) {
 	src, origin, _, err := probeTimeBase()
 	return withMeasuredRate(src, origin, err)
 }
 
 // probeTimeBase is TimeBase without the measurement: where the rate must
-// be measured it returns Rate 0 and RateMeasured.
-func probeTimeBase() (src Source, origin RateOrigin, errPPM float64, err error) {
+// be measured it returns Rate 0 and rateMeasured.
+func probeTimeBase() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !timebaseSupported {
 		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "timebase", timebaseUnsupportedReason())
 	}
@@ -59,19 +59,19 @@ func probeTimeBase() (src Source, origin RateOrigin, errPPM float64, err error) 
 // content, or the error reading it): no file, or a file without a
 // timebase line (another architecture's, under emulation), means
 // measuring; a timebase line that is unusable is refused.
-func timebaseRate(cpuinfo []byte, readErr error) (rate uint64, origin RateOrigin, errPPM float64, err error) {
+func timebaseRate(cpuinfo []byte, readErr error) (rate uint64, origin rateOrigin, errPPM float64, err error) {
 	if errors.Is(readErr, fs.ErrNotExist) {
-		return 0, RateMeasured, 0, nil
+		return 0, rateMeasured, 0, nil
 	}
 	if readErr != nil {
-		return 0, 0, 0, fmt.Errorf("%w %q: reading %s: %v", ErrUntrusted, "timebase", timebase.CPUInfoPath, readErr)
+		return 0, 0, 0, fmt.Errorf("%w %q: reading %s: %v", errUntrusted, "timebase", timebase.CPUInfoPath, readErr)
 	}
 	rate, err = timebase.CPUInfoTimebase(cpuinfo)
 	switch {
 	case errors.Is(err, timebase.ErrNoTimebaseLine):
-		return 0, RateMeasured, 0, nil
+		return 0, rateMeasured, 0, nil
 	case err != nil:
-		return 0, 0, 0, fmt.Errorf("%w %q: %s: %v", ErrUntrusted, "timebase", timebase.CPUInfoPath, err)
+		return 0, 0, 0, fmt.Errorf("%w %q: %s: %v", errUntrusted, "timebase", timebase.CPUInfoPath, err)
 	}
-	return rate, RateCPUInfo, nominalRateErrPPM, nil
+	return rate, rateCPUInfo, nominalRateErrPPM, nil
 }

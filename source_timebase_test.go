@@ -12,8 +12,8 @@ import (
 func TestTimeBase(t *testing.T) {
 	testTimerCounter(t, timerCounter{
 		name: "timebase", arch: "ppc64le", supported: timebaseSupported, reason: timebaseUnsupportedReason,
-		construct: TimeBase, probe: probeTimeBase,
-		origins: []RateOrigin{RateCPUInfo, RateMeasured},
+		construct: timeBaseSource, probe: probeTimeBase,
+		origins: []rateOrigin{rateCPUInfo, rateMeasured},
 	})
 }
 
@@ -23,7 +23,7 @@ func TestTimeBaseRate(t *testing.T) {
 	rate, origin, errPPM, err := timebaseRate(power9, nil)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(512_000_000), rate)
-	assert.Equal(t, RateCPUInfo, origin)
+	assert.Equal(t, rateCPUInfo, origin)
 	assert.Equal(t, float64(nominalRateErrPPM), errPPM)
 
 	// Another architecture's cpuinfo (qemu-user on this machine), or none:
@@ -36,7 +36,7 @@ func TestTimeBaseRate(t *testing.T) {
 	}{{host, nil}, {nil, fs.ErrNotExist}} {
 		rate, origin, _, err = timebaseRate(in.cpuinfo, in.readErr)
 		require.NoError(t, err)
-		assert.Equal(t, RateMeasured, origin)
+		assert.Equal(t, rateMeasured, origin)
 		assert.Zero(t, rate)
 	}
 
@@ -53,7 +53,7 @@ func TestTimeBaseRate(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rate, _, _, err := timebaseRate([]byte(tt.cpuinfo), tt.readErr)
-			assert.ErrorIs(t, err, ErrUntrusted)
+			assert.ErrorIs(t, err, errUntrusted)
 			assert.EqualError(t, err, tt.msg)
 			assert.Zero(t, rate)
 		})

@@ -45,20 +45,20 @@ const (
 )
 
 // withMeasuredRate completes what a probe returned: where the probe found
-// no rate (origin RateMeasured, Rate 0), or where the counter does not
+// no rate (origin rateMeasured, Rate 0), or where the counter does not
 // run at the rate firmware stated, it measures the rate, which blocks
 // for timerMeasureTime, and rounds it to the nearest Hz. Checking a
 // stated rate costs rateCheckTime.
-func withMeasuredRate(src Source, origin RateOrigin, err error) (Source, error) {
+func withMeasuredRate(src Source, origin rateOrigin, err error) (Source, error) {
 	if err != nil {
 		return Source{}, err
 	}
-	if origin != RateMeasured && statedRateHolds(src) {
+	if origin != rateMeasured && statedRateHolds(src) {
 		return src, nil
 	}
 	hz, _, err := measureRate(src.Read, timerMeasureTime)
 	if err != nil {
-		return Source{}, fmt.Errorf("%w %q: measuring its rate against %s: %v", ErrUntrusted, src.Name, rawClockName, err)
+		return Source{}, fmt.Errorf("%w %q: measuring its rate against %s: %v", errUntrusted, src.Name, rawClockName, err)
 	}
 	src.Rate = uint64(math.Round(hz))
 	return src, nil
@@ -101,13 +101,13 @@ func clocksourceVerdict(want string) kernel.Verdict {
 func prepareReadCost(src Source) (Source, func() (string, error)) {
 	return src, func() (string, error) {
 		if src.Rate != 0 && !statedRateHolds(src) {
-			return src.Name + ": does not run at its stated rate", fmt.Errorf("%w %q: does not run at the stated %d Hz", ErrUntrusted, src.Name, src.Rate)
+			return src.Name + ": does not run at its stated rate", fmt.Errorf("%w %q: does not run at the stated %d Hz", errUntrusted, src.Name, src.Rate)
 		}
 		cost := measureReadCost(src.Read)
 		found := fmt.Sprintf("%s: read %s, portable %s", src.Name, format.Ns(cost.CounterNs), format.Ns(cost.PortableNs))
 		if cost.counterSlower() {
 			return found + ": slower than the portable source", fmt.Errorf("%w %q: read %s, slower than the portable source's %s (the counter is trapped?)",
-				ErrUntrusted, src.Name, format.Ns(cost.CounterNs), format.Ns(cost.PortableNs))
+				errUntrusted, src.Name, format.Ns(cost.CounterNs), format.Ns(cost.PortableNs))
 		}
 		return found, nil
 	}

@@ -61,9 +61,9 @@ type timerCounter struct {
 	supported bool
 	reason    func() string
 	construct func() (Source, error)
-	probe     func() (Source, RateOrigin, float64, error)
+	probe     func() (Source, rateOrigin, float64, error)
 	// origins are the rate origins the probe may return here.
-	origins []RateOrigin
+	origins []rateOrigin
 }
 
 // testTimerCounter checks a counter's constructor where its assembly is
@@ -94,7 +94,7 @@ func testTimerCounter(t *testing.T, tc timerCounter) {
 	t.Logf("%s: %d Hz (%v, ±%g ppm)", src.Name, src.Rate, origin, errPPM)
 	assert.Contains(t, tc.origins, origin)
 	switch {
-	case origin == RateMeasured:
+	case origin == rateMeasured:
 		assert.Zero(t, probed.Rate, "the probe must not measure")
 	case src.Rate != probed.Rate:
 		// The counter does not run at the stated rate (qemu-loongarch64).
@@ -123,13 +123,13 @@ func assertNeverBackAcrossGoroutines(t *testing.T, c *Clock) {
 		wg.Go(func() {
 			done := make(chan struct{})
 			go func() { stopped.Wait(); close(done) }()
-			for last := c.Now(); ; {
+			for last := c.nanos(); ; {
 				select {
 				case <-done:
 					return
 				default:
 				}
-				if now := c.Now(); now < last {
+				if now := c.nanos(); now < last {
 					backs <- [2]int64{last, now}
 					return
 				} else {
@@ -159,7 +159,7 @@ func assertClockRateWithin(t *testing.T, c *Clock, name string, ppm float64) {
 	t.Helper()
 	bracket := func() (clock, ref, width int64) {
 		lo := rawNow()
-		clock = c.Now()
+		clock = c.nanos()
 		hi := rawNow()
 		return clock, lo + (hi-lo)/2, hi - lo
 	}
@@ -175,29 +175,29 @@ func assertClockRateWithin(t *testing.T, c *Clock, name string, ppm float64) {
 
 func TestWithMeasuredRate(t *testing.T) {
 	refusal := errors.New("refused")
-	_, err := withMeasuredRate(Source{Name: "x", Read: readMono, Bits: 64, Rate: 5}, RateDeviceTree, refusal)
+	_, err := withMeasuredRate(Source{Name: "x", Read: readMono, Bits: 64, Rate: 5}, rateDeviceTree, refusal)
 	assert.Equal(t, refusal, err, "a probe's error is returned as it is")
 
 	stated := Source{Name: "mono", Read: readMono, Bits: 64, Rate: 1_000_000_000}
-	src, err := withMeasuredRate(stated, RateDeviceTree, nil)
+	src, err := withMeasuredRate(stated, rateDeviceTree, nil)
 	require.NoError(t, err)
 	assert.Equal(t, stated.Rate, src.Rate, "a stated rate that holds is kept as it is")
 
 	// A stated rate the counter does not follow (qemu-loongarch64's
 	// CPUCFG) is replaced by a measured one.
 	stated.Rate = 100_000_000
-	src, err = withMeasuredRate(stated, RateCPUCFG, nil)
+	src, err = withMeasuredRate(stated, rateCPUCFG, nil)
 	require.NoError(t, err)
 	assert.InDelta(t, 1e9, float64(src.Rate), 1e9*600e-6)
 
 	// Go's monotonic clock as the counter: 1 GHz against the raw clock,
 	// off by no more than the kernel's NTP steering (at most 500 ppm).
-	src, err = withMeasuredRate(Source{Name: "mono", Read: readMono, Bits: 64}, RateMeasured, nil)
+	src, err = withMeasuredRate(Source{Name: "mono", Read: readMono, Bits: 64}, rateMeasured, nil)
 	require.NoError(t, err)
 	assert.InDelta(t, 1e9, float64(src.Rate), 1e9*600e-6)
 
-	_, err = withMeasuredRate(Source{Name: "stuck", Read: func() uint64 { return 7 }, Bits: 64}, RateMeasured, nil)
-	assert.ErrorIs(t, err, ErrUntrusted)
+	_, err = withMeasuredRate(Source{Name: "stuck", Read: func() uint64 { return 7 }, Bits: 64}, rateMeasured, nil)
+	assert.ErrorIs(t, err, errUntrusted)
 	assert.EqualError(t, err, `schedclock: counter not trusted "stuck": measuring its rate against `+rawClockName+": counter or reference did not advance")
 }
 
@@ -243,7 +243,7 @@ func TestTimerCountersAreAdoptedOnTheKernelsWord(t *testing.T) {
 	dir := t.TempDir()
 	for _, e := range timerEntries {
 		hw := Source{Name: e.name, Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
-		probe := func() (Source, RateOrigin, float64, error) { return hw, RateArchitected, 0, nil }
+		probe := func() (Source, rateOrigin, float64, error) { return hw, rateArchitected, 0, nil }
 		for _, current := range []string{e.want, "kvm-clock"} {
 			t.Run(e.name+" on "+current, func(t *testing.T) {
 				path := filepath.Join(dir, e.name+"-"+current)
@@ -252,15 +252,15 @@ func TestTimerCountersAreAdoptedOnTheKernelsWord(t *testing.T) {
 					verdict: func() kernel.Verdict { return kernel.ReadVerdict(path, e.entry.verdict().Want) }}})
 				defer func() { require.NoError(t, c.Close()) }()
 				in := *c.info.Load()
-				assert.Contains(t, in.Kernel, "kernel clocksource is "+current)
+				assert.Contains(t, in.Evidence.Kernel, "kernel clocksource is "+current)
 				if current == e.want {
 					assert.Equal(t, e.name, in.Source)
-					assert.Empty(t, in.Rejected)
+					assert.Empty(t, in.Evidence.Rejected)
 					return
 				}
 				assert.Equal(t, "portable", in.Source)
-				assert.Contains(t, in.Rejected, e.name+": ")
-				assert.Contains(t, in.Rejected, "kvm-clock, not "+e.want)
+				assert.Contains(t, in.Evidence.Rejected, e.name+": ")
+				assert.Contains(t, in.Evidence.Rejected, "kvm-clock, not "+e.want)
 			})
 		}
 	}
@@ -276,21 +276,21 @@ func TestPrepareReadCost(t *testing.T) {
 
 	_, check = prepareReadCost(Source{Name: "off", Read: readMono, Bits: 64, Rate: 100_000_000})
 	_, err = check()
-	assert.ErrorIs(t, err, ErrUntrusted)
+	assert.ErrorIs(t, err, errUntrusted)
 	assert.EqualError(t, err, `schedclock: counter not trusted "off": does not run at the stated 100000000 Hz`)
 
 	_, check = prepareReadCost(Source{Name: "trapped", Read: slowRead, Bits: 64})
 	found, err = check()
-	assert.ErrorIs(t, err, ErrUntrusted)
+	assert.ErrorIs(t, err, errUntrusted)
 	assert.Contains(t, err.Error(), `"trapped": read `)
 	assert.Contains(t, err.Error(), "slower than the portable source")
 	assert.Contains(t, found, "slower than the portable source")
 }
 
 func TestTimerRateOriginNames(t *testing.T) {
-	assert.Equal(t, RateRefined+1, RateDeviceTree, "the new origins follow the old ones: none changes its number")
-	for o, name := range map[RateOrigin]string{
-		RateDeviceTree: "device tree", RateCPUInfo: "cpuinfo", RateArchitected: "architected", RateCPUCFG: "cpucfg",
+	assert.Equal(t, rateRefined+1, rateDeviceTree, "the new origins follow the old ones: none changes its number")
+	for o, name := range map[rateOrigin]string{
+		rateDeviceTree: "device tree", rateCPUInfo: "cpuinfo", rateArchitected: "architected", rateCPUCFG: "cpucfg",
 	} {
 		assert.Equal(t, name, o.String())
 	}

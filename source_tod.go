@@ -38,7 +38,7 @@ const todRate = 4_096_000_000
 //
 // Off s390x, in a purego or non-gc build, err wraps ErrUnsupported and
 // says why.
-func TOD() (Source, error) {
+func todSource() (Source, error) {
 	src, _, _, err := probeTOD()
 	return src, err
 }
@@ -46,9 +46,9 @@ func TOD() (Source, error) {
 // probeTOD is TOD with the origin and error of its rate: the
 // architecture's, exact (what steering the machine applies to its
 // clock, the watch against CLOCK_MONOTONIC_RAW follows).
-func probeTOD() (src Source, origin RateOrigin, errPPM float64, err error) {
+func probeTOD() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !todSupported {
 		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "tod", todUnsupportedReason())
 	}
-	return Source{Name: "tod", Read: todReader(), Bits: timerBits, Rate: todRate}, RateArchitected, 0, nil
+	return Source{Name: "tod", Read: todReader(), Bits: timerBits, Rate: todRate}, rateArchitected, 0, nil
 }

@@ -9,8 +9,8 @@ import (
 func TestTOD(t *testing.T) {
 	testTimerCounter(t, timerCounter{
 		name: "tod", arch: "s390x", supported: todSupported, reason: todUnsupportedReason,
-		construct: TOD, probe: probeTOD,
-		origins: []RateOrigin{RateArchitected},
+		construct: todSource, probe: probeTOD,
+		origins: []rateOrigin{rateArchitected},
 	})
 }
 

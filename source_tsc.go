@@ -13,33 +13,33 @@ import (
 // tscRate decides whether the TSC can be trusted and where its rate comes from.
 // clocksource is the content of /sys/devices/system/clocksource/clocksource0/current_clocksource
 // ("" when the file does not exist: then only CPUID is checked).
-// It returns rate 0 with origin RateMeasured and a nil error when the TSC is trusted but its rate must be measured.
+// It returns rate 0 with origin rateMeasured and a nil error when the TSC is trusted but its rate must be measured.
 //
 // CPUID is asked first (internal/cpu: a TSC, invariant), then the
 // kernel, then CPUID again for the rate (leaf 0x15 with 0x16, the
 // hypervisor timing leaf), so that a refusal names the first reason in
 // that order. errPPM is the worst-case error of the figure the rate
 // comes from.
-func tscRate(cpuid cpu.Func, clocksource string) (rate uint64, origin RateOrigin, errPPM float64, err error) {
+func tscRate(cpuid cpu.Func, clocksource string) (rate uint64, origin rateOrigin, errPPM float64, err error) {
 	tsc, refusal := cpu.InvariantTSC(cpuid)
 	if refusal != nil {
-		sentinel := ErrUntrusted
+		sentinel := errUntrusted
 		if refusal.Absent {
 			sentinel = ErrUnsupported
 		}
 		return 0, 0, 0, fmt.Errorf("%w %q: %s", sentinel, "tsc", refusal.Reason)
 	}
 	if cs := strings.TrimSpace(clocksource); cs != "" && cs != "tsc" {
-		return 0, 0, 0, fmt.Errorf("%w %q: kernel clocksource is %s, not tsc", ErrUntrusted, "tsc", cs)
+		return 0, 0, 0, fmt.Errorf("%w %q: kernel clocksource is %s, not tsc", errUntrusted, "tsc", cs)
 	}
 	rate, from, errPPM := tsc.Rate()
 	switch from {
 	case cpu.RateCrystal:
-		return rate, RateCPUID, errPPM, nil
+		return rate, rateCPUID, errPPM, nil
 	case cpu.RateHypervisor:
-		return rate, RateHypervisor, errPPM, nil
+		return rate, rateHypervisor, errPPM, nil
 	}
-	return 0, RateMeasured, 0, nil
+	return 0, rateMeasured, 0, nil
 }
 
 // tscCounter is the TSC's entry in the default clock's table: trusted on
@@ -64,23 +64,23 @@ const tscMeasureTime = 20 * time.Millisecond
 // blocks for about 20 ms, rounded to the nearest Hz.
 //
 // Off amd64, in a purego or non-gc build, or where the TSC cannot be
-// trusted, err wraps ErrUnsupported or ErrUntrusted and says exactly why
+// trusted, err wraps ErrUnsupported or errUntrusted and says exactly why
 // not.
-func TSC() (Source, error) {
+func tscSource() (Source, error) {
 	src, origin, _, err := probeTSC()
 	if err != nil {
 		return Source{}, err
 	}
-	if origin == RateMeasured {
+	if origin == rateMeasured {
 		// The default clock measures and refines the same counter in the
 		// background; once it runs on it, its rate is the best there is.
-		if in := Default().Info(); in.Source == src.Name && (in.RateOrigin == RateMeasured || in.RateOrigin == RateRefined) {
+		if in := Default().Info(); in.Source == src.Name && (in.RateOrigin == rateMeasured.String() || in.RateOrigin == rateRefined.String()) {
 			src.Rate = in.Rate
 			return src, nil
 		}
 		hz, _, err := measureRate(src.Read, tscMeasureTime)
 		if err != nil {
-			return Source{}, fmt.Errorf("%w %q: measuring its rate against %s: %v", ErrUntrusted, "tsc", rawClockName, err)
+			return Source{}, fmt.Errorf("%w %q: measuring its rate against %s: %v", errUntrusted, "tsc", rawClockName, err)
 		}
 		src.Rate = uint64(math.Round(hz))
 	}
@@ -88,10 +88,10 @@ func TSC() (Source, error) {
 }
 
 // probeTSC is TSC without the measurement: when the rate must be measured
-// it returns Rate 0 and RateMeasured. It costs a few CPUIDs and one small
+// it returns Rate 0 and rateMeasured. It costs a few CPUIDs and one small
 // file read, so the default clock can call it during package
 // initialisation.
-func probeTSC() (src Source, origin RateOrigin, errPPM float64, err error) {
+func probeTSC() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !tscSupported {
 		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "tsc", tscUnsupportedReason())
 	}

@@ -30,7 +30,7 @@ func vdsoSource(id vdso.ID, name string) (Source, error) {
 		if errors.Is(err, vdso.ErrUnsupported) {
 			return Source{}, fmt.Errorf("%w: %s: %v", ErrUnsupported, name, err)
 		}
-		return Source{}, fmt.Errorf("%w: %s cannot be read: %v", ErrUntrusted, name, err)
+		return Source{}, fmt.Errorf("%w: %s cannot be read: %v", errUntrusted, name, err)
 	}
 	return Source{Name: name + " (" + c.Path() + ")", Bits: 64, Rate: 1_000_000_000, Read: func() uint64 {
 		v := uint64(c.Now())

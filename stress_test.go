@@ -420,7 +420,7 @@ func stressCases(t *testing.T) []stressCase {
 			refined.Rate = 24_000_000 - uint64(switches%2)
 			conv, err := newConversion(refined)
 			if err == nil {
-				err = f.switchLocked(refined, conv, rating{hz: float64(refined.Rate), origin: RateRefined})
+				err = f.switchLocked(refined, conv, rating{hz: float64(refined.Rate), origin: rateRefined})
 			}
 			if err != nil {
 				panic(err)
@@ -435,7 +435,7 @@ func stressCases(t *testing.T) []stressCase {
 	// and writer are all pinned to one, and the clock has no background
 	// goroutine, so nothing publishes from another CPU.
 	if hw, cpu, ok := stressHardware(t); ok {
-		c, err := newClock(hw, rating{hz: float64(hw.Rate), origin: RateMeasured}, nil)
+		c, err := newClock(hw, rating{hz: float64(hw.Rate), origin: rateMeasured}, nil)
 		require.NoError(t, err)
 		name := hw.Name
 		if cpu >= 0 {
@@ -557,7 +557,7 @@ func TestStressNowUnderSIGPROF(t *testing.T) {
 			for _, sc := range cases {
 				sc.sigprofHz = threadHz
 				t.Run(sc.name, func(t *testing.T) {
-					stressRun(t, sc, sc.clock.Now, reads).assertClean(t, sc.name, reads)
+					stressRun(t, sc, sc.clock.nanos, reads).assertClean(t, sc.name, reads)
 				})
 			}
 		})

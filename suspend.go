@@ -12,7 +12,7 @@ import (
 // suspended-branch. Suspend is idempotent; after Close it returns
 // ErrClosed.
 //
-// The freeze point is fixed the way a switch's is (see switch.go): by the
+// The freeze point is fixed the way a switch's is (see Register): by the
 // first counter read after the freeze is published, so no reader that ran
 // before Suspend took effect can have seen a later time. A Read that
 // panics there leaves the clock running as before (the old line is

@@ -44,9 +44,9 @@ func TestRegisterWhileSuspended(t *testing.T) {
 	b.Set(1 << 40)
 	require.NoError(t, c.Register(b.Source("b", 64, 2*ghz)))
 	b.Add(1000)
-	assert.Equal(t, int64(1000), c.Now(), "still suspended")
+	assert.Equal(t, schedclock.Instant(1000), c.Now(), "still suspended")
 	c.Resume()
-	assert.Equal(t, int64(1000), c.Now())
+	assert.Equal(t, schedclock.Instant(1000), c.Now())
 	b.Add(2000)
-	assert.Equal(t, int64(2000), c.Now())
+	assert.Equal(t, schedclock.Instant(2000), c.Now())
 }

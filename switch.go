@@ -57,7 +57,8 @@ import (
 // Register changes nothing.
 //
 // Register never makes time go back, wherever the writer is stopped (the
-// switch protocol: see switch.go), and loses none of the time it takes:
+// old counter is frozen first, and readers of the frozen line read the
+// value it froze at), and loses none of the time it takes:
 // the two counters are related after the old one is frozen. A src whose
 // Read panics is refused with ErrInvalidSource, the clock unchanged; a
 // panic of the current source's Read during the switch leaves the clock
@@ -87,7 +88,7 @@ func (c *Clock) Register(src Source) error {
 			undo()
 		}
 	}()
-	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: RateDeclared}); err != nil {
+	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: rateDeclared}); err != nil {
 		return err
 	}
 	switched = true

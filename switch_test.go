@@ -36,7 +36,7 @@ func TestPinningReaderNeverCallsTheNewSource(t *testing.T) {
 		}
 		return 7
 	}}
-	var pinnedBy int64
+	var pinnedBy schedclock.Instant
 	schedclock.SetStep(c, func(step string) {
 		if step == "switch.frozen" {
 			old.Add(10)
@@ -48,9 +48,9 @@ func TestPinningReaderNeverCallsTheNewSource(t *testing.T) {
 	schedclock.SetStep(c, nil)
 	require.ErrorIs(t, err, schedclock.ErrInvalidSource)
 	assert.Contains(t, err.Error(), "new counter broke")
-	assert.Equal(t, int64(10), pinnedBy)
+	assert.Equal(t, schedclock.Instant(10), pinnedBy)
 	assert.Equal(t, "old", c.Info().Source)
-	assert.Equal(t, int64(20), c.Now(), "the old line again, from the old counter")
+	assert.Equal(t, schedclock.Instant(20), c.Now(), "the old line again, from the old counter")
 }
 
 // TestRelateAnchorNeverBelowThePin: the two counters are related after
@@ -64,7 +64,7 @@ func TestRelateAnchorNeverBelowThePin(t *testing.T) {
 	defer c.Close()
 	old.Set(10_000)
 	next.Set(777)
-	var pinned int64
+	var pinned schedclock.Instant
 	schedclock.SetStep(c, func(step string) {
 		switch step {
 		case "switch.frozen":
@@ -75,7 +75,7 @@ func TestRelateAnchorNeverBelowThePin(t *testing.T) {
 	})
 	require.NoError(t, c.Register(next.Source("next", 64, 2e9)))
 	schedclock.SetStep(c, nil)
-	require.Equal(t, int64(10_000), pinned)
+	require.Equal(t, schedclock.Instant(10_000), pinned)
 	assert.GreaterOrEqual(t, c.Now(), pinned, "the new line starts below what readers saw")
 }
 
@@ -120,7 +120,7 @@ func TestPinClampsACounterBelowTheEpoch(t *testing.T) {
 		c.Update()
 		frozenAt := c.Now()
 		counter.StepBack(1)
-		var readerSaw int64
+		var readerSaw schedclock.Instant
 		hooked := false
 		schedclock.SetStep(c, func(step string) {
 			if step == "switch.fixed" {
@@ -152,7 +152,7 @@ func TestRegisterKeepsTimeContinuous(t *testing.T) {
 	a.Add(1_000_000)
 	assert.Equal(t, before, c.Now())
 	b.Add(3000)
-	assert.InDelta(t, before+1000, c.Now(), 1)
+	assert.InDelta(t, float64(before+1000), float64(c.Now()), 1)
 
 	// Equal rate replaces too.
 	d := &schedclock.FakeCounter{}
@@ -169,7 +169,7 @@ func TestRegisterFromJiffiesToAFineSource(t *testing.T) {
 	c, j := newFake(t, 32, 100)
 	j.Add(7)
 	before := c.Now()
-	assert.Equal(t, int64(70*time.Millisecond), before)
+	assert.Equal(t, schedclock.Instant(70*time.Millisecond), before)
 	fine := &schedclock.FakeCounter{}
 	fine.Set(42)
 	require.NoError(t, c.Register(fine.Source("fine", 64, ghz)))
@@ -190,11 +190,11 @@ func TestRegisterFromJiffiesToAFineSource(t *testing.T) {
 	// Wait for a few ticks rather than a fixed 20 ms: under qemu-user on a
 	// loaded machine the ticker's goroutine can first run later than that.
 	waitStart := time.Now()
-	for rc.Now() <= int64(5*time.Millisecond) && time.Since(waitStart) < time.Minute {
+	for rc.Now() <= schedclock.Instant(5*time.Millisecond) && time.Since(waitStart) < time.Minute {
 		time.Sleep(time.Millisecond)
 	}
 	last := rc.Now()
-	assert.Greater(t, last, int64(5*time.Millisecond), "jiffies did not advance in %v", time.Since(waitStart))
+	assert.Greater(t, last, schedclock.Instant(5*time.Millisecond), "jiffies did not advance in %v", time.Since(waitStart))
 	require.NoError(t, rc.Register(schedclock.Portable()))
 	for i := 0; i < 1000; i++ {
 		now := rc.Now()
@@ -214,7 +214,7 @@ func TestRegisterSlowerSourceIsRefused(t *testing.T) {
 	assert.Contains(t, err.Error(), "slow")
 	assert.Equal(t, before, c.Info())
 	a.Add(100)
-	assert.Equal(t, int64(200), c.Now(), "the old source must still drive the clock")
+	assert.Equal(t, schedclock.Instant(200), c.Now(), "the old source must still drive the clock")
 }
 
 // A switch between two different counters must not lose the time the

@@ -158,15 +158,15 @@ func (p *trustPolicy) fillInfo(in *Info) {
 	if p == nil {
 		return
 	}
-	in.Rejected, in.Kernel, in.Pending = p.rejected, p.kernel, p.pending
-	in.CrossCPU, in.CounterCheck = p.crossCPU, p.counterCheck
+	in.Evidence.Rejected, in.Evidence.Kernel, in.Evidence.Pending = p.rejected, p.kernel, p.pending
+	in.Evidence.CrossCPU, in.Evidence.CounterCheck = p.crossCPU, p.counterCheck
 	if p.status != nil && in.Source == p.hw.Name {
 		reading, history := p.status()
 		if reading != "" {
 			in.Source += " (" + reading + ")"
 		}
 		if history != "" {
-			in.CounterCheck += "; " + history
+			in.Evidence.CounterCheck += "; " + history
 		}
 	}
 }
@@ -229,7 +229,7 @@ func (c *Clock) checkTrust() {
 		err = ownErr
 	}
 	if err == nil && p.needsEvidence && rep.Verdict != warp.None {
-		err = fmt.Errorf("%w %q: no evidence: %s, and %s", ErrUntrusted, hw.Name, p.kernel, rep)
+		err = fmt.Errorf("%w %q: no evidence: %s, and %s", errUntrusted, hw.Name, p.kernel, rep)
 	}
 	if err != nil {
 		c.fallBackLocked(err.Error())
@@ -279,14 +279,14 @@ func (c *Clock) fallBackLocked(why string) {
 	src := Portable()
 	conv, err := newConversion(src)
 	if err == nil {
-		err = c.switchLocked(src, conv, rating{hz: 1e9, origin: RateDeclared})
+		err = c.switchLocked(src, conv, rating{hz: 1e9, origin: rateDeclared})
 	}
 	if err != nil {
 		c.policy.rejectLocked(fmt.Sprintf("%s; switching to the portable source failed: %v", why, err))
 	}
 }
 
-// measurePending is what Info.Pending says while the default clock
+// measurePending is what Info.Evidence.Pending says while the default clock
 // measures the rate of the trusted counter name before adopting it.
 func measurePending(name string) string {
 	return fmt.Sprintf("%s: adopted once its rate is measured against %s (%v)", name, rawClockName, firstMeasurement)
@@ -318,11 +318,11 @@ func lostTrust(d *counter, name string) func() string {
 }
 
 // warpUntrusted returns nil unless the cross-CPU check found a warp, and
-// then an error wrapping ErrUntrusted that names the counter, the CPUs
+// then an error wrapping errUntrusted that names the counter, the CPUs
 // and the warp.
 func warpUntrusted(r warp.Report, name string) error {
 	if r.Verdict != warp.Found {
 		return nil
 	}
-	return fmt.Errorf("%w %q: %s", ErrUntrusted, name, r)
+	return fmt.Errorf("%w %q: %s", errUntrusted, name, r)
 }

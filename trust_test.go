@@ -29,7 +29,7 @@ import (
 func TestKernelVerdictForLife(t *testing.T) {
 	hw := realtime1GHz()
 	hw.Rate = 1e9
-	c, err := newClock(hw, rating{hz: 1e9, origin: RateCPUID}, &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true})
+	c, err := newClock(hw, rating{hz: 1e9, origin: rateCPUID}, &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true})
 	require.NoError(t, err)
 	var demoted atomic.Bool
 	c.policy = &trustPolicy{}
@@ -43,15 +43,15 @@ func TestKernelVerdictForLife(t *testing.T) {
 	defer c.Close()
 	time.Sleep(20 * time.Millisecond)
 	require.Equal(t, "hw", c.Info().Source)
-	before := c.Now()
+	before := c.nanos()
 	demoted.Store(true)
 	c.mu.Lock()
 	c.policy.verdictDue = time.Now()
 	c.unlock()
 	c.kick()
 	require.Eventually(t, func() bool { return c.Info().Source == "portable" }, 2*time.Second, time.Millisecond)
-	assert.Contains(t, c.Info().Rejected, "hpet")
-	assert.GreaterOrEqual(t, c.Now(), before)
+	assert.Contains(t, c.Info().Evidence.Rejected, "hpet")
+	assert.GreaterOrEqual(t, c.nanos(), before)
 	c.mu.Lock()
 	assert.Nil(t, c.track)
 	assert.Nil(t, c.policy.verdict)
@@ -69,13 +69,13 @@ func needTwoCPUs(t *testing.T) []int {
 	return cpus
 }
 
-// TestWarpUntrusted: a warp is an error wrapping ErrUntrusted that says
+// TestWarpUntrusted: a warp is an error wrapping errUntrusted that says
 // what the check found; anything else is no error.
 func TestWarpUntrusted(t *testing.T) {
 	found := warp.Report{Verdict: warp.Found, CPUs: 8, Pairs: 7, Reads: 5000, Warps: 3,
 		Before: 4, After: 0, Cycles: 3_000_000, Ns: 1_000_000, Took: 21 * time.Millisecond}
 	err := warpUntrusted(found, "tsc")
-	assert.ErrorIs(t, err, ErrUntrusted)
+	assert.ErrorIs(t, err, errUntrusted)
 	assert.EqualError(t, err, "schedclock: counter not trusted \"tsc\": cross-CPU warp: a read on CPU 0 was 3000000 cycles (1 ms) "+
 		"behind an earlier read on CPU 4; 3 of 5000 cross-CPU reads went backwards (8 CPUs, 7 pairs, 21ms)")
 	assert.NoError(t, warpUntrusted(warp.Report{Verdict: warp.None, CPUs: 2, Pairs: 1}, "tsc"))
@@ -136,19 +136,19 @@ func TestDefaultClockFallsBackOnAWarp(t *testing.T) {
 		assert.Equal(t, "portable", c.Info().Source, "adopted before the checks passed")
 		c.checkTrust()
 		in := c.Info()
-		t.Logf("cross-CPU: %s", in.CrossCPU)
+		t.Logf("cross-CPU: %s", in.Evidence.CrossCPU)
 		if tc.adopt {
 			// Adopted whether the check found no warp or could not run
 			// (a machine too busy for two threads to run at once).
 			require.Eventually(t, func() bool { return c.Info().Source == "hw" }, 2*time.Second, time.Millisecond)
-			assert.Regexp(t, "no warp|not run", c.Info().CrossCPU)
+			assert.Regexp(t, "no warp|not run", c.Info().Evidence.CrossCPU)
 			continue
 		}
-		if strings.Contains(in.CrossCPU, "not run") {
-			t.Logf("the check could not run here (%s): nothing to fall back from", in.CrossCPU)
+		if strings.Contains(in.Evidence.CrossCPU, "not run") {
+			t.Logf("the check could not run here (%s): nothing to fall back from", in.Evidence.CrossCPU)
 			continue
 		}
-		assert.Contains(t, in.Rejected, "behind")
+		assert.Contains(t, in.Evidence.Rejected, "behind")
 		time.Sleep(firstMeasurement + 30*time.Millisecond)
 		assert.Equal(t, "portable", c.Info().Source)
 		c.mu.Lock()
@@ -190,7 +190,7 @@ func TestPendingTrustDoesNotSpin(t *testing.T) {
 		start := time.Now()
 		fake := func() int64 { return int64(time.Since(start)) }
 		hw := Source{Name: "hw", Bits: 64, Read: func() uint64 { return uint64(fake()) }}
-		c, err := newClock(Portable(), rating{hz: 1e9, origin: RateDeclared}, &tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
+		c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared}, &tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
 		require.NoError(t, err)
 		c.policy = &trustPolicy{trustPending: true}
 		c.start()
@@ -221,7 +221,7 @@ func TestPendingTrustDoesNotSpin(t *testing.T) {
 func TestTheTSCIsTrustedOnlyOnEvidence(t *testing.T) {
 	base := time.Now()
 	tsc := Source{Name: "tsc", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
-	probe := func() (Source, RateOrigin, float64, error) { return tsc, RateCPUID, 0, nil }
+	probe := func() (Source, rateOrigin, float64, error) { return tsc, rateCPUID, 0, nil }
 	dir := t.TempDir()
 	file := func(name, content string) string {
 		p := filepath.Join(dir, name)
@@ -251,16 +251,16 @@ func TestTheTSCIsTrustedOnlyOnEvidence(t *testing.T) {
 				require.NoError(t, c.Close()) // unused: its checks never start
 			}()
 			in := *c.info.Load() // the snapshot, without the first use that Info makes
-			assert.Contains(t, in.Kernel, tc.kernel)
+			assert.Contains(t, in.Evidence.Kernel, tc.kernel)
 			if tc.trusted {
 				assert.Equal(t, "tsc", in.Source)
-				assert.Empty(t, in.Rejected)
-				assert.Empty(t, in.Pending)
+				assert.Empty(t, in.Evidence.Rejected)
+				assert.Empty(t, in.Evidence.Pending)
 				return
 			}
 			assert.Equal(t, "portable", in.Source, "trusted on CPUID alone")
-			assert.Contains(t, in.Rejected, "tsc: not trusted yet: "+tc.kernel)
-			assert.Equal(t, "the cross-CPU check", in.Pending)
+			assert.Contains(t, in.Evidence.Rejected, "tsc: not trusted yet: "+tc.kernel)
+			assert.Equal(t, "the cross-CPU check", in.Evidence.Pending)
 			c.mu.Lock()
 			assert.True(t, c.policy.trustPending, "the measured rate would be adopted before any check")
 			c.unlock()
@@ -280,7 +280,7 @@ func TestAnUncheckedTSCIsNeverAdopted(t *testing.T) {
 		start := time.Now()
 		fake := func() int64 { return int64(time.Since(start)) }
 		hw := Source{Name: "tsc", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(fake()) }}
-		c, err := newClock(Portable(), rating{hz: 1e9, origin: RateDeclared},
+		c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared},
 			&tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
 		require.NoError(t, err)
 		c.policy = &trustPolicy{hw: hw, kernel: "kernel clocksource unknown (hidden)", trustPending: true, needsEvidence: true}
@@ -299,9 +299,9 @@ func TestAnUncheckedTSCIsNeverAdopted(t *testing.T) {
 			case <-time.After(time.Second):
 			}
 			in := c.Info()
-			tries[in.Pending] = true
+			tries[in.Evidence.Pending] = true
 			if in.Source != "portable" {
-				require.True(t, strings.HasPrefix(in.CrossCPU, "no warp"), "on %s after %v, with CrossCPU %q", in.Source, time.Since(start), in.CrossCPU)
+				require.True(t, strings.HasPrefix(in.Evidence.CrossCPU, "no warp"), "on %s after %v, with CrossCPU %q", in.Source, time.Since(start), in.Evidence.CrossCPU)
 			}
 		}
 		t.Logf("pending was: %v", tries)
@@ -309,9 +309,9 @@ func TestAnUncheckedTSCIsNeverAdopted(t *testing.T) {
 		time.Sleep(time.Minute)
 		in := c.Info()
 		assert.Equal(t, "portable", in.Source)
-		assert.Contains(t, in.CrossCPU, "not run")
-		assert.Contains(t, in.Rejected, "no evidence")
-		assert.Empty(t, in.Pending)
+		assert.Contains(t, in.Evidence.CrossCPU, "not run")
+		assert.Contains(t, in.Evidence.Rejected, "no evidence")
+		assert.Empty(t, in.Evidence.Pending)
 	})
 }
 
@@ -323,7 +323,7 @@ func TestARefusedRegisterKeepsTheDefaultClocksChecks(t *testing.T) {
 	hw := realtime1GHz()
 	hw.Rate = 1e9
 	tr := &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true}
-	c, err := newClock(hw, rating{hz: 1e9, origin: RateMeasured}, tr)
+	c, err := newClock(hw, rating{hz: 1e9, origin: rateMeasured}, tr)
 	require.NoError(t, err)
 	c.policy = &trustPolicy{verdict: func() string { return "" }}
 	err = c.Register(Source{Name: "broken", Bits: 64, Rate: 2e9, Read: func() uint64 { panic("broken counter") }})
@@ -350,7 +350,7 @@ func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
 	require.NoError(t, os.WriteFile(kernelFile, []byte("kvm-clock\n"), 0o644))
 	c := newChosenDefaultClock([]*counter{{
 		arch:    runtime.GOARCH,
-		probe:   func() (Source, RateOrigin, float64, error) { return page, RateNanoseconds, 0, nil },
+		probe:   func() (Source, rateOrigin, float64, error) { return page, rateNanoseconds, 0, nil },
 		verdict: func() kernel.Verdict { return kernel.ReadVerdict(kernelFile, "kvm-clock") },
 		evidence: func() string {
 			if cleared.Load() {
@@ -363,10 +363,10 @@ func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
 	defer func() { require.NoError(t, c.Close()) }()
 	in := c.Info() // the first use: the background work starts
 	require.Equal(t, "page", in.Source, "%+v", in)
-	assert.Equal(t, RateNanoseconds, in.RateOrigin)
-	assert.Equal(t, "test page, stable true", in.CounterCheck)
-	assert.Contains(t, in.Kernel, "kvm-clock")
-	before := c.Now()
+	assert.Equal(t, rateNanoseconds.String(), in.RateOrigin)
+	assert.Equal(t, "test page, stable true", in.Evidence.CounterCheck)
+	assert.Contains(t, in.Evidence.Kernel, "kvm-clock")
+	before := c.nanos()
 	cleared.Store(true)
 	c.mu.Lock()
 	c.policy.verdictDue = time.Now()
@@ -374,9 +374,9 @@ func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
 	c.kick()
 	require.Eventually(t, func() bool { return c.Info().Source == "portable" }, 5*time.Second, time.Millisecond)
 	in = c.Info()
-	assert.Contains(t, in.Rejected, "page: PVCLOCK_TSC_STABLE_BIT is clear")
-	assert.Equal(t, "test page, stable false", in.CounterCheck)
-	assert.GreaterOrEqual(t, c.Now(), before)
+	assert.Contains(t, in.Evidence.Rejected, "page: PVCLOCK_TSC_STABLE_BIT is clear")
+	assert.Equal(t, "test page, stable false", in.Evidence.CounterCheck)
+	assert.GreaterOrEqual(t, c.nanos(), before)
 	c.mu.Lock()
 	assert.Nil(t, c.track, "the page is no longer watched")
 	assert.Nil(t, c.policy.verdict, "nor followed")

@@ -191,41 +191,38 @@ func (m *wallMap) with(gs ...wallSegment) *wallMap {
 	return &wallMap{segs: append(segs, gs...)}
 }
 
-// Time returns the wall-clock time at which the clock read ns (a value
-// Now returned), mapped through the pairings of the clock with the wall
-// clock that the clock's goroutine keeps fresh (see wall.go). The wall
-// time of a reading never changes once the reading was taken: a new
-// pairing, a step of the wall clock included, maps only readings taken
-// after it, and the map keeps its last wallHistory (4096) segments (a
-// new one only when the map has drifted from the wall clock by more than
-// 5µs: hours to days of them). The first call answers at once from one
-// (clock, wall) pair and has the clock's goroutine refine the map.
+// WallTime returns the wall-clock time at which the clock read t (an
+// Instant its Now or Coarse returned). The clock is paired with the wall
+// clock in the background, and the wall time of a reading never changes
+// once the reading was taken: a new pairing, a step of the wall clock
+// included, maps only readings taken after it (the map keeps its last
+// 4096 segments, a new one only when it has drifted from the wall clock
+// by more than 5µs: hours to days of them). The first call answers at
+// once from one (clock, wall) pair and has the clock's goroutine refine
+// the map.
 //
 // The result carries no monotonic clock reading (as time.Unix's results
-// do not): it is a wall time computed from a reading of another clock,
-// and a monotonic reading of the runtime's would claim a precision and an
-// origin it does not have. Compare readings of the clock, not Times, to
-// measure durations.
+// do not): it is a wall time computed from a reading of another clock.
+// Subtract Instants, not WallTimes, to measure durations.
 //
 // The wall clock is the kernel's CLOCK_REALTIME, read directly (through
 // the vDSO on Linux), not time.Now: inside a testing/synctest bubble
-// time.Now is the bubble's fake time, and Time stays on the real one. On
-// a clock on a Manual counter, Time is the Manual's wall origin plus ns
-// (see Manual), exactly; on a clock on Bubble, the bubble's wall clock
-// at the reading, exactly (see Bubble). Readings no Now of the clock
-// returned (before its start) map through its first segment: Time(-1) is
-// a nanosecond before Time(0), before the clock's start, and
-// Time(math.MinInt64) about 292 years before it (1734 for a clock started
-// in 2026). Time saturates: Time(math.MaxInt64) is in 2262, and nothing
+// time.Now is the bubble's fake time, and WallTime stays on the real
+// one. On a clock on a schedclocktest.Manual counter, WallTime is the
+// counter's wall origin plus t, exactly; on a clock on Bubble, the
+// bubble's wall clock at the reading, exactly (see Bubble). Instants no
+// Now of the clock returned (before its start) map through its first
+// segment: WallTime(-1) is a nanosecond before WallTime(0), and
+// WallTime(math.MinInt64) about 292 years before the clock's start.
+// WallTime saturates: WallTime(math.MaxInt64) is in 2262, and nothing
 // maps outside what time.Unix(0, ns) can say.
 //
-// The map is aimed every 100 ms only while Time is called: a period
-// without a call slows the refreshing to every 1-3 s, on the background
-// goroutine's other wake-ups where it has some, and the next Time wakes
-// it without waiting for it; the map meanwhile followed the wall clock
-// at that pace (a step of the wall clock shows within 3 s, and a change
-// of its slew costs that change times 3 s at most).
-func (c *Clock) Time(ns int64) time.Time {
+// The map is aimed at the wall clock every 100 ms while WallTime is
+// called; after a period without a call it is aimed every 1-3 s, and
+// the next call wakes it (a step of the wall clock shows within 3 s, a
+// change of its slew costs that change times 3 s at most).
+func (c *Clock) WallTime(t Instant) time.Time {
+	ns := int64(t)
 	if c == nil || c.clockState == nil {
 		return time.Time{} // a zero or nil Clock has no wall time
 	}
@@ -267,13 +264,13 @@ func (c *Clock) markUsed(r *pairedMap) {
 const wallIdlePeriods = 1
 
 // WallNow returns the default clock's time as wall-clock time,
-// Default().Time(Now()): time.Now without its monotonic reading, read
-// from the counter. It follows the wall clock within about 100µs
-// (TestWallNowFollowsTheWallClock), and a goroutine's successive
-// readings never decrease except across a step of the wall clock
-// backwards.
+// Default().WallTime(Now()): time.Now without its monotonic reading,
+// read from the counter, cheaper than time.Now. It follows the wall clock
+// within about 100µs, and a goroutine's successive readings never
+// decrease except across a step of the wall clock backwards. Subtract
+// Instants, not WallNows, to measure time.
 func WallNow() time.Time {
-	return defaultClock.Time(defaultClock.Now())
+	return defaultClock.WallTime(defaultClock.Now())
 }
 
 // startMap maps the clock provisionally onto r's reference, from one
@@ -291,7 +288,7 @@ func (c *Clock) startMap(r *pairedMap) *wallMap {
 		return m
 	}
 	clock, ref, _ := c.pair(r.ref.quick, wallQuickSamples)
-	r.aim(clock, ref, c.Now()+1, true)
+	r.aim(clock, ref, c.nanos()+1, true)
 	r.idle = 0
 	if !c.stoppedLocked() {
 		r.due = time.Now() // refined at the goroutine's next look
@@ -323,9 +320,9 @@ func quickWallNow() int64 {
 func (c *Clock) pair(read func() int64, samples int) (clock, ref, width int64) {
 	width = math.MaxInt64
 	for range samples {
-		before := c.Now()
+		before := c.nanos()
 		w := read()
-		after := c.Now()
+		after := c.nanos()
 		if after-before < width {
 			width, clock, ref = after-before, before+(after-before)/2, w
 		}
@@ -386,7 +383,7 @@ func (c *Clock) tickLocked(r *pairedMap, now time.Time) {
 	}
 	clock, ref, width := c.pair(r.ref.read, wallSamples)
 	r.bracket = width
-	r.aim(clock, ref, c.Now()+1, false)
+	r.aim(clock, ref, c.nanos()+1, false)
 	switch {
 	case r.paceNext && r.lastPair[0] != 0:
 		// The first pairing since another counter: the next one, a

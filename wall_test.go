@@ -66,11 +66,11 @@ func TestWallFollowsSlewAndSteps(t *testing.T) {
 	check := func(phase string, d time.Duration, stepBackAllowed bool) {
 		deadline := time.Now().Add(d)
 		settleUntil := time.Now().Add(2*wallPeriod + wallLead)
-		last := c.Time(c.Now()).UnixNano()
+		last := c.WallTime(c.Now()).UnixNano()
 		worst, lastPair, maxGap := int64(0), int64(0), int64(0)
 		for time.Now().Before(deadline) {
 			before := fake.now().UnixNano()
-			got := c.Time(c.Now()).UnixNano()
+			got := c.WallTime(c.Now()).UnixNano()
 			after := fake.now().UnixNano()
 			want := min(max(got, before), after) // the nearest instant of the bracket
 			if !stepBackAllowed {
@@ -92,7 +92,7 @@ func TestWallFollowsSlewAndSteps(t *testing.T) {
 				// over the time the pairings ran later than their
 				// schedule, for the current pairing and the one its slope
 				// came from (a slow or loaded machine, qemu).
-				late := max(0, c.Now()-pairedAt-int64(wallPeriod+wallLead)) + max(0, maxGap-int64(wallPeriod))
+				late := max(0, c.nanos()-pairedAt-int64(wallPeriod+wallLead)) + max(0, maxGap-int64(wallPeriod))
 				worst = max(worst, abs(got-want)-late*500/1e6)
 			}
 			last = got
@@ -162,8 +162,8 @@ func TestTimeOfAReadingSurvivesStepsAndSlew(t *testing.T) {
 	var readings []int64
 	var times []time.Time
 	took := func() {
-		r := c.Now()
-		readings, times = append(readings, r), append(times, c.Time(r))
+		r := c.nanos()
+		readings, times = append(readings, r), append(times, c.WallTime(Instant(r)))
 	}
 	// follow calls Time until the map has taken the fake wall clock's
 	// latest change (a period or two; bounded by a generous multiple).
@@ -171,7 +171,7 @@ func TestTimeOfAReadingSurvivesStepsAndSlew(t *testing.T) {
 		deadline := time.Now().Add(50 * wallPeriod)
 		for time.Now().Before(deadline) {
 			took()
-			if abs(c.Time(c.Now()).UnixNano()-fake.now().UnixNano()) < int64(100*time.Microsecond) {
+			if abs(c.WallTime(c.Now()).UnixNano()-fake.now().UnixNano()) < int64(100*time.Microsecond) {
 				return
 			}
 			time.Sleep(time.Millisecond)
@@ -190,7 +190,7 @@ func TestTimeOfAReadingSurvivesStepsAndSlew(t *testing.T) {
 	time.Sleep(3 * wallPeriod)
 	follow()
 	for i, r := range readings {
-		require.Equal(t, times[i], c.Time(r), "reading %d of %d changed its wall time", i, len(readings))
+		require.Equal(t, times[i], c.WallTime(Instant(r)), "reading %d of %d changed its wall time", i, len(readings))
 	}
 }
 
@@ -216,7 +216,7 @@ func TestWallMapHoldsItsPairings(t *testing.T) {
 			}
 			for range 200 {
 				a := fake.now().UnixNano()
-				got := c.Time(c.Now()).UnixNano()
+				got := c.WallTime(c.Now()).UnixNano()
 				b := fake.now().UnixNano()
 				dists, widths = append(dists, abs(got-(a+(b-a)/2))), append(widths, b-a)
 			}
@@ -232,7 +232,7 @@ func TestWallMapHoldsItsPairings(t *testing.T) {
 		}
 		assert.LessOrEqual(t, dist, bound, phase)
 	}
-	c.Time(c.Now())
+	c.WallTime(c.Now())
 	time.Sleep(3*wallPeriod + wallLead) // the provisional map refined
 	measure("read every 50 ms", 30)
 	time.Sleep(3500 * time.Millisecond)
@@ -256,13 +256,13 @@ func TestWallAimMeetsThePairing(t *testing.T) {
 			c := wallClock(t, newFakeWall())
 			w0 := time.Date(year, 1, 1, 0, 0, 0, 123, time.UTC).UnixNano()
 			const ppm = 37
-			clock0 := c.Now() + int64(time.Hour)
+			clock0 := c.nanos() + int64(time.Hour)
 			clock1 := clock0 + int64(wallPeriod)
 			wall1 := w0 + int64(wallPeriod)*(1e6+ppm)/1e6
 			c.mu.Lock()
-			c.wall.aim(clock0, w0, c.Now()+1, false)
+			c.wall.aim(clock0, w0, c.nanos()+1, false)
 			old := c.wall.m.Load()
-			c.wall.aim(clock1, wall1+off, c.Now()+1, false)
+			c.wall.aim(clock1, wall1+off, c.nanos()+1, false)
 			m := c.wall.m.Load()
 			c.unlock()
 			pace := float64(wall1+off-w0) / float64(clock1-clock0)
@@ -316,7 +316,7 @@ func TestWallFollowsARateChangeWhileIdle(t *testing.T) {
 	fake.setSlew(500)
 	c := wallClock(t, fake)
 	for end := time.Now().Add(3 * wallPeriod); time.Now().Before(end); time.Sleep(time.Millisecond) {
-		c.Time(c.Now()) // read: paired every period, the pace learned
+		c.WallTime(c.Now()) // read: paired every period, the pace learned
 	}
 	time.Sleep(3 * wallPeriod) // unread: the idle pace
 	src := Portable()
@@ -326,7 +326,7 @@ func TestWallFollowsARateChangeWhileIdle(t *testing.T) {
 		best, off := time.Duration(math.MaxInt64), time.Duration(0)
 		for range 20 {
 			a := fake.now()
-			w := time.Unix(0, c.wall.m.Load().wallAt(c.Now())) // no mark: the map stays idle
+			w := time.Unix(0, c.wall.m.Load().wallAt(c.nanos())) // no mark: the map stays idle
 			b := fake.now()
 			if d := b.Sub(a); d < best {
 				best, off = d, w.Sub(a)-d/2

@@ -92,8 +92,8 @@ func settledInfo(wait time.Duration) schedclock.Info {
 // neither why (Rejected) nor what for (Pending), or it says it waits, or
 // its first cross-CPU check (which the timings would slow) has not ended.
 func undecided(in schedclock.Info) bool {
-	return in.Pending != "" || in.Source == schedclock.Portable().Name && in.Rejected == "" ||
-		in.CrossCPU == "running" || strings.HasPrefix(in.CrossCPU, "not run yet")
+	return in.Evidence.Pending != "" || in.Source == schedclock.Portable().Name && in.Evidence.Rejected == "" ||
+		in.Evidence.CrossCPU == "running" || strings.HasPrefix(in.Evidence.CrossCPU, "not run yet")
 }
 
 // plainNames says what each of the library's counters is, by the first
@@ -128,13 +128,13 @@ func plainSource(name string) string {
 // hardware counter, from the evidence Info records.
 func trustReasons(in schedclock.Info) []string {
 	var why []string
-	if strings.HasPrefix(in.Kernel, "kernel clocksource is ") && !strings.Contains(in.Kernel, ", not ") {
+	if strings.HasPrefix(in.Evidence.Kernel, "kernel clocksource is ") && !strings.Contains(in.Evidence.Kernel, ", not ") {
 		why = append(why, "the kernel runs on the same clock")
 	}
-	if strings.Contains(in.CounterCheck, "(stable") {
+	if strings.Contains(in.Evidence.CounterCheck, "(stable") {
 		why = append(why, "the page says it is stable")
 	}
-	if strings.HasPrefix(in.CrossCPU, "no warp") {
+	if strings.HasPrefix(in.Evidence.CrossCPU, "no warp") {
 		why = append(why, "a cross-CPU check found no CPU's reading behind another's")
 	}
 	return why
@@ -145,10 +145,10 @@ func printSummary(out io.Writer, in schedclock.Info, costs []callCost, roundLen 
 	fmt.Fprintf(out, "Now reads %s: %.1f ns a call, %.2fx time.Since here.\n",
 		plainSource(in.Source), now, now/since)
 	switch {
-	case in.Source == schedclock.Portable().Name && in.Pending != "":
-		fmt.Fprintf(out, "It has not adopted a hardware counter yet; it waits for %s.\n", in.Pending)
-	case in.Source == schedclock.Portable().Name && in.Rejected != "":
-		fmt.Fprintf(out, "It does not use the hardware counter: %s.\n", in.Rejected)
+	case in.Source == schedclock.Portable().Name && in.Evidence.Pending != "":
+		fmt.Fprintf(out, "It has not adopted a hardware counter yet; it waits for %s.\n", in.Evidence.Pending)
+	case in.Source == schedclock.Portable().Name && in.Evidence.Rejected != "":
+		fmt.Fprintf(out, "It does not use the hardware counter: %s.\n", in.Evidence.Rejected)
 	case in.Source == schedclock.Portable().Name:
 		fmt.Fprintln(out, "It has not chosen its counter yet.")
 	default:
@@ -216,9 +216,9 @@ func printDrift(out io.Writer, d time.Duration) error {
 		ref = func() int64 { return int64(raw.Read()) } // the vDSO: a narrower bracket
 	}
 	// Each end: the reference read between two Nows, the tightest of 20.
-	at0 := measure.Tightest(schedclock.Now, ref, 20)
+	at0 := measure.Tightest(nowNanos, ref, 20)
 	time.Sleep(d)
-	at1 := measure.Tightest(schedclock.Now, ref, 20)
+	at1 := measure.Tightest(nowNanos, ref, 20)
 	dClock, dRef := at1.Mid-at0.Mid, at1.Inner-at0.Inner
 	if dClock <= 0 || dRef <= 0 {
 		return fmt.Errorf("over %v Now advanced %d ns and %s %d ns", d, dClock, refName, dRef)
@@ -237,20 +237,20 @@ func printDetails(out io.Writer, in schedclock.Info) {
 	line("rate", "%d Hz, from %s (error %.3f ppm)", in.Rate, in.RateOrigin, in.RateErrorPPM)
 	line("conversion", "ns = cycles × %d / 2^%d (rounding %+.5f ppm)", in.Mult, in.Shift, in.ConversionErrorPPM)
 	line("refresh", "every %v (half the time until the counter wraps or cycles × %d overflows 64 bits)", in.RefreshPeriod, in.Mult)
-	if in.Rejected != "" {
-		line("not used", "%s", in.Rejected)
+	if in.Evidence.Rejected != "" {
+		line("not used", "%s", in.Evidence.Rejected)
 	}
-	if in.Pending != "" {
-		line("waits for", "%s", in.Pending)
+	if in.Evidence.Pending != "" {
+		line("waits for", "%s", in.Evidence.Pending)
 	}
-	if in.Kernel != "" {
-		line("kernel", "%s", in.Kernel)
+	if in.Evidence.Kernel != "" {
+		line("kernel", "%s", in.Evidence.Kernel)
 	}
-	if in.CounterCheck != "" {
-		line("counter check", "%s", in.CounterCheck)
+	if in.Evidence.CounterCheck != "" {
+		line("counter check", "%s", in.Evidence.CounterCheck)
 	}
-	if in.CrossCPU != "" {
-		line("cross-CPU check", "%s", in.CrossCPU)
+	if in.Evidence.CrossCPU != "" {
+		line("cross-CPU check", "%s", in.Evidence.CrossCPU)
 	}
 	if in.ReferenceBracket > 0 {
 		line("reference", "CLOCK_MONOTONIC_RAW, compared within %v (the narrowest bracket)", in.ReferenceBracket)
@@ -392,3 +392,6 @@ func median(xs []float64) float64 {
 	}
 	return s[mid]
 }
+
+// nowNanos is schedclock.Now as the plain nanoseconds measure works in.
+func nowNanos() int64 { return int64(schedclock.Now()) }

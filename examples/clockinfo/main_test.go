@@ -96,17 +96,21 @@ func TestMeasureCostsInterleaves(t *testing.T) {
 
 func TestTrustReasons(t *testing.T) {
 	pvclock := schedclock.Info{
-		Source:       "kvm-clock (pvclock, stable)",
-		Kernel:       "kernel clocksource is kvm-clock",
-		CounterCheck: "pvclock page at 0x7f0000000000 in [vvar], version 10, flags 0x1 (stable; [vvar])",
-		CrossCPU:     "cross-CPU check not run: one allowed CPU",
+		Source: "kvm-clock (pvclock, stable)",
+		Evidence: schedclock.Evidence{
+			Kernel:       "kernel clocksource is kvm-clock",
+			CounterCheck: "pvclock page at 0x7f0000000000 in [vvar], version 10, flags 0x1 (stable; [vvar])",
+			CrossCPU:     "cross-CPU check not run: one allowed CPU",
+		},
 	}
 	assert.Equal(t, []string{"the kernel runs on the same clock", "the page says it is stable"}, trustReasons(pvclock))
 
 	tsc := schedclock.Info{
-		Source:   "tsc",
-		Kernel:   "kernel clocksource is hpet, not tsc",
-		CrossCPU: "no warp across 2 CPUs (1 pair, 52000 cross-CPU reads, 10ms)",
+		Source: "tsc",
+		Evidence: schedclock.Evidence{
+			Kernel:   "kernel clocksource is hpet, not tsc",
+			CrossCPU: "no warp across 2 CPUs (1 pair, 52000 cross-CPU reads, 10ms)",
+		},
 	}
 	assert.Equal(t, []string{"a cross-CPU check found no CPU's reading behind another's"}, trustReasons(tsc))
 }
@@ -118,7 +122,7 @@ func TestSummaryOnThePortableSource(t *testing.T) {
 	}
 	rejected := `tsc: not trusted yet: kernel clocksource is hpet, not tsc, and the cross-CPU check has not passed`
 	var out bytes.Buffer
-	printSummary(&out, schedclock.Info{Source: "portable", Rejected: rejected}, costs, time.Millisecond)
+	printSummary(&out, schedclock.Info{Source: "portable", Evidence: schedclock.Evidence{Rejected: rejected}}, costs, time.Millisecond)
 	lines := strings.Split(out.String(), "\n")
 	assert.Equal(t, "Now reads Go's monotonic clock (portable), as time.Since does: 30.0 ns a call, 1.00x time.Since here.", lines[0])
 	assert.Equal(t, "It does not use the hardware counter: "+rejected+".", lines[1])
@@ -126,10 +130,10 @@ func TestSummaryOnThePortableSource(t *testing.T) {
 
 func TestUndecided(t *testing.T) {
 	assert.True(t, undecided(schedclock.Info{Source: "portable"}), "on the portable source, with no reason given")
-	assert.True(t, undecided(schedclock.Info{Source: "portable", Pending: "tsc: adopted once its rate is measured"}))
-	assert.False(t, undecided(schedclock.Info{Source: "portable", Rejected: "tsc: unusable rate 0 Hz"}))
-	assert.False(t, undecided(schedclock.Info{Source: "kvm-clock (pvclock, stable)", CrossCPU: "no warp across 2 CPUs"}))
-	assert.True(t, undecided(schedclock.Info{Source: "kvm-clock (pvclock, stable)", CrossCPU: "running"}), "the cross-CPU check runs")
+	assert.True(t, undecided(schedclock.Info{Source: "portable", Evidence: schedclock.Evidence{Pending: "tsc: adopted once its rate is measured"}}))
+	assert.False(t, undecided(schedclock.Info{Source: "portable", Evidence: schedclock.Evidence{Rejected: "tsc: unusable rate 0 Hz"}}))
+	assert.False(t, undecided(schedclock.Info{Source: "kvm-clock (pvclock, stable)", Evidence: schedclock.Evidence{CrossCPU: "no warp across 2 CPUs"}}))
+	assert.True(t, undecided(schedclock.Info{Source: "kvm-clock (pvclock, stable)", Evidence: schedclock.Evidence{CrossCPU: "running"}}), "the cross-CPU check runs")
 }
 
 func TestJoinAnd(t *testing.T) {

@@ -35,13 +35,13 @@ func main() {
 		co := schedclock.Coarse()
 		now := schedclock.Now()
 		if firstMove == 0 && co != first {
-			firstMove = time.Duration(now - begin)
+			firstMove = now.Sub(begin)
 		}
-		stale := time.Duration(now - co)
+		stale := now.Sub(co)
 		worst = max(worst, stale)
 		counts[min(int(stale/bucket), len(counts)-1)]++
 		n++
-		if now-begin >= int64(*spinFor) {
+		if now.Sub(begin) >= *spinFor {
 			break
 		}
 	}

@@ -5,11 +5,12 @@
 // list under a lock, so that readings on different CPUs are compared).
 //
 //	go run ./examples/inconsistency                              # the default clock, GOMAXPROCS goroutines, 10 s
-//	go run ./examples/inconsistency -clock jiffies -duration 60s -goroutines 8
+//	go run ./examples/inconsistency -clock hardware -duration 60s -goroutines 8
 //
-// Clocks: default (schedclock.Now), portable (New(Portable())), tsc or
-// cntvct (New(TSC()) or New(CNTVCT()), where this machine supports and
-// trusts the counter), jiffies (New on NewJiffies(1000)).
+// Clocks: default (schedclock.Now), portable (New(Portable())), hardware
+// (New(Hardware()): the TSC, CNTVCT_EL0, ..., where this machine supports
+// and trusts the counter), paravirt (New(Paravirt()), a hypervisor's
+// clock page).
 //
 // Unlike the kernel's tests it has no blind spot and needs no lock: the
 // kernel's inconsistency check compares readings only within a batch, so
@@ -48,7 +49,7 @@ func run(out, errOut io.Writer, args []string, open func(name string) (clock, er
 	fs.SetOutput(errOut)
 	goroutines := fs.Int("goroutines", runtime.GOMAXPROCS(0), "goroutines reading the clock")
 	duration := fs.Duration("duration", 10*time.Second, "how long to read")
-	clockName := fs.String("clock", "default", "the clock: default, portable, tsc, cntvct or jiffies")
+	clockName := fs.String("clock", "default", "the clock: default, portable, hardware or paravirt")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -83,8 +84,8 @@ type clock struct {
 func openClock(name string) (clock, error) {
 	describeInfo := func(in schedclock.Info) string {
 		s := fmt.Sprintf("%s, %d Hz (%s), %d bits", in.Source, in.Rate, in.RateOrigin, in.Bits)
-		if in.Rejected != "" {
-			s += "; hardware counter not used: " + in.Rejected
+		if in.Evidence.Rejected != "" {
+			s += "; hardware counter not used: " + in.Evidence.Rejected
 		}
 		return s
 	}
@@ -97,7 +98,7 @@ func openClock(name string) (clock, error) {
 			stop()
 			return clock{}, err
 		}
-		return clock{name: name, describe: describeInfo(c.Info()), now: c.Now, close: func() {
+		return clock{name: name, describe: describeInfo(c.Info()), now: func() int64 { return int64(c.Now()) }, close: func() {
 			_ = c.Close()
 			stop()
 		}}, nil
@@ -105,21 +106,15 @@ func openClock(name string) (clock, error) {
 	nothing := func() {}
 	switch name {
 	case "default":
-		return clock{name: name, describe: describeInfo(schedclock.Default().Info()), now: schedclock.Now, close: nothing}, nil
+		return clock{name: name, describe: describeInfo(schedclock.Default().Info()), now: func() int64 { return int64(schedclock.Now()) }, close: nothing}, nil
 	case "portable":
 		return fromSource(schedclock.Portable(), nil, nothing)
-	case "tsc":
-		src, err := schedclock.TSC()
+	case "hardware":
+		src, err := schedclock.Hardware()
 		return fromSource(src, err, nothing)
-	case "cntvct":
-		src, err := schedclock.CNTVCT()
+	case "paravirt":
+		src, err := schedclock.Paravirt()
 		return fromSource(src, err, nothing)
-	case "jiffies":
-		j, err := schedclock.NewJiffies(1000)
-		if err != nil {
-			return clock{}, err
-		}
-		return fromSource(j.Source(), nil, j.Stop)
 	}
-	return clock{}, errors.New("unknown clock: want default, portable, tsc, cntvct or jiffies")
+	return clock{}, errors.New("unknown clock: want default, portable, hardware or paravirt")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/adapt"
 	"github.com/schedclock/schedclock/examples/integrations"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -54,8 +55,8 @@ func TestMain(m *testing.M) {
 		}
 		in := schedclock.Default().Info()
 		fmt.Printf("schedclock-source: %s\n", in.Source)
-		if in.Rejected != "" {
-			fmt.Printf("schedclock-rejected: %s\n", in.Rejected)
+		if in.Evidence.Rejected != "" {
+			fmt.Printf("schedclock-rejected: %s\n", in.Evidence.Rejected)
 		}
 	}
 	os.Exit(m.Run())
@@ -124,7 +125,7 @@ func zapLines() []workload {
 	}
 	return []workload{{"Zap", "", []clocked{
 		{"std", logger()},
-		{"schedclock", logger(zap.WithClock(integrations.ZapClock{}))},
+		{"schedclock", logger(zap.WithClock(adapt.Clock{}))},
 	}}}
 }
 

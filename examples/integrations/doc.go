@@ -1,8 +1,8 @@
 // Package integrations is schedclock in the code it is meant for, a few
 // lines each to copy: zap and zerolog timestamps, a Prometheus histogram
 // of request durations in net/http middleware, a golang.org/x/time/rate
-// limiter that tests drive by hand, and what to do about log/slog
-// (nothing). It is a module of its own so that its examples and tests
+// limiter that tests drive by hand, a cache written against Kubernetes'
+// clock.PassiveClock, and what to do about log/slog (nothing). It is a module of its own so that its examples and tests
 // build against the real libraries while schedclock's go.mod keeps only
 // x/sys and testify.
 //
@@ -16,10 +16,13 @@
 //	next.ServeHTTP(w, r)
 //	latency.Observe(schedclock.Since(start).Seconds())
 //
-// zap: give the logger a Clock whose Now is schedclock.WallNow (ZapClock,
-// three lines):
+// zap: give the logger schedclock/adapt's Clock, whose Now is
+// schedclock.WallNow (zap.go):
 //
-//	logger := zap.New(core, zap.WithClock(integrations.ZapClock{}))
+//	logger := zap.New(core, zap.WithClock(adapt.Clock{}))
+//
+// Kubernetes: adapt.Clock is a k8s.io/utils/clock.PassiveClock (Now,
+// Since); TTLCache is a consumer of one (k8s.go).
 //
 // zerolog: set its package-level clock once, at start-up (and a time
 // format finer than zerolog's default RFC 3339, which keeps whole
@@ -29,13 +32,14 @@
 //
 // log/slog: keep slog's own time. slog.Logger calls time.Now for every
 // record before its Handler sees it, so a Handler that re-stamps records
-// with WallNow (StampHandler) adds a clock read to every line and saves
+// with WallNow (StampHandler, on an adapt.Clock) adds a clock read to every line and saves
 // none. Where records must carry the counter's wall time, LogWallNow
 // builds them itself, with one clock read.
 //
 // Deadlines, caches, rate limits: schedclock.Coarse(), a few loads of a
 // value kept current every 1 ms (on Linux, at least at every kernel tick). Limiter puts a rate.Limiter on a
-// schedclock.Clock so that tests refill it exactly with a Manual counter.
+// schedclock.Clock so that tests refill it exactly with a
+// schedclocktest.Manual counter.
 //
 // # What it saves, and when to prefer time.Now
 //

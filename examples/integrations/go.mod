@@ -12,6 +12,7 @@ require (
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/zap v1.28.0
 	golang.org/x/time v0.16.0
+	k8s.io/utils v0.0.0-20261023123148-ca04ba58ecab
 )
 
 require (

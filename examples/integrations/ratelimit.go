@@ -9,7 +9,7 @@ import (
 
 // Limiter is a golang.org/x/time/rate token bucket that takes its time
 // from a schedclock.Clock: schedclock.Default() in production, a Clock
-// on a schedclock.Manual counter in tests, which then refill the bucket
+// on a schedclocktest.Manual counter in tests, which then refill the bucket
 // exactly, by Manual.Advance, without sleeping.
 //
 // rate.Limiter only subtracts and adds the times it is given, so any one
@@ -31,7 +31,7 @@ func NewLimiter(clock *schedclock.Clock, limit rate.Limit, burst int) *Limiter {
 // Allow reports whether one event may happen now, and takes its token if
 // so.
 func (l *Limiter) Allow() bool {
-	return l.lim.AllowN(time.Unix(0, l.clock.Now()), 1)
+	return l.lim.AllowN(time.Unix(0, int64(l.clock.Now())), 1)
 }
 
 // AllowCoarse is Allow on the clock's coarse reading: a few loads
@@ -39,5 +39,5 @@ func (l *Limiter) Allow() bool {
 // coarse resolution (1 ms by default), so a limit of r per second lets
 // tokens in by up to r/1000 at a time.
 func (l *Limiter) AllowCoarse() bool {
-	return l.lim.AllowN(time.Unix(0, l.clock.Coarse()), 1)
+	return l.lim.AllowN(time.Unix(0, int64(l.clock.Coarse())), 1)
 }

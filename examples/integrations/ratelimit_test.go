@@ -7,14 +7,14 @@ import (
 
 	"github.com/schedclock/schedclock"
 	"github.com/schedclock/schedclock/examples/integrations"
+	"github.com/schedclock/schedclock/schedclocktest"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // A rate limiter under test, on a Manual counter: the bucket refills
 // exactly as far as the test advances it, with no sleeping.
 func ExampleLimiter() {
-	m, _ := schedclock.NewManual(1e9, 64)
+	m, _ := schedclocktest.NewManual(1e9, 64)
 	clock, err := schedclock.New(m.Source())
 	if err != nil {
 		panic(err)
@@ -34,10 +34,7 @@ func ExampleLimiter() {
 }
 
 func TestLimiterOnAManualClock(t *testing.T) {
-	m, _ := schedclock.NewManual(1e9, 64)
-	clock, err := schedclock.New(m.Source())
-	require.NoError(t, err)
-	defer clock.Close()
+	clock, m := schedclocktest.NewManualClock(t)
 	lim := integrations.NewLimiter(clock, 1000, 5)
 
 	allowed := func() (n int) {

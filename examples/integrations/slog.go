@@ -6,34 +6,39 @@ import (
 	"runtime"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/adapt"
 )
 
 // StampHandler wraps a slog.Handler and replaces each record's time with
-// schedclock.WallNow before handing it on.
+// its Clock's Now (the zero adapt.Clock: schedclock.WallNow) before
+// handing it on.
 //
 // It makes logging slower, not faster: slog.Logger has already called
 // time.Now for the record before any Handler sees it, so a re-stamp adds
 // a second clock read to every line and saves nothing. Use it only where
 // the records must carry the counter's wall time (to line them up with
-// other WallNow or Clock.Time stamps), and count its cost: 5-7% of a
+// other WallNow or Clock.WallTime stamps), and count its cost: 5-7% of a
 // line here (README.md). To stamp with WallNow at no extra cost, build
 // the record yourself: see LogWallNow.
-type StampHandler struct{ slog.Handler }
+type StampHandler struct {
+	slog.Handler
+	Clock adapt.Clock // the zero Clock reads schedclock.WallNow
+}
 
-// Handle stamps r with WallNow and passes it on.
+// Handle stamps r with the Clock's Now and passes it on.
 func (h StampHandler) Handle(ctx context.Context, r slog.Record) error {
-	r.Time = schedclock.WallNow()
+	r.Time = h.Clock.Now()
 	return h.Handler.Handle(ctx, r)
 }
 
 // WithAttrs keeps the stamping on the derived Handler.
 func (h StampHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return StampHandler{h.Handler.WithAttrs(attrs)}
+	return StampHandler{h.Handler.WithAttrs(attrs), h.Clock}
 }
 
 // WithGroup keeps the stamping on the derived Handler.
 func (h StampHandler) WithGroup(name string) slog.Handler {
-	return StampHandler{h.Handler.WithGroup(name)}
+	return StampHandler{h.Handler.WithGroup(name), h.Clock}
 }
 
 // LogWallNow does what slog.Logger.Log does (the level check, the

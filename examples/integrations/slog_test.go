@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedclock/schedclock/adapt"
 	"github.com/schedclock/schedclock/examples/integrations"
+	"github.com/schedclock/schedclock/schedclocktest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -87,6 +89,23 @@ func TestStampHandlerStampsWithWallNow(t *testing.T) {
 		stamps[i].at = r.Time
 	}
 	checkStamps(t, stamps)
+}
+
+// TestStampHandlerOnAManualClock: a StampHandler given a Clock (here a
+// test's, on a Manual counter) stamps every record, through derived
+// Handlers too, with that Clock's wall time, exactly.
+func TestStampHandlerOnAManualClock(t *testing.T) {
+	c, m := schedclocktest.NewManualClock(t)
+	origin := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
+	m.SetWallOrigin(origin)
+	var h records
+	logger := slog.New(integrations.StampHandler{Handler: &h, Clock: adapt.On(c)}).With("k", "v").WithGroup("g")
+	logger.Info("first")
+	m.Advance(1500 * time.Millisecond)
+	logger.Info("second")
+	require.Len(t, h.all, 2)
+	assert.True(t, h.all[0].Time.Equal(origin), "first record at %v", h.all[0].Time)
+	assert.True(t, h.all[1].Time.Equal(origin.Add(1500*time.Millisecond)), "second record at %v", h.all[1].Time)
 }
 
 func TestLogWallNowStampsWithWallNow(t *testing.T) {

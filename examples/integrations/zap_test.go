@@ -6,14 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedclock/schedclock/examples/integrations"
+	"github.com/schedclock/schedclock/adapt"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// A zap logger that stamps entries with schedclock.WallNow.
-func ExampleZapClock() {
+// A zap logger that stamps entries with schedclock.WallNow: adapt.Clock
+// is a zapcore.Clock.
+func Example_zap() {
 	cfg := zap.NewProductionEncoderConfig()
 	// Here only, so that the output is the same on every run: print, in
 	// place of the time, whether it is WallNow's (no monotonic reading).
@@ -21,14 +22,14 @@ func ExampleZapClock() {
 		enc.AppendString(fmt.Sprint("wallnow=", t == t.Round(0)))
 	}
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(cfg), zapcore.AddSync(os.Stdout), zap.InfoLevel)
-	logger := zap.New(core, zap.WithClock(integrations.ZapClock{}))
+	logger := zap.New(core, zap.WithClock(adapt.Clock{}))
 	logger.Info("request served", zap.String("path", "/"))
 	// Output: {"level":"info","ts":"wallnow=true","msg":"request served","path":"/"}
 }
 
 func TestZapStampsWithWallNow(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
-	logger := zap.New(core, zap.WithClock(integrations.ZapClock{}))
+	logger := zap.New(core, zap.WithClock(adapt.Clock{}))
 	var stamps []stamp
 	for i := range 20_000 {
 		before := time.Now()

@@ -119,7 +119,7 @@ var timers = []timer{
 func timeWithSchedclock(work func()) time.Duration {
 	start := schedclock.Now()
 	work()
-	return time.Duration(schedclock.Now() - start)
+	return schedclock.Since(start)
 }
 
 func timeWithTimeNow(work func()) time.Duration {
@@ -131,7 +131,7 @@ func timeWithTimeNow(work func()) time.Duration {
 //go:noinline
 func loopSchedclock(n int) (sum int64) {
 	for range n {
-		sum += schedclock.Now()
+		sum += int64(schedclock.Now())
 	}
 	return sum
 }

@@ -17,8 +17,8 @@ func run(out io.Writer, w workload, perTimer time.Duration, rows int) []result {
 	fmt.Fprintf(out, "Timing %q (%s) for %v with each clock, alternating every %v.\n",
 		w.name, w.what, perTimer, min(50*time.Millisecond, perTimer/4))
 	fmt.Fprintf(out, "%s %s/%s, GOMAXPROCS %d; schedclock's default clock reads %s", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), in.Source)
-	if in.Rejected != "" {
-		fmt.Fprintf(out, " (hardware counter not used: %s)", in.Rejected)
+	if in.Evidence.Rejected != "" {
+		fmt.Fprintf(out, " (hardware counter not used: %s)", in.Evidence.Rejected)
 	}
 	fmt.Fprintln(out)
 

@@ -37,12 +37,12 @@ func main() {
 	}
 	time.Sleep(300 * time.Millisecond) // the map's first full pairings
 	runtime.LockOSThread()             // one thread makes every call
-	spans := make([][2]int64, *n)
+	spans := make([][2]schedclock.Instant, *n)
 	for i := range spans {
 		before := c.Now()
 		syscall.Syscall(syscall.SYS_GETPID, 0, 0, 0)
 		after := c.Now()
-		spans[i] = [2]int64{before, after}
+		spans[i] = [2]schedclock.Instant{before, after}
 	}
 	w := bufio.NewWriter(os.Stdout)
 	fmt.Fprintf(w, "tid %d\n", syscall.Gettid())

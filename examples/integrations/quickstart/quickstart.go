@@ -11,34 +11,31 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/adapt"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 var latency = promauto.NewHistogram(prometheus.HistogramOpts{Name: "request_duration_seconds", Help: "Time to serve a request."})
 
 func Timed(handle http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		start := schedclock.Now() // ns since the package started; wait-free
+		start := schedclock.Now() // an Instant: ns since the package started; wait-free
 		handle(w, r)
 		latency.Observe(schedclock.Since(start).Seconds()) // Since: a time.Duration, never negative
 	}
 }
 
-func Expired(deadline int64) bool { return schedclock.Coarse() >= deadline } // three loads, no system call; 1 ms resolution
+func Expired(deadline schedclock.Instant) bool { return schedclock.Coarse() >= deadline } // three loads, no system call; 1 ms resolution
 
 func Stamp() time.Time { return schedclock.WallNow() } // wall time from the counter, no monotonic reading
+
+// zap stamps its entries from the counter: adapt.Clock is a zapcore.Clock (and a k8s clock.PassiveClock).
+func Logger(core zapcore.Core) *zap.Logger { return zap.New(core, zap.WithClock(adapt.Clock{})) }
 
 // Your own counter, its rate refined and the counter watched against a clock you trust.
 func DeviceClock(read func() uint64, hz uint64, ref func() int64) (*schedclock.Clock, error) {
 	return schedclock.New(schedclock.Source{Name: "device", Read: read, Bits: 64, Rate: hz}, schedclock.WithReference(ref))
-}
-
-// In tests: a counter that moves only when told (m.Advance), no sleeping.
-func ManualClock() (c *schedclock.Clock, m *schedclock.Manual, err error) {
-	if m, err = schedclock.NewManual(1e9, 64); err != nil {
-		return nil, nil, err
-	}
-	c, err = schedclock.New(m.Source())
-	return c, m, err
 }
 
 // README Quick start: end

@@ -11,8 +11,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/schedclock/schedclock"
 	"github.com/schedclock/schedclock/examples/integrations/quickstart"
+	"github.com/schedclock/schedclock/schedclocktest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestTimedObservesEachRequest(t *testing.T) {
@@ -39,7 +42,7 @@ func TestTimedObservesEachRequest(t *testing.T) {
 }
 
 func TestExpired(t *testing.T) {
-	assert.False(t, quickstart.Expired(schedclock.Now()+int64(time.Hour)))
+	assert.False(t, quickstart.Expired(schedclock.Now().Add(time.Hour)))
 	assert.True(t, quickstart.Expired(schedclock.Coarse()))
 }
 
@@ -57,14 +60,24 @@ func TestDeviceClock(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	counter.Add(2500) // 2.5 ms at 1 MHz
-	assert.Equal(t, int64(2_500_000), c.Now())
+	assert.Equal(t, schedclock.Instant(2_500_000), c.Now())
 }
 
+// TestManualClock: the README's way to test code that takes a Clock.
 func TestManualClock(t *testing.T) {
-	c, m, err := quickstart.ManualClock()
-	require.NoError(t, err)
-	defer c.Close()
+	c, m := schedclocktest.NewManualClock(t)
 	start := c.Now()
 	m.Advance(time.Second)
 	assert.Equal(t, time.Second, c.Since(start))
+}
+
+func TestLoggerStampsFromTheCounter(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	before := schedclock.WallNow()
+	quickstart.Logger(core).Info("served")
+	after := schedclock.WallNow()
+	require.Len(t, logs.All(), 1)
+	at := logs.All()[0].Time
+	assert.Equal(t, at, at.Round(0), "no monotonic reading: not time.Now's")
+	assert.False(t, at.Before(before) || at.After(after), "%v outside [%v, %v]", at, before, after)
 }

@@ -21,7 +21,7 @@ var firstCalls = map[string]func(){
 	"Since":    func() { schedclock.Since(0) },
 	"Coarse":   func() { schedclock.Coarse() },
 	"WallNow":  func() { schedclock.WallNow() },
-	"Time":     func() { schedclock.Default().Time(12345) },
+	"Time":     func() { schedclock.Default().WallTime(12345) },
 	"Raw":      func() { _, _ = schedclock.Raw() },
 	"Boottime": func() { _, _ = schedclock.Boottime() },
 	"Info":     func() { schedclock.Default().Info() },

@@ -35,11 +35,11 @@ var (
 // column; templexxxTSC is built only where that peer builds.
 func clocks() []clock {
 	return []clock{
-		{name: "schedclock.Now", pkgs: schedPkgs, open: fixed(schedclock.Now), note: defaultClockNote},
+		{name: "schedclock.Now", pkgs: schedPkgs, open: fixed(func() int64 { return int64(schedclock.Now()) }), note: defaultClockNote},
 		{name: "schedclock New(Portable()).Now", pkgs: schedPkgs, open: openClock(func() (schedclock.Source, error) { return schedclock.Portable(), nil })},
-		{name: "schedclock New(TSC()).Now", pkgs: schedPkgs, open: openClock(schedclock.TSC)},
-		{name: "schedclock New(CNTVCT()).Now", pkgs: schedPkgs, open: openClock(schedclock.CNTVCT)},
-		{name: "schedclock.Coarse (1 ms resolution)", pkgs: schedPkgs, open: fixed(schedclock.Coarse)},
+		{name: "schedclock New(Hardware()).Now", pkgs: schedPkgs, open: openClock(schedclock.Hardware)},
+		{name: "schedclock New(Paravirt()).Now", pkgs: schedPkgs, open: openClock(schedclock.Paravirt)},
+		{name: "schedclock.Coarse (1 ms resolution)", pkgs: schedPkgs, open: fixed(func() int64 { return int64(schedclock.Coarse()) })},
 		{name: "schedclock.WallNow().UnixNano()", pkgs: schedPkgs, open: fixed(func() int64 { return schedclock.WallNow().UnixNano() })},
 		{name: referenceClock, open: since(time.Now())},
 		{name: "time.Now().UnixNano()", open: fixed(func() int64 { return time.Now().UnixNano() })},
@@ -72,7 +72,7 @@ func openClock(source func() (schedclock.Source, error)) func() (func() int64, e
 		if err != nil {
 			return nil, err
 		}
-		return c.Now, nil
+		return func() int64 { return int64(c.Now()) }, nil
 	}
 }
 
@@ -87,9 +87,9 @@ func hrtimeTSC() (func() int64, error) {
 
 func defaultClockNote() string {
 	in := schedclock.Default().Info()
-	s := "schedclock's default clock runs on " + in.Source + " (rate from " + in.RateOrigin.String() + ")"
-	if in.Rejected != "" {
-		s += "; hardware counter not used: " + in.Rejected
+	s := "schedclock's default clock runs on " + in.Source + " (rate from " + in.RateOrigin + ")"
+	if in.Evidence.Rejected != "" {
+		s += "; hardware counter not used: " + in.Evidence.Rejected
 	}
 	return s
 }

@@ -30,7 +30,7 @@ var features = []struct {
 		"API: Suspend/Resume freezes time, the gap is not counted; nothing calls it on system suspend",
 		"yes: check_tsc_warp in the background before trusting the counter, and the kernel's clocksource followed for life",
 		"yes: watched against CLOCK_MONOTONIC_RAW (or any WithReference clock) every 100 ms; steps, jumps and rate changes re-anchored",
-		"yes: New(Source) with any Read func; NewManual for tests",
+		"yes: New(Source) with any Read func; schedclocktest.NewManual for tests",
 		"yes: WallNow / Clock.Time, following NTP slew and steps",
 	}},
 	{"time.Now / time.Since", []string{

@@ -1,4 +1,4 @@
-package schedclock_test
+package schedclocktest_test
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/schedclocktest"
 )
 
 // Session is the code under test: it expires a minute after its last
@@ -14,7 +15,7 @@ import (
 // fake time.
 type Session struct {
 	clock    *schedclock.Clock
-	lastUsed int64
+	lastUsed schedclock.Instant
 }
 
 func NewSession(c *schedclock.Clock) *Session { return &Session{clock: c, lastUsed: c.Now()} }
@@ -23,28 +24,15 @@ func (s *Session) Touch() { s.lastUsed = s.clock.Now() }
 
 func (s *Session) Expired() bool { return s.clock.Since(s.lastUsed) >= time.Minute }
 
-// bubbleClock returns a Clock on schedclock.Bubble, the Source that
-// follows the testing/synctest bubble's fake time. Made inside the bubble,
-// its goroutine belongs to the bubble, and the test's cleanup closes it
-// there so that the bubble can end.
-func bubbleClock(t *testing.T) *schedclock.Clock {
-	c, err := schedclock.New(schedclock.Bubble())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // testSessionExpiry is a test as a _test.go file holds it:
 //
 //	func TestSessionExpiry(t *testing.T) { testSessionExpiry(t) }
 //
 // Inside the bubble time.Sleep returns at once and the bubble's clock
-// moves on by what it slept, and so does the Clock on bubbleClock.
+// moves on by what it slept, and so does the Clock NewBubbleClock made.
 func testSessionExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewSession(bubbleClock(t))
+		s := NewSession(schedclocktest.NewBubbleClock(t))
 		time.Sleep(59 * time.Second)
 		if s.Expired() {
 			t.Error("expired 59 s after its last use")
@@ -58,14 +46,19 @@ func testSessionExpiry(t *testing.T) {
 }
 
 // Testing code that reads schedclock with testing/synctest: the code
-// takes a *schedclock.Clock, and its tests give it one on
-// schedclock.Bubble, the Source that follows the bubble's fake time
-// (bubbleClock), so that sleeping in the bubble moves the code's time
-// without waiting, and its Time is the bubble's time.Now. Where the test drives
-// time by hand instead, NewManualClock is exact and needs no bubble.
+// takes a *schedclock.Clock, and its tests give it one from
+// NewBubbleClock, which follows the bubble's fake time, so that sleeping
+// in the bubble moves the code's time without waiting, and its WallTime
+// is the bubble's time.Now. Where the test drives time by hand instead,
+// NewManualClock is exact and needs no bubble.
 func Example_synctest() {
 	// In a _test.go file:
 	//
 	//	func TestSessionExpiry(t *testing.T) { testSessionExpiry(t) }
 	var _ = testSessionExpiry
 }
+
+// TestSynctestExample runs the package example Synctest's test in its
+// bubble: it fails if a Clock on the bubble's time did not follow the
+// bubble's sleeps.
+func TestSynctestExample(t *testing.T) { testSessionExpiry(t) }
