@@ -58,7 +58,7 @@ var kernelTicks = lazy[*pvclock.TimeData]{make: func() *pvclock.TimeData {
 	if err != nil {
 		return nil
 	}
-	td, _ := pvclock.ProbeTimeData(maps)
+	td, _, _ := pvclock.ProbeTimeData(maps)
 	return td
 }}
 

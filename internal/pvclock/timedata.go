@@ -2,7 +2,9 @@ package pvclock
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"sync/atomic"
+	"unsafe"
 )
 
 // TimeData is the head of the vDSO's time data: the first page of the
@@ -36,20 +38,145 @@ func (t *TimeData) Stamp() uint64 {
 	return t.cycleLast.Load() ^ uint64(t.seq.Load())<<32
 }
 
-// FindCoarse says whether b, a copy of the head of a vDSO time data page
+// FindCoarse says where b, a copy of the head of a vDSO time data page
 // taken while its sequence count stood still, holds the kernel's
-// CLOCK_MONOTONIC_COARSE time (sec, nsec) read meanwhile: a stable (even)
-// count and the pair, 8-byte aligned, among the bases. A time namespace's
-// page (its count stands at 1, its bases are offsets) and any other page
-// fail.
-func FindCoarse(b []byte, sec, nsec uint64) bool {
+// CLOCK_MONOTONIC_COARSE time (sec, nsec) read meanwhile: the offset of
+// the pair, 8-byte aligned, among the bases, behind a stable (even)
+// count; ok is false where it holds none. A time namespace's page (its
+// count stands at 1, its bases are offsets) and any other page fail.
+func FindCoarse(b []byte, sec, nsec uint64) (at int, ok bool) {
 	if len(b) < 16 || binary.NativeEndian.Uint32(b)&1 != 0 {
-		return false
+		return 0, false
 	}
 	for off := 16; off+16 <= len(b); off += 8 {
 		if binary.NativeEndian.Uint64(b[off:]) == sec && binary.NativeEndian.Uint64(b[off+8:]) == nsec {
-			return true
+			return off, true
 		}
 	}
-	return false
+	return 0, false
+}
+
+// Layout is where a kernel's vDSO time data keeps clock base 0's
+// conversion (struct vdso_clock): the counter's mask, mult and shift
+// just before the basetime array (8 bytes later from Linux 6.10 on,
+// which put max_cycles between cycle_last and mask), whose entry 6 is
+// CLOCK_MONOTONIC_COARSE. Its zero value is no layout.
+type Layout struct {
+	basetime int // offset of basetime[0]
+}
+
+// The clock ids whose basetime entries a conversion reads.
+const (
+	baseMonotonic       = 1
+	baseMonotonicCoarse = 6
+	baseBoottime        = 7
+	bases               = 12 // VDSO_BASES
+	timestampSize       = 16 // struct vdso_timestamp: sec, nsec
+	// minBasetime is basetime's offset without max_cycles: seq, clock
+	// mode, cycle_last, mask, mult, shift.
+	minBasetime = 32
+)
+
+// FindLayout is FindCoarse's offset made a Layout, where b is a
+// conversion a vDSO reads: basetime whole within b, the mask a run of
+// low bits, mult not 0 and shift at most 32 (clocks_calc_mult_shift's
+// range).
+func FindLayout(b []byte, sec, nsec uint64) (Layout, bool) {
+	at, ok := FindCoarse(b, sec, nsec)
+	if !ok {
+		return Layout{}, false
+	}
+	l := Layout{basetime: at - baseMonotonicCoarse*timestampSize}
+	if l.basetime < minBasetime || l.basetime+bases*timestampSize > len(b) {
+		return Layout{}, false
+	}
+	mask := binary.NativeEndian.Uint64(b[l.maskAt():])
+	mult := binary.NativeEndian.Uint32(b[l.multAt():])
+	shift := binary.NativeEndian.Uint32(b[l.shiftAt():])
+	if mask < 1<<31 || mask&(mask+1) != 0 || mult == 0 || shift > 32 {
+		return Layout{}, false
+	}
+	return l, true
+}
+
+// Valid says the layout was found.
+func (l Layout) Valid() bool { return l.basetime != 0 }
+
+// Basetime is basetime[0]'s offset.
+func (l Layout) Basetime() int { return l.basetime }
+
+func (l Layout) maskAt() int  { return l.basetime - 16 }
+func (l Layout) multAt() int  { return l.basetime - 8 }
+func (l Layout) shiftAt() int { return l.basetime - 4 }
+func (l Layout) baseAt(id int) int {
+	return l.basetime + id*timestampSize
+}
+
+// Conv is one timekeeping update as the vDSO converts with it (lib/vdso's
+// do_hres): the time of clock Base[i] at counter value cyc is
+//
+//	Base[i].Sec*1e9 + ((cyc-CycleLast)*Mult + Base[i].Nsec) >> Shift
+//
+// with Nsec in 2^-Shift ns, for CLOCK_MONOTONIC (i 0) and CLOCK_BOOTTIME
+// (i 1).
+type Conv struct {
+	Seq         uint32
+	Mode        int32 // the vDSO's clock mode: 1 the TSC, 2 the pvclock page
+	CycleLast   uint64
+	Mult, Shift uint32
+	Base        [2]Timestamp
+}
+
+// Timestamp is a struct vdso_timestamp.
+type Timestamp struct {
+	Sec, Nsec uint64
+}
+
+// The vDSO clock modes (VDSO_CLOCKMODE_*) on x86.
+const (
+	ModeTSC     = 1
+	ModePvclock = 2
+)
+
+// Load reads the conversion under the data's sequence count, as the vDSO
+// does: ok false while the kernel is writing it (an odd count, or one
+// that moved during the reads), for the caller to try again or do
+// without; the vDSO spins there.
+func (t *TimeData) Load(l Layout) (c Conv, ok bool) {
+	seq := t.seq.Load()
+	if seq&1 != 0 {
+		return c, false
+	}
+	c.Seq = seq
+	c.Mode = int32(t.u32(4).Load()) // loaded atomically: the kernel writes it
+	c.CycleLast = t.cycleLast.Load()
+	c.Mult, c.Shift = t.u32(l.multAt()).Load(), t.u32(l.shiftAt()).Load()
+	c.Base[0] = Timestamp{t.u64(l.baseAt(baseMonotonic)).Load(), t.u64(l.baseAt(baseMonotonic) + 8).Load()}
+	c.Base[1] = Timestamp{t.u64(l.baseAt(baseBoottime)).Load(), t.u64(l.baseAt(baseBoottime) + 8).Load()}
+	return c, t.seq.Load() == seq
+}
+
+func (t *TimeData) u32(off int) *atomic.Uint32 {
+	return (*atomic.Uint32)(unsafe.Add(unsafe.Pointer(t), off))
+}
+
+func (t *TimeData) u64(off int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(t), off))
+}
+
+// At is clock Base[i]'s time at counter value cyc, as the vDSO computes
+// it on x86: a cyc below CycleLast is no motion (arch_vdso_calc_ns's
+// negative-motion filter); a delta whose product overflows 64 bits is
+// multiplied in 128 (mul_u64_u32_add_u64_shr, past max_cycles). The sum
+// wraps where the kernel's would: past 2^63 ns.
+func (c *Conv) At(i int, cyc uint64) int64 {
+	var delta uint64
+	if cyc > c.CycleLast {
+		delta = cyc - c.CycleLast
+	}
+	hi, lo := bits.Mul64(delta, uint64(c.Mult))
+	lo, carry := bits.Add64(lo, c.Base[i].Nsec, 0)
+	hi += carry
+	ns := lo>>c.Shift | hi<<(64-c.Shift) // hi<<64 is 0
+	return int64(c.Base[i].Sec*1e9 + ns)
 }

@@ -21,7 +21,7 @@ import (
 func TestProbeTimeDataFollowsTheKernelsTicks(t *testing.T) {
 	maps, err := Maps()
 	require.NoError(t, err)
-	td, err := ProbeTimeData(maps)
+	td, _, err := ProbeTimeData(maps)
 	if errors.Is(err, ErrNoPage) && !hasVvar(maps) {
 		t.Skip(err.Error()) // qemu-user, which maps no [vvar]
 	}
