@@ -52,15 +52,22 @@ func (l *coarseLine) current() int64 {
 // P (GOMAXPROCS=1, a spinner), which the ticker cannot interrupt until
 // the scheduler preempts it 10 to 40 ms later, sees Coarse no older than
 // one kernel tick all the same. Clocks whose resolution is
-// kernelTickMax or coarser keep to their ticker.
-var kernelTicks = lazy[*pvclock.TimeData]{make: func() *pvclock.TimeData {
+// kernelTickMax or coarser keep to their ticker. The layout of its
+// conversion, where found, is KernelTime's (ktime_exact.go).
+var kernelTicks = lazy[kernelTimeData]{make: func() kernelTimeData {
 	maps, err := pvclock.Maps()
 	if err != nil {
-		return nil
+		return kernelTimeData{}
 	}
-	td, _, _ := pvclock.ProbeTimeData(maps)
-	return td
+	td, layout, _ := pvclock.ProbeTimeData(maps)
+	return kernelTimeData{td, layout}
 }}
+
+// kernelTimeData is the vDSO's time data and its conversion's layout.
+type kernelTimeData struct {
+	td     *pvclock.TimeData
+	layout pvclock.Layout
+}
 
 // kernelTickMax is the longest kernel tick (CONFIG_HZ=100).
 const kernelTickMax = 10 * time.Millisecond
@@ -203,7 +210,7 @@ func startCoarse(w clockRef, st *clockState) {
 func tickCoarse(w clockRef, st *clockState, every time.Duration) {
 	defer st.coarseWG.Done()
 	if every < kernelTickMax {
-		if td := kernelTicks.get(); td != nil {
+		if td := kernelTicks.get().td; td != nil {
 			if c := clockOf(w); c != nil {
 				c.coarse.tick.Store(td)
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/schedclock/schedclock/internal/perfclock"
+	"github.com/schedclock/schedclock/internal/pvclock"
 	"github.com/schedclock/schedclock/internal/vdso"
 )
 
@@ -60,10 +61,32 @@ func (c *Clock) KernelTime(k KernelClock, ns int64) (int64, bool) {
 		c.useKernelMaps()
 	}
 	r := &c.kernel[i]
+	if k := c.kernelConv.Load(); k != nil && i < len(pvclock.Conv{}.Base) {
+		switch kt, how := c.exactKernelTime(k, i, ns); how {
+		case kernelExact:
+			if !r.used.Load() {
+				c.keepMap(r)
+			}
+			return kt, true
+		case kernelBounded:
+			return min(c.mapAt(r, ns), kt), true
+		}
+	}
 	if r.m.Load() == nil && !kernelRefs[i].available() {
 		return 0, false
 	}
 	return c.mapAt(r, ns), true
+}
+
+// keepMap has the paired map r made and kept fresh, as a mapping through
+// it would, for the readings the exact path leaves to it and for Info.
+//
+//go:noinline
+func (c *Clock) keepMap(r *pairedMap) {
+	if r.m.Load() == nil {
+		c.startMap(r)
+	}
+	c.markUsed(r)
 }
 
 // kernelIndex is k's place in kernelRefs, -1 for none.
@@ -185,10 +208,14 @@ func (st *clockState) initRefs() {
 // useKernelMaps gives the clock's kernel maps their references and has
 // the background goroutine keep them fresh.
 func (c *Clock) useKernelMaps() {
+	k := kernelConvsOnce.get() // reads /proc/self/maps: not under the lock
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.kernelTick != nil {
 		return
+	}
+	if k != nil {
+		c.kernelConv.Store(k)
 	}
 	for i := range c.kernel {
 		c.kernel[i].ref, c.kernel[i].monotone = kernelRefs[i].ref, true
@@ -235,6 +262,10 @@ func (c *Clock) describeKernelMapsLocked() string {
 		case r.bracket == 0:
 			b.WriteString("provisional (one pairing by the system call)")
 		default:
+			if exact := c.exactKernelLocked(i); exact != "" {
+				b.WriteString(exact)
+				b.WriteString("; older readings ")
+			}
 			// A drift found at a pairing goes on growing for wallLead
 			// before the new segment corrects it, at the pace it grew
 			// over the period.

@@ -95,6 +95,10 @@ type clockState struct {
 	// on (nil before: see useKernelMaps); kernelOn says it is set.
 	kernelTick func(c *Clock, now, next time.Time) time.Time
 	kernelOn   atomic.Bool
+	// kernelConv is the kernel's own conversion, for KernelTime's exact
+	// path (ktime_exact.go), from the first KernelTime on; nil where
+	// the vDSO's time data cannot be read.
+	kernelConv atomic.Pointer[kernelConvs]
 
 	wakes   int           // how often the background goroutine woke: each is CPU an idle process pays
 	wake    chan struct{} // tells the background goroutine to look again

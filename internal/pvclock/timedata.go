@@ -180,3 +180,32 @@ func (c *Conv) At(i int, cyc uint64) int64 {
 	ns := lo>>c.Shift | hi<<(64-c.Shift) // hi<<64 is 0
 	return int64(c.Base[i].Sec*1e9 + ns)
 }
+
+// Convert is Load and At in one, for a caller that needs one clock at
+// one counter value and would rather not copy the conversion: clock
+// Base[i]'s time at cyc, and the sequence count and clock mode of the
+// conversion it used; ok false while the kernel is writing it.
+func (t *TimeData) Convert(l Layout, i int, cyc uint64) (ns int64, seq uint32, mode int32, ok bool) {
+	seq = t.seq.Load()
+	if seq&1 != 0 {
+		return 0, seq, 0, false
+	}
+	mode = int32(t.u32(4).Load())
+	cycleLast := t.cycleLast.Load()
+	mult, shift := t.u32(l.multAt()).Load(), t.u32(l.shiftAt()).Load()
+	at := l.baseAt(baseMonotonic)
+	if i != 0 {
+		at = l.baseAt(baseBoottime)
+	}
+	sec, nsec := t.u64(at).Load(), t.u64(at+8).Load()
+	if t.seq.Load() != seq {
+		return 0, seq, mode, false
+	}
+	var delta uint64
+	if cyc > cycleLast {
+		delta = cyc - cycleLast
+	}
+	hi, lo := bits.Mul64(delta, uint64(mult))
+	lo, carry := bits.Add64(lo, nsec, 0)
+	return int64(sec*1e9 + (lo>>shift | (hi+carry)<<(64-shift))), seq, mode, true
+}
