@@ -1,0 +1,313 @@
+package schedclock
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock/internal/pvclock"
+)
+
+// fakeTimeData is a vDSO time data page in the 6.18 layout (basetime at
+// 40), in memory a test writes: put publishes a conversion in it as the
+// kernel does (seq odd, fields, seq even).
+type fakeTimeData struct {
+	words [pvclock.TimeDataSize / 8]uint64
+	k     *kernelConvs
+}
+
+func newFakeTimeData(t *testing.T) *fakeTimeData {
+	f := &fakeTimeData{}
+	b := f.bytes()
+	binary.NativeEndian.PutUint64(b[24:], ^uint64(0)) // mask
+	binary.NativeEndian.PutUint32(b[32:], 1<<23)
+	binary.NativeEndian.PutUint32(b[36:], 23)
+	binary.NativeEndian.PutUint64(b[136:], 777) // CLOCK_MONOTONIC_COARSE
+	binary.NativeEndian.PutUint64(b[144:], 12345)
+	l, ok := pvclock.FindLayout(b, 777, 12345)
+	require.True(t, ok)
+	f.k = &kernelConvs{td: (*pvclock.TimeData)(unsafe.Pointer(&f.words[0])), layout: l}
+	return f
+}
+
+func (f *fakeTimeData) bytes() []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(&f.words[0])), len(f.words)*8)
+}
+
+func (f *fakeTimeData) put(c pvclock.Conv) {
+	b := f.bytes()
+	binary.NativeEndian.PutUint32(b[0:], c.Seq|1)
+	binary.NativeEndian.PutUint32(b[4:], uint32(c.Mode))
+	binary.NativeEndian.PutUint64(b[8:], c.CycleLast)
+	binary.NativeEndian.PutUint32(b[32:], c.Mult)
+	binary.NativeEndian.PutUint32(b[36:], c.Shift)
+	for i, at := range []int{56, 152} {
+		binary.NativeEndian.PutUint64(b[at:], c.Base[i].Sec)
+		binary.NativeEndian.PutUint64(b[at+8:], c.Base[i].Nsec)
+	}
+	binary.NativeEndian.PutUint32(b[0:], c.Seq)
+}
+
+// kernelUpdate is the conversion the kernel publishes after prev when
+// it reads the counter at now: whole ticks of interval accumulated into
+// cycle_last, and mult changed by dmult with xtime_nsec corrected so
+// that both agree at now (timekeeping_advance, timekeeping_apply_adjustment).
+func kernelUpdate(prev pvclock.Conv, now, interval uint64, dmult int64) pvclock.Conv {
+	ticks := (now - prev.CycleLast) / interval
+	next := prev
+	next.Seq += 2
+	next.CycleLast += ticks * interval
+	next.Mult = uint32(int64(prev.Mult) + dmult)
+	rem := now - next.CycleLast
+	for i := range next.Base {
+		nsec := prev.Base[i].Nsec + ticks*interval*uint64(prev.Mult) - uint64(dmult*int64(rem))
+		whole := uint64(1e9) << prev.Shift
+		next.Base[i].Sec += nsec / whole
+		next.Base[i].Nsec = nsec % whole
+	}
+	return next
+}
+
+var firstConv = pvclock.Conv{Seq: 100, Mode: pvclock.ModePvclock, CycleLast: 5_000_000_000, Mult: 1<<23 + 2000, Shift: 23,
+	Base: [2]pvclock.Timestamp{{Sec: 5, Nsec: 3 << 23}, {Sec: 9, Nsec: 3 << 23}}}
+
+// TestKernelPivot: the pivot of an update is the counter value the
+// kernel read for it, exactly, whichever way mult moved; where the
+// conversions are not consecutive, or their arithmetic does not divide,
+// it is cycle_last.
+func TestKernelPivot(t *testing.T) {
+	const interval = 4_000_000
+	for _, dmult := range []int64{1, -1, 4194, -4194} {
+		now := firstConv.CycleLast + interval + 987_654
+		next := kernelUpdate(firstConv, now, interval, dmult)
+		assert.Equal(t, now, kernelPivot(&firstConv, &next), "Δmult %+d", dmult)
+		assert.Equal(t, next.At(0, now), firstConv.At(0, now), "both agree at the pivot")
+		skipped := next
+		skipped.Seq += 2
+		assert.Equal(t, next.CycleLast, kernelPivot(&firstConv, &skipped), "not consecutive")
+		off := next
+		off.Base[0].Nsec++
+		if dmult != 1 && dmult != -1 {
+			assert.Equal(t, next.CycleLast, kernelPivot(&firstConv, &off), "does not divide")
+		}
+	}
+	same := kernelUpdate(firstConv, firstConv.CycleLast+4_500_000, interval, 0)
+	assert.Equal(t, same.CycleLast, kernelPivot(&firstConv, &same), "Δmult 0: the two agree from cycle_last on")
+}
+
+// TestKernelConversionInForce: a reading maps through the conversion
+// that was the kernel's when it was taken: the one before an update up
+// to the update's pivot (past the new cycle_last), the new one from it;
+// so both around an adjtimex-sized change of mult, where the two differ
+// by microseconds.
+func TestKernelConversionInForce(t *testing.T) {
+	f := newFakeTimeData(t)
+	const interval = 4_000_000
+	q := firstConv
+	f.put(q)
+	mode := int32(pvclock.ModePvclock)
+	kt, how := f.k.slowAt(0, q.CycleLast+10, mode)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, q.At(0, q.CycleLast+10), kt)
+
+	now := q.CycleLast + interval + 3_000_000
+	n := kernelUpdate(q, now, interval, 4194)
+	f.put(n)
+	for _, cyc := range []uint64{n.CycleLast, n.CycleLast + 1_000_000, now - 1} {
+		kt, how := f.k.slowAt(0, cyc, mode)
+		require.Equal(t, kernelExact, how)
+		assert.Equal(t, q.At(0, cyc), kt, "before the pivot: the old conversion")
+		if now-cyc > 1000 {
+			assert.NotEqual(t, n.At(0, cyc), kt, "the new one differs there")
+		}
+	}
+	for _, cyc := range []uint64{now, now + 1_000_000} {
+		kt, how := f.k.slowAt(0, cyc, mode)
+		require.Equal(t, kernelExact, how)
+		assert.Equal(t, n.At(0, cyc), kt, "from the pivot: the new conversion")
+	}
+	// CLOCK_BOOTTIME too.
+	kt, how = f.k.slowAt(1, now+5, mode)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, n.At(1, now+5), kt)
+
+	// Another mode is not the kernel's counter.
+	_, how = f.k.slowAt(0, now, pvclock.ModeTSC)
+	assert.Equal(t, kernelNone, how)
+}
+
+// TestKernelConversionsMissedAndOld: a reading whose conversion was
+// missed (the process saw none in between) maps through the last one
+// seen before it but never past where the next one seen starts; one
+// older than every conversion kept is left to the paired map, bounded
+// by where the oldest starts.
+func TestKernelConversionsMissedAndOld(t *testing.T) {
+	f := newFakeTimeData(t)
+	const interval = 4_000_000
+	mode := int32(pvclock.ModePvclock)
+	q := firstConv
+	f.put(q)
+	f.k.slowAt(0, q.CycleLast, mode)
+	missed := kernelUpdate(q, q.CycleLast+interval+100, interval, -4194)
+	n := kernelUpdate(missed, missed.CycleLast+interval+100, interval, 0)
+	n.Base[0].Nsec += 5000 << 23 // 5 µs ahead of q: q's time is past it only late
+	f.put(n)
+	f.k.slowAt(0, n.CycleLast+200, mode)
+	cyc := n.CycleLast - 1
+	kt, how := f.k.slowAt(0, cyc, mode)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, min(q.At(0, cyc), n.At(0, n.CycleLast)), kt)
+	late := n
+	late.Base[0].Nsec -= 10000 << 23 // now q's time runs past n's start
+	f2 := newFakeTimeData(t)
+	f2.put(q)
+	f2.k.slowAt(0, q.CycleLast, mode)
+	f2.put(late)
+	f2.k.slowAt(0, late.CycleLast, mode)
+	kt, how = f2.k.slowAt(0, late.CycleLast-1, mode)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, late.At(0, late.CycleLast), kt, "never past where the next conversion seen starts")
+	assert.Less(t, kt, q.At(0, late.CycleLast-1))
+
+	kt, how = f.k.slowAt(0, q.CycleLast-1, mode)
+	assert.Equal(t, kernelBounded, how, "older than every conversion kept")
+	assert.Equal(t, q.At(0, q.CycleLast), kt)
+
+	// History wraps: the oldest go.
+	cur := n
+	for range kernelHistoryLen {
+		cur = kernelUpdate(cur, cur.CycleLast+interval+100, interval, 1)
+		f.put(cur)
+		f.k.slowAt(0, cur.CycleLast+200, mode)
+	}
+	_, how = f.k.slowAt(0, n.CycleLast+200, mode)
+	assert.Equal(t, kernelBounded, how, "n is no longer kept")
+}
+
+// TestKernelFastPathNeedsTheCurrentPivot: the common case answers only
+// past the pivot of the current conversion, recorded: a reading from
+// before an update, mapped after it, goes to slowAt (which picks the
+// old conversion), and so does one whose conversion is not recorded.
+func TestKernelFastPathNeedsTheCurrentPivot(t *testing.T) {
+	f := newFakeTimeData(t)
+	const interval = 4_000_000
+	q := firstConv
+	f.put(q)
+	c := newPvclockLineClock(t, f.k)
+	mode := int32(pvclock.ModePvclock)
+	f.k.slowAt(0, q.CycleLast, mode)
+	now := q.CycleLast + interval + 3_000_000
+	n := kernelUpdate(q, now, interval, 4194)
+	f.put(n)
+	f.k.slowAt(0, now+1, mode) // recorded
+	for _, cyc := range []uint64{now - 1_000_000, now, now + 1_000_000} {
+		want, _ := f.k.slowAt(0, cyc, mode)
+		got, how := c.exactKernelTime(f.k, 0, int64(cyc)+pvclockLineOffset)
+		require.Equal(t, kernelExact, how)
+		assert.Equal(t, want, got, "cyc %d", cyc)
+	}
+	// A conversion not recorded yet, whose pivot cycle_last would
+	// misplace.
+	next := kernelUpdate(n, now+interval+3_500_000, interval, -4194)
+	f.put(next)
+	cyc := next.CycleLast + 1000 // before its pivot: n's
+	got, how := c.exactKernelTime(f.k, 0, int64(cyc)+pvclockLineOffset)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, n.At(0, cyc), got)
+	// Readings from before the line's epoch are bounded, not exact.
+	_, how = c.exactKernelTime(f.k, 0, pvclockLineOffset+int64(q.CycleLast)-1)
+	assert.Equal(t, kernelBounded, how)
+}
+
+// pvclockLineOffset is newPvclockLineClock's reading less its counter.
+const pvclockLineOffset = -4_000_000_000
+
+// newPvclockLineClock is a Clock whose line reads the (fake) kernel
+// counter of k as a pure offset from firstConv's cycle_last on: the
+// pvclock page's line.
+func newPvclockLineClock(t *testing.T, k *kernelConvs) *Clock {
+	k.pvclockRead = funcPtr(func() uint64 { return 0 })
+	k.tscRead = nil
+	saved := pvclockShared.src
+	pvclockShared.src = &paravirtSource{}
+	t.Cleanup(func() { pvclockShared.src = saved })
+	c := &Clock{clockState: &clockState{}}
+	ln := line{read: ptrFunc(k.pvclockRead), conv: conversion{mult: 1 << 23, shift: 23, mask: 1<<63 - 1},
+		epochCyc: firstConv.CycleLast, epochNs: int64(firstConv.CycleLast) + pvclockLineOffset}
+	c.latch.publish(&ln, func(string) {})
+	return c
+}
+
+// TestInvertLine: the counter value invertLine finds reads the reading,
+// and is the least that does, for lines of several rates; a pure
+// offset's is the reading less the offset.
+func TestInvertLine(t *testing.T) {
+	for _, hz := range []uint64{1e9, 2_994_000_000, 24_000_000, 3_579_545} {
+		conv, err := newConversion(Source{Name: "t", Read: func() uint64 { return 0 }, Bits: 64, Rate: hz})
+		require.NoError(t, err)
+		ln := line{conv: conv, epochCyc: 123_456_789, epochNs: 5e9, frac: uint64(1)<<conv.shift - 7}
+		if uint64(conv.mult) == 1<<conv.shift {
+			ln.frac = 0
+		}
+		var b bank
+		b.store(&ln, func(string) {})
+		for _, d := range []uint64{0, 1, 2, 3, 1000, 999_999_937, 3 << 40} {
+			cyc := ln.epochCyc + d
+			ns, _ := ln.at(cyc)
+			got, ok := invertLine(uint64(ns-ln.epochNs), ln.epochCyc, b.base.Load(), b.scale.Load())
+			require.True(t, ok)
+			back, _ := ln.at(got)
+			assert.Equal(t, ns, back, "%d Hz, delta %d: the value found reads the reading", hz, d)
+			assert.LessOrEqual(t, got, cyc, "%d Hz, delta %d", hz, d)
+			if got > ln.epochCyc {
+				before, _ := ln.at(got - 1)
+				assert.Less(t, before, ns, "%d Hz, delta %d: the least such value", hz, d)
+			}
+		}
+	}
+}
+
+// TestKernelConversionPivotLive: on this machine's kernel, every update
+// seen after its predecessor that changed mult (NTP moves it by ±1 at
+// many updates while it corrects) pivots by the arithmetic (Δmult
+// divides the two conversions' difference), and its pivot lies at or
+// after cycle_last and before the update was seen.
+func TestKernelConversionPivotLive(t *testing.T) {
+	k := kernelTicks.get()
+	if k.td == nil || !k.layout.Valid() {
+		t.Skip("no vDSO time data here")
+	}
+	var prev pvclock.Conv
+	pairs, pivoted := 0, 0
+	for deadline := time.Now().Add(500 * time.Millisecond); time.Now().Before(deadline); {
+		cur, ok := k.td.Load(k.layout)
+		if !ok || cur.Seq == prev.Seq {
+			continue
+		}
+		if prev.Seq+2 == cur.Seq {
+			pairs++
+			p := kernelPivot(&prev, &cur)
+			assert.GreaterOrEqual(t, p, cur.CycleLast)
+			if p != cur.CycleLast {
+				pivoted++
+			} else {
+				assert.Equal(t, prev.Mult, cur.Mult, "mult changed, yet no pivot: %+v after %+v", cur, prev)
+			}
+			if cur.Mode == pvclock.ModePvclock && pvclock.Supported {
+				if pg, err := foundParavirt(); err == nil && pg.pv != nil {
+					ns, _, ok := pvclock.Read(pg.pv)
+					if ok {
+						assert.Less(t, p, ns, "the pivot is a counter value before the update was seen")
+					}
+				}
+			}
+		}
+		prev = cur
+	}
+	t.Logf("%d consecutive updates, %d pivoted by the arithmetic", pairs, pivoted)
+	require.NotZero(t, pairs)
+}
