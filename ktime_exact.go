@@ -69,8 +69,11 @@ type kernelConvs struct {
 	td     *pvclock.TimeData
 	layout pvclock.Layout
 	// pvclockRead and tscRead are readPvclock and readTSC as a bank's
-	// read field holds them (nil where the build has no TSC reader).
+	// read field holds them (nil where the build has no TSC reader);
+	// pvclockSrc is the Source state readPvclock reads through
+	// (&pvclockShared.src; a test's own).
 	pvclockRead, tscRead unsafe.Pointer
+	pvclockSrc           **paravirtSource
 	// head counts the conversions recorded; record n (from 1) is in
 	// slots[(n-1)%kernelHistoryLen] while that slot's gen is n.
 	head  atomic.Uint64
@@ -134,7 +137,7 @@ var kernelConvsOnce = lazy[*kernelConvs]{make: func() *kernelConvs {
 	if k.td == nil || !k.layout.Valid() || !kernelClocksHere() {
 		return nil
 	}
-	kc := &kernelConvs{td: k.td, layout: k.layout, pvclockRead: funcPtr(readPvclock)}
+	kc := &kernelConvs{td: k.td, layout: k.layout, pvclockRead: funcPtr(readPvclock), pvclockSrc: &pvclockShared.src}
 	if r := tscReader(); r != nil {
 		kc.tscRead = funcPtr(r)
 	}
@@ -149,7 +152,7 @@ func (k *kernelConvs) modeOf(read unsafe.Pointer) int32 {
 	case read == nil:
 		return 0
 	case read == k.pvclockRead:
-		if s := pvclockShared.src; s != nil && s.state.Load() != onFallback {
+		if s := *k.pvclockSrc; s != nil && s.state.Load() != onFallback {
 			return pvclock.ModePvclock
 		}
 	case read == k.tscRead:
@@ -159,9 +162,11 @@ func (k *kernelConvs) modeOf(read unsafe.Pointer) int32 {
 }
 
 // kernelLoadTries bounds the tries at the time data while the kernel
-// writes it (the vDSO spins there; a writer preempted half-way would
-// hold a reader here): past them the conversions recorded answer.
-const kernelLoadTries = 64
+// writes it (the vDSO spins there, for as long as it takes; a writer
+// preempted half-way would hold a reader here): some 50 µs, past which
+// the conversions recorded answer. An update's write takes a few
+// hundred ns, about 64 tries.
+const kernelLoadTries = 1 << 14
 
 // kernelMapping is what the exact path made of a reading.
 type kernelMapping int
@@ -293,29 +298,48 @@ func kernelPivot(prev, next *pvclock.Conv) uint64 {
 	return next.CycleLast + uint64(rem)
 }
 
-// invertLine is the least counter value at which a bank (epochCyc, base,
-// scale) reads delta ns past its epoch: the value the reading was taken
-// at, to within the counts of one ns. A pure offset's (mult 2^shift, the
+// invertLine is the least counter value at which a bank (epochCyc,
+// base, scale), extended back before its epoch where delta is negative,
+// reads delta ns past its epoch: the value the reading was taken at, to
+// within the counts of one ns. A pure offset's (mult 2^shift, the
 // pvclock page's) is exact. ok is false past what 128 bits divide.
 //
 //go:noinline
-func invertLine(delta, epochCyc, base, scale uint64) (uint64, bool) {
+func invertLine(delta int64, epochCyc, base, scale uint64) (uint64, bool) {
 	mult, shift, mask := unpackScale(scale)
 	if uint64(mult) == 1<<shift {
-		return (epochCyc + delta) & mask, true
+		return (epochCyc + uint64(delta)) & mask, true
 	}
-	// The least d with d*mult + frac >= delta<<shift.
+	// The least d with (d*mult + frac) >> shift >= delta, d of either
+	// sign (an arithmetic shift: floor): with x = delta<<shift - frac,
+	// d = ceil(x/mult) for x > 0 and -floor(-x/mult) otherwise.
 	frac := base + epochCyc*uint64(mult)
-	hi, lo := delta>>(63-shift)>>1, delta<<shift
-	lo, borrow := bits.Sub64(lo, frac, 0)
-	hi, borrow = bits.Sub64(hi, 0, borrow)
-	if borrow != 0 {
-		return epochCyc, true // within the epoch's ns
+	var hi, lo uint64
+	negative := delta < 0
+	if negative {
+		back := uint64(-delta)
+		hi, lo = back>>(63-shift)>>1, back<<shift
+		var carry uint64
+		lo, carry = bits.Add64(lo, frac, 0)
+		hi += carry
+	} else {
+		hi, lo = uint64(delta)>>(63-shift)>>1, uint64(delta)<<shift
+		var borrow uint64
+		lo, borrow = bits.Sub64(lo, frac, 0)
+		hi, borrow = bits.Sub64(hi, 0, borrow)
+		if borrow != 0 {
+			// Within frac of the epoch: -x = frac - delta<<shift, below
+			// 2^shift.
+			hi, lo, negative = 0, frac-uint64(delta)<<shift, true
+		}
 	}
 	if hi >= uint64(mult) {
 		return 0, false
 	}
 	d, r := bits.Div64(hi, lo, uint64(mult))
+	if negative {
+		return (epochCyc - d) & mask, true
+	}
 	if r != 0 {
 		d++
 	}
@@ -340,25 +364,27 @@ func (c *Clock) exactKernelTime(k *kernelConvs, i int, ns int64) (int64, kernelM
 		mode = k.modeOf(atomic.LoadPointer(&b.read))
 		epochCyc, epochNs := b.epochCyc.Load(), b.epochNs.Load()
 		offset, base, scale := b.offset.Load(), b.base.Load(), b.scale.Load()
+		since := c.lineSince.Load()
 		if c.latch.seq.Load() != seq {
 			continue
 		}
 		if mode == 0 {
 			return 0, kernelNone
 		}
-		switch {
-		case ns < epochNs:
-			cyc, before = epochCyc, true
-		case offset != 0:
+		if ns < since {
+			// From before a switch: the line says nothing of it.
+			ns, before = since, true
+		}
+		if offset != 0 {
 			// A pure offset (the pvclock page's line): the counter value
-			// is the reading less the offset, within the counter's
-			// width (fastMax keeps its readings below it).
+			// is the reading less the offset, within the counter's width
+			// (fastMax keeps its readings below it).
 			cyc = uint64(ns - offset)
-		default:
-			var ok bool
-			if cyc, ok = invertLine(uint64(ns-epochNs), epochCyc, base, scale); !ok {
-				return 0, kernelNone
-			}
+			break
+		}
+		var ok bool
+		if cyc, ok = invertLine(ns-epochNs, epochCyc, base, scale); !ok {
+			return 0, kernelNone
 		}
 		break
 	}
@@ -378,7 +404,7 @@ func (c *Clock) exactKernelTime(k *kernelConvs, i int, ns int64) (int64, kernelM
 	}
 	kt, how := k.slowAt(i, cyc, mode)
 	if before && how == kernelExact {
-		return kt, kernelBounded // at most the time at the line's epoch
+		return kt, kernelBounded // at most the time at the line's start
 	}
 	return kt, how
 }

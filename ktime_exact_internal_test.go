@@ -2,6 +2,7 @@ package schedclock
 
 import (
 	"encoding/binary"
+	"math/big"
 	"testing"
 	"time"
 	"unsafe"
@@ -94,6 +95,11 @@ func TestKernelPivot(t *testing.T) {
 		if dmult != 1 && dmult != -1 {
 			assert.Equal(t, next.CycleLast, kernelPivot(&firstConv, &off), "does not divide")
 		}
+		// Divides, but puts the kernel's read outside the update's
+		// span (after the next cycle_last's tick, or before its own).
+		far := next
+		far.Base[0].Nsec -= uint64(4194 * 2 * (next.CycleLast - firstConv.CycleLast))
+		assert.Equal(t, next.CycleLast, kernelPivot(&firstConv, &far), "Δmult %+d: outside the span", dmult)
 	}
 	same := kernelUpdate(firstConv, firstConv.CycleLast+4_500_000, interval, 0)
 	assert.Equal(t, same.CycleLast, kernelPivot(&firstConv, &same), "Δmult 0: the two agree from cycle_last on")
@@ -138,6 +144,63 @@ func TestKernelConversionInForce(t *testing.T) {
 	// Another mode is not the kernel's counter.
 	_, how = f.k.slowAt(0, now, pvclock.ModeTSC)
 	assert.Equal(t, kernelNone, how)
+
+	// A conversion older than the last recorded (a goroutine that read
+	// it before the update and records it after) is not recorded.
+	h := f.k.head.Load()
+	f.k.record(&q)
+	assert.Equal(t, h, f.k.head.Load())
+	f.k.record(&n)
+	assert.Equal(t, h, f.k.head.Load(), "nor one recorded already")
+}
+
+// TestKernelTimeModeMustMatch: a line on the pvclock page maps exactly
+// only while the kernel's vDSO converts the pvclock page (clock mode 2),
+// and while the shared Source reads the page, not its fall back.
+func TestKernelTimeModeMustMatch(t *testing.T) {
+	f := newFakeTimeData(t)
+	q := firstConv
+	f.put(q)
+	c := newPvclockLineClock(t, f.k)
+	reading := int64(q.CycleLast) + pvclockLineOffset + 1000
+	_, how := c.exactKernelTime(f.k, 0, reading)
+	require.Equal(t, kernelExact, how)
+	_, how = c.exactKernelTime(f.k, 0, reading)
+	require.Equal(t, kernelExact, how, "the fast path")
+	tsc := q
+	tsc.Seq += 2
+	tsc.Mode = pvclock.ModeTSC
+	f.put(tsc)
+	_, how = c.exactKernelTime(f.k, 0, reading)
+	assert.Equal(t, kernelNone, how, "the kernel converts the TSC")
+	f.put(q)
+	(*f.k.pvclockSrc).state.Store(onFallback)
+	_, how = c.exactKernelTime(f.k, 0, reading)
+	assert.Equal(t, kernelNone, how, "the Source reads its fall back")
+}
+
+// TestKernelTimeBoundsTheMapBeforeTheExactPath: a reading the exact path
+// leaves to the paired map (before the line's epoch) maps no later than
+// the exact path's start, however far ahead the map runs.
+func TestKernelTimeBoundsTheMapBeforeTheExactPath(t *testing.T) {
+	f := newFakeTimeData(t)
+	q := firstConv
+	f.put(q)
+	c := newPvclockLineClock(t, f.k)
+	c.kernelConv.Store(f.k)
+	c.kernelTick = (*Clock).tickKernelMapsLocked
+	c.kernelOn.Store(true)
+	r := &c.kernel[0]
+	r.firstSeg[0] = wallSegment{at: 0, wall: 1 << 60} // far ahead
+	r.first.segs = r.firstSeg[:]
+	r.m.Store(&r.first)
+	epoch := int64(q.CycleLast) + pvclockLineOffset
+	kt, ok := c.KernelTime(KernelMonotonic, epoch-1)
+	require.True(t, ok)
+	assert.Equal(t, q.At(0, q.CycleLast), kt)
+	kt, ok = c.KernelTime(KernelMonotonic, epoch+1)
+	require.True(t, ok)
+	assert.Equal(t, q.At(0, q.CycleLast+1), kt)
 }
 
 // TestKernelConversionsMissedAndOld: a reading whose conversion was
@@ -232,14 +295,25 @@ const pvclockLineOffset = -4_000_000_000
 func newPvclockLineClock(t *testing.T, k *kernelConvs) *Clock {
 	k.pvclockRead = funcPtr(func() uint64 { return 0 })
 	k.tscRead = nil
-	saved := pvclockShared.src
-	pvclockShared.src = &paravirtSource{}
-	t.Cleanup(func() { pvclockShared.src = saved })
+	src := &paravirtSource{}
+	k.pvclockSrc = &src
 	c := &Clock{clockState: &clockState{}}
 	ln := line{read: ptrFunc(k.pvclockRead), conv: conversion{mult: 1 << 23, shift: 23, mask: 1<<63 - 1},
 		epochCyc: firstConv.CycleLast, epochNs: int64(firstConv.CycleLast) + pvclockLineOffset}
-	c.latch.publish(&ln, func(string) {})
+	c.cur = ln
+	c.lineSince.Store(ln.epochNs)
+	c.latch.publish(&c.cur, func(string) {})
 	return c
+}
+
+// extendedAt is ln's reading d counts from its epoch, extended back
+// before it for a negative d (floor((d*mult + frac) / 2^shift)).
+func extendedAt(ln *line, d int64) int64 {
+	num := new(big.Int).Mul(big.NewInt(d), big.NewInt(int64(ln.conv.mult)))
+	num.Add(num, new(big.Int).SetUint64(ln.frac))
+	den := new(big.Int).Lsh(big.NewInt(1), uint(ln.conv.shift))
+	q := new(big.Int).Div(num, den) // Euclidean: floor for a positive divisor
+	return ln.epochNs + q.Int64()
 }
 
 // TestInvertLine: the counter value invertLine finds reads the reading,
@@ -255,18 +329,16 @@ func TestInvertLine(t *testing.T) {
 		}
 		var b bank
 		b.store(&ln, func(string) {})
-		for _, d := range []uint64{0, 1, 2, 3, 1000, 999_999_937, 3 << 40} {
-			cyc := ln.epochCyc + d
-			ns, _ := ln.at(cyc)
-			got, ok := invertLine(uint64(ns-ln.epochNs), ln.epochCyc, b.base.Load(), b.scale.Load())
+		for _, d := range []int64{0, 1, 2, 3, 1000, 999_999_937, 3 << 40, -1, -2, -1000, -99_999_999} {
+			cyc := ln.epochCyc + uint64(d)
+			ns := extendedAt(&ln, d)
+			got, ok := invertLine(ns-ln.epochNs, ln.epochCyc, b.base.Load(), b.scale.Load())
 			require.True(t, ok)
-			back, _ := ln.at(got)
+			back := extendedAt(&ln, int64(got-ln.epochCyc))
 			assert.Equal(t, ns, back, "%d Hz, delta %d: the value found reads the reading", hz, d)
-			assert.LessOrEqual(t, got, cyc, "%d Hz, delta %d", hz, d)
-			if got > ln.epochCyc {
-				before, _ := ln.at(got - 1)
-				assert.Less(t, before, ns, "%d Hz, delta %d: the least such value", hz, d)
-			}
+			assert.LessOrEqual(t, int64(got-cyc), int64(0), "%d Hz, delta %d", hz, d)
+			before := extendedAt(&ln, int64(got-ln.epochCyc)-1)
+			assert.Less(t, before, ns, "%d Hz, delta %d: the least such value", hz, d)
 		}
 	}
 }
@@ -310,4 +382,36 @@ func TestKernelConversionPivotLive(t *testing.T) {
 	}
 	t.Logf("%d consecutive updates, %d pivoted by the arithmetic", pairs, pivoted)
 	require.NotZero(t, pairs)
+}
+
+// TestLineSinceFollowsSwitches: a fold (the same counter and conversion,
+// exactly continued) keeps the start of the readings the line inverts;
+// a new counter, a new conversion or a step starts it again at the new
+// line's epoch.
+func TestLineSinceFollowsSwitches(t *testing.T) {
+	read := func() uint64 { return 0 }
+	other := func() uint64 { return 1 }
+	conv, err := newConversion(Source{Name: "t", Read: read, Bits: 64, Rate: 2_994_000_000})
+	require.NoError(t, err)
+	c := &Clock{clockState: &clockState{step: func(string) {}}}
+	first := line{read: read, conv: conv, epochCyc: 1000, epochNs: 5e9, frac: 12345}
+	c.publishLocked(first)
+	assert.Equal(t, first.epochNs, c.lineSince.Load())
+
+	fold := first
+	fold.epochCyc = 1000 + 7_777_777
+	fold.epochNs, fold.frac = first.at(fold.epochCyc)
+	c.publishLocked(fold)
+	assert.Equal(t, first.epochNs, c.lineSince.Load(), "a fold continues the line")
+
+	for _, next := range []line{
+		{read: other, conv: fold.conv, epochCyc: fold.epochCyc + 10, epochNs: fold.epochNs + 3},
+		{read: read, conv: conversion{mult: conv.mult + 1, shift: conv.shift, mask: conv.mask}, epochCyc: fold.epochCyc + 10, epochNs: fold.epochNs + 3},
+		{read: read, conv: conv, epochCyc: fold.epochCyc + 10, epochNs: fold.epochNs + 1000, frac: fold.frac},
+	} {
+		c.publishLocked(fold)
+		c.lineSince.Store(first.epochNs)
+		c.publishLocked(next)
+		assert.Equal(t, next.epochNs, c.lineSince.Load())
+	}
 }

@@ -99,6 +99,11 @@ type clockState struct {
 	// path (ktime_exact.go), from the first KernelTime on; nil where
 	// the vDSO's time data cannot be read.
 	kernelConv atomic.Pointer[kernelConvs]
+	// lineSince is the least reading the current line's counter values
+	// extend back to exactly: the epoch of the first of the lines that
+	// continued each other up to it (publishLocked). KernelTime's exact
+	// path inverts the current line for readings from it on.
+	lineSince atomic.Int64
 
 	wakes   int           // how often the background goroutine woke: each is CPU an idle process pays
 	wake    chan struct{} // tells the background goroutine to look again
@@ -335,8 +340,24 @@ func lateFold(ln line, cyc uint64, elapsed int64) (lost uint64, forward bool) {
 }
 
 func (c *Clock) publishLocked(ln line) {
+	if !c.cur.continuedBy(&ln) {
+		// Before the publication: a reader of the new line sees it.
+		c.lineSince.Store(ln.epochNs)
+	}
 	c.cur = ln
 	c.latch.publish(&c.cur, c.step)
+}
+
+// continuedBy says next reads the same counter through the same
+// conversion as ln and goes on from it exactly (a fold, a re-anchor
+// without a step): ln's readings are next's, extended back, at the
+// same counter values.
+func (ln *line) continuedBy(next *line) bool {
+	if ln.read == nil || funcPtr(ln.read) != funcPtr(next.read) || ln.conv != next.conv {
+		return false
+	}
+	ns, frac := ln.at(next.epochCyc)
+	return ns == next.epochNs && frac == next.frac
 }
 
 // Close stops the background goroutines and waits for them to exit. Now

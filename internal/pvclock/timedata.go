@@ -2,6 +2,7 @@ package pvclock
 
 import (
 	"encoding/binary"
+	"math"
 	"math/bits"
 	"sync/atomic"
 	"unsafe"
@@ -167,18 +168,30 @@ func (t *TimeData) u64(off int) *atomic.Uint64 {
 // At is clock Base[i]'s time at counter value cyc, as the vDSO computes
 // it on x86: a cyc below CycleLast is no motion (arch_vdso_calc_ns's
 // negative-motion filter); a delta whose product overflows 64 bits is
-// multiplied in 128 (mul_u64_u32_add_u64_shr, past max_cycles). The sum
-// wraps where the kernel's would: past 2^63 ns.
+// multiplied in 128 (mul_u64_u32_add_u64_shr, past max_cycles). Where the
+// kernel's sum would pass 2^63 ns (centuries past cycle_last), the
+// result saturates at math.MaxInt64.
 func (c *Conv) At(i int, cyc uint64) int64 {
+	return convertAt(c.Base[i].Sec, c.Base[i].Nsec, c.CycleLast, c.Mult, c.Shift, cyc)
+}
+
+func convertAt(sec, nsec, cycleLast uint64, mult, shift uint32, cyc uint64) int64 {
 	var delta uint64
-	if cyc > c.CycleLast {
-		delta = cyc - c.CycleLast
+	if cyc > cycleLast {
+		delta = cyc - cycleLast
 	}
-	hi, lo := bits.Mul64(delta, uint64(c.Mult))
-	lo, carry := bits.Add64(lo, c.Base[i].Nsec, 0)
+	hi, lo := bits.Mul64(delta, uint64(mult))
+	lo, carry := bits.Add64(lo, nsec, 0)
 	hi += carry
-	ns := lo>>c.Shift | hi<<(64-c.Shift) // hi<<64 is 0
-	return int64(c.Base[i].Sec*1e9 + ns)
+	if shift < 64 && hi>>shift != 0 {
+		return math.MaxInt64
+	}
+	ns := lo>>shift | hi<<(64-shift) // hi<<64 is 0
+	sum, over := bits.Add64(sec*1e9, ns, 0)
+	if over != 0 || sum > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(sum)
 }
 
 // Convert is Load and At in one, for a caller that needs one clock at
@@ -201,11 +214,5 @@ func (t *TimeData) Convert(l Layout, i int, cyc uint64) (ns int64, seq uint32, m
 	if t.seq.Load() != seq {
 		return 0, seq, mode, false
 	}
-	var delta uint64
-	if cyc > cycleLast {
-		delta = cyc - cycleLast
-	}
-	hi, lo := bits.Mul64(delta, uint64(mult))
-	lo, carry := bits.Add64(lo, nsec, 0)
-	return int64(sec*1e9 + (lo>>shift | (hi+carry)<<(64-shift))), seq, mode, true
+	return convertAt(sec, nsec, cycleLast, mult, shift, cyc), seq, mode, true
 }

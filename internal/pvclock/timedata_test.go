@@ -2,6 +2,7 @@ package pvclock
 
 import (
 	"encoding/binary"
+	"math"
 	"os"
 	"testing"
 	"unsafe"
@@ -108,11 +109,30 @@ func TestConvAt(t *testing.T) {
 	assert.Equal(t, mono+1000, c.At(0, c.CycleLast+1000), "mult 2^23: a counter of ns")
 	boot := int64(c.Base[1].Sec*1e9 + c.Base[1].Nsec>>23)
 	assert.Equal(t, boot+1000, c.At(1, c.CycleLast+1000))
+	// Convert is Load and At in one.
+	for _, cyc := range []uint64{c.CycleLast - 1000, c.CycleLast, c.CycleLast + 12345} {
+		for i := range 2 {
+			ns, seq, mode, ok := td.Convert(l, i, cyc)
+			require.True(t, ok)
+			assert.Equal(t, c.At(i, cyc), ns)
+			assert.Equal(t, c.Seq, seq)
+			assert.EqualValues(t, ModePvclock, mode)
+		}
+	}
+	odd := append([]byte(nil), b...)
+	odd[0] |= 1
+	_, _, _, ok = (*TimeData)(unsafe.Pointer(&odd[0])).Convert(l, 0, c.CycleLast)
+	assert.False(t, ok, "while the kernel writes it")
+	_, ok = (*TimeData)(unsafe.Pointer(&odd[0])).Load(l)
+	assert.False(t, ok, "while the kernel writes it")
 
 	c = Conv{CycleLast: 10, Mult: 3 << 30, Shift: 31, Base: [2]Timestamp{{Sec: 2, Nsec: 1 << 30}}}
 	// (2^40 * 3*2^30 + 2^30) >> 31 = 3*2^39, exactly: the product needs 72 bits.
 	assert.Equal(t, int64(2e9+3<<39), c.At(0, 10+1<<40))
 	assert.Equal(t, int64(2e9+2), c.At(0, 11), "(3*2^30 + 2^30) >> 31")
+	assert.Equal(t, int64(math.MaxInt64), c.At(0, math.MaxUint64), "saturates")
+	c.Base[0].Sec = math.MaxInt64 / 1_000_000_000
+	assert.Equal(t, int64(math.MaxInt64), c.At(0, 1<<40), "saturates")
 }
 
 func TestStampOfNilIsZero(t *testing.T) {
