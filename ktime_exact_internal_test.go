@@ -170,9 +170,18 @@ func TestKernelTimeModeMustMatch(t *testing.T) {
 	tsc := q
 	tsc.Seq += 2
 	tsc.Mode = pvclock.ModeTSC
+	tsc.CycleLast += 5000
 	f.put(tsc)
 	_, how = c.exactKernelTime(f.k, 0, reading)
 	assert.Equal(t, kernelNone, how, "the kernel converts the TSC")
+	_, how = f.k.slowAt(0, tsc.CycleLast+1, pvclock.ModeTSC) // a TSC line's call records it
+	require.Equal(t, kernelExact, how)
+	_, how = c.exactKernelTime(f.k, 0, int64(tsc.CycleLast)+pvclockLineOffset+1)
+	assert.Equal(t, kernelNone, how, "the kernel converts the TSC, its conversion recorded")
+	// A reading from before the kernel went to the TSC, mapped after:
+	// the conversion in force then converted another counter.
+	_, how = f.k.slowAt(0, q.CycleLast+1000, pvclock.ModeTSC)
+	assert.Equal(t, kernelNone, how)
 	f.put(q)
 	(*f.k.pvclockSrc).state.Store(onFallback)
 	_, how = c.exactKernelTime(f.k, 0, reading)
@@ -284,6 +293,13 @@ func TestKernelFastPathNeedsTheCurrentPivot(t *testing.T) {
 	// Readings from before the line's epoch are bounded, not exact.
 	_, how = c.exactKernelTime(f.k, 0, pvclockLineOffset+int64(q.CycleLast)-1)
 	assert.Equal(t, kernelBounded, how)
+	// So are readings from before the line's start, however recent:
+	// they map no later than the start.
+	since := int64(now) + pvclockLineOffset
+	c.lineSince.Store(since)
+	kt, how := c.exactKernelTime(f.k, 0, since-1000)
+	assert.Equal(t, kernelBounded, how)
+	assert.Equal(t, n.At(0, now), kt)
 }
 
 // pvclockLineOffset is newPvclockLineClock's reading less its counter.

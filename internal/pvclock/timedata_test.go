@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -196,4 +197,58 @@ func FuzzTimeData(f *testing.F) {
 		}
 		require.Equal(t, at, first)
 	})
+}
+
+// TestConvertUnderUpdates: Convert, racing a writer that publishes two
+// conversions in turn as the kernel does (the count odd while it
+// writes), returns one or the other's time, never a mix of their fields.
+func TestConvertUnderUpdates(t *testing.T) {
+	b, sec, nsec := realTimeData(t)
+	l, ok := FindLayout(b, sec, nsec)
+	require.True(t, ok)
+	words := make([]uint64, TimeDataSize/8)
+	td := (*TimeData)(unsafe.Pointer(&words[0]))
+	convs := [2]Conv{
+		{Mode: ModePvclock, CycleLast: 1000, Mult: 1 << 23, Shift: 23, Base: [2]Timestamp{{Sec: 5}, {Sec: 6}}},
+		{Mode: ModeTSC, CycleLast: 2000, Mult: 2 << 23, Shift: 23, Base: [2]Timestamp{{Sec: 7}, {Sec: 8}}},
+	}
+	publish := func(c *Conv) {
+		td.seq.Add(1)
+		td.u32(4).Store(uint32(c.Mode))
+		td.cycleLast.Store(c.CycleLast)
+		td.u32(l.multAt()).Store(c.Mult)
+		td.u32(l.shiftAt()).Store(c.Shift)
+		td.u64(l.baseAt(baseMonotonic)).Store(c.Base[0].Sec)
+		td.u64(l.baseAt(baseMonotonic) + 8).Store(c.Base[0].Nsec)
+		td.seq.Add(1)
+	}
+	publish(&convs[0])
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			publish(&convs[i&1])
+		}
+	}()
+	torn, read := 0, 0
+	for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); {
+		ns, _, mode, ok := td.Convert(l, 0, 3000)
+		if !ok {
+			continue
+		}
+		read++
+		if !(ns == convs[0].At(0, 3000) && mode == ModePvclock || ns == convs[1].At(0, 3000) && mode == ModeTSC) {
+			torn++
+		}
+	}
+	close(stop)
+	<-done
+	t.Logf("%d conversions read, %d torn", read, torn)
+	assert.Zero(t, torn)
 }
