@@ -52,21 +52,23 @@ func (l *coarseLine) current() int64 {
 // P (GOMAXPROCS=1, a spinner), which the ticker cannot interrupt until
 // the scheduler preempts it 10 to 40 ms later, sees Coarse no older than
 // one kernel tick all the same. Clocks whose resolution is
-// kernelTickMax or coarser keep to their ticker. The layout of its
-// conversion, where found, is KernelTime's (ktime_exact.go).
+// kernelTickMax or coarser keep to their ticker. Where in it the coarse
+// base lies is for KernelTime, which finds the conversion around it
+// (ktime_exact.go).
 var kernelTicks = lazy[kernelTimeData]{make: func() kernelTimeData {
 	maps, err := pvclock.Maps()
 	if err != nil {
 		return kernelTimeData{}
 	}
-	td, layout, _ := pvclock.ProbeTimeData(maps)
-	return kernelTimeData{td, layout}
+	td, coarse, _ := pvclock.ProbeTimeData(maps)
+	return kernelTimeData{td, coarse}
 }}
 
-// kernelTimeData is the vDSO's time data and its conversion's layout.
+// kernelTimeData is the vDSO's time data and the offset of its coarse
+// base.
 type kernelTimeData struct {
 	td     *pvclock.TimeData
-	layout pvclock.Layout
+	coarse int
 }
 
 // kernelTickMax is the longest kernel tick (CONFIG_HZ=100).

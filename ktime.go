@@ -61,7 +61,7 @@ func (c *Clock) KernelTime(k KernelClock, ns int64) (int64, bool) {
 		c.useKernelMaps()
 	}
 	r := &c.kernel[i]
-	if k := c.kernelConv.Load(); k != nil && i < len(pvclock.Conv{}.Base) {
+	if k := kernelConvsOn.Load(); k != nil && i < len(pvclock.Conv{}.Base) {
 		switch kt, how := c.exactKernelTime(k, i, ns); how {
 		case kernelExact:
 			if !r.used.Load() {
@@ -208,14 +208,13 @@ func (st *clockState) initRefs() {
 // useKernelMaps gives the clock's kernel maps their references and has
 // the background goroutine keep them fresh.
 func (c *Clock) useKernelMaps() {
-	k := kernelConvsOnce.get() // reads /proc/self/maps: not under the lock
+	if k := kernelConvsOnce.get(); k != nil { // reads /proc/self/maps: not under the lock
+		kernelConvsOn.CompareAndSwap(nil, k)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.kernelTick != nil {
 		return
-	}
-	if k != nil {
-		c.kernelConv.Store(k)
 	}
 	for i := range c.kernel {
 		c.kernel[i].ref, c.kernel[i].monotone = kernelRefs[i].ref, true

@@ -128,16 +128,26 @@ func (s *kernelSlot) load(gen uint64) (r kernelRecord, ok bool) {
 	return r, s.gen.Load() == gen
 }
 
+// kernelConvsOn is kernelConvsOnce's value once the first KernelTime
+// made it (nil before, and where there is none): KernelTime's exact
+// path loads it. A package variable, not a Clock's field, so that the
+// types behind it link only into programs that call KernelTime.
+var kernelConvsOn atomic.Pointer[kernelConvs]
+
 // kernelConvsOnce is the process's kernelConvs, nil where the vDSO's
 // time data or its conversion's layout was not found; made at the first
 // KernelTime (useKernelMaps), so that nothing links it into a program
 // that does not call KernelTime.
 var kernelConvsOnce = lazy[*kernelConvs]{make: func() *kernelConvs {
 	k := kernelTicks.get()
-	if k.td == nil || !k.layout.Valid() || !kernelClocksHere() {
+	if k.td == nil || !kernelClocksHere() {
 		return nil
 	}
-	kc := &kernelConvs{td: k.td, layout: k.layout, pvclockRead: funcPtr(readPvclock), pvclockSrc: &pvclockShared.src}
+	layout, ok := k.td.Layout(k.coarse)
+	if !ok {
+		return nil
+	}
+	kc := &kernelConvs{td: k.td, layout: layout, pvclockRead: funcPtr(readPvclock), pvclockSrc: &pvclockShared.src}
 	if r := tscReader(); r != nil {
 		kc.tscRead = funcPtr(r)
 	}
@@ -414,7 +424,7 @@ func (c *Clock) exactKernelTime(k *kernelConvs, i int, ns int64) (int64, kernelM
 // clock's counter is not the one the kernel converts, or the vDSO's
 // time data cannot be read).
 func (c *Clock) exactKernelLocked(i int) string {
-	k := c.kernelConv.Load()
+	k := kernelConvsOn.Load()
 	if k == nil || i >= len(pvclock.Conv{}.Base) {
 		return ""
 	}

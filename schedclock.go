@@ -95,10 +95,6 @@ type clockState struct {
 	// on (nil before: see useKernelMaps); kernelOn says it is set.
 	kernelTick func(c *Clock, now, next time.Time) time.Time
 	kernelOn   atomic.Bool
-	// kernelConv is the kernel's own conversion, for KernelTime's exact
-	// path (ktime_exact.go), from the first KernelTime on; nil where
-	// the vDSO's time data cannot be read.
-	kernelConv atomic.Pointer[kernelConvs]
 	// lineSince is the least reading the current line's counter values
 	// extend back to exactly: the epoch of the first of the lines that
 	// continued each other up to it (publishLocked). KernelTime's exact

@@ -79,21 +79,42 @@ const (
 )
 
 // FindLayout is FindCoarse's offset made a Layout, where b is a
-// conversion a vDSO reads: basetime whole within b, the mask a run of
-// low bits, mult not 0 and shift at most 32 (clocks_calc_mult_shift's
-// range).
+// conversion a vDSO reads (layoutAt).
 func FindLayout(b []byte, sec, nsec uint64) (Layout, bool) {
 	at, ok := FindCoarse(b, sec, nsec)
 	if !ok {
 		return Layout{}, false
 	}
 	l := Layout{basetime: at - baseMonotonicCoarse*timestampSize}
-	if l.basetime < minBasetime || l.basetime+bases*timestampSize > len(b) {
+	if l.basetime < minBasetime {
 		return Layout{}, false
 	}
-	mask := binary.NativeEndian.Uint64(b[l.maskAt():])
-	mult := binary.NativeEndian.Uint32(b[l.multAt():])
-	shift := binary.NativeEndian.Uint32(b[l.shiftAt():])
+	return layoutAt(at, len(b), binary.NativeEndian.Uint64(b[l.maskAt():]),
+		binary.NativeEndian.Uint32(b[l.multAt():]), binary.NativeEndian.Uint32(b[l.shiftAt():]))
+}
+
+// Layout is the layout of the conversion around the coarse base that
+// ProbeTimeData found at offset coarse (layoutAt), read from the page
+// itself: only KernelTime needs it, so only programs that call it link
+// it.
+func (t *TimeData) Layout(coarse int) (Layout, bool) {
+	l := Layout{basetime: coarse - baseMonotonicCoarse*timestampSize}
+	if l.basetime < minBasetime || l.basetime+bases*timestampSize > TimeDataSize {
+		return Layout{}, false
+	}
+	return layoutAt(coarse, TimeDataSize, t.u64(l.maskAt()).Load(), t.u32(l.multAt()).Load(), t.u32(l.shiftAt()).Load())
+}
+
+// layoutAt is the Layout around a coarse base at offset coarse in data
+// size bytes long, holding mask, mult and shift where it says, if that
+// is a conversion a vDSO reads: basetime whole within the data and past
+// the head, the mask a run of low bits, mult not 0 and shift at most 32
+// (clocks_calc_mult_shift's range).
+func layoutAt(coarse, size int, mask uint64, mult, shift uint32) (Layout, bool) {
+	l := Layout{basetime: coarse - baseMonotonicCoarse*timestampSize}
+	if l.basetime < minBasetime || l.basetime+bases*timestampSize > size {
+		return Layout{}, false
+	}
 	if mask < 1<<31 || mask&(mask+1) != 0 || mult == 0 || shift > 32 {
 		return Layout{}, false
 	}
@@ -176,19 +197,16 @@ func (c *Conv) At(i int, cyc uint64) int64 {
 }
 
 func convertAt(sec, nsec, cycleLast uint64, mult, shift uint32, cyc uint64) int64 {
-	var delta uint64
-	if cyc > cycleLast {
-		delta = cyc - cycleLast
+	delta := cyc - cycleLast
+	if cyc < cycleLast {
+		delta = 0
 	}
 	hi, lo := bits.Mul64(delta, uint64(mult))
 	lo, carry := bits.Add64(lo, nsec, 0)
 	hi += carry
-	if shift < 64 && hi>>shift != 0 {
-		return math.MaxInt64
-	}
-	ns := lo>>shift | hi<<(64-shift) // hi<<64 is 0
-	sum, over := bits.Add64(sec*1e9, ns, 0)
-	if over != 0 || sum > math.MaxInt64 {
+	// hi<<64 is 0: at shift 0, hi must be 0, which the check asks.
+	sum, over := bits.Add64(sec*1e9, lo>>shift|hi<<(64-shift), 0)
+	if hi>>shift|over != 0 || sum > math.MaxInt64 {
 		return math.MaxInt64
 	}
 	return int64(sum)
