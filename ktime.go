@@ -36,19 +36,28 @@ const (
 // read here (not Linux, perf's clock not exported, an unknown k), and
 // on clocks whose readings are not real time (Manual, Bubble).
 //
-// A later reading never maps earlier, and a reading's kernel time never
-// changes once it was taken. The map is paired with the kernel clock
-// (its vDSO clock_gettime, or perf's page and the counter) every 100 ms
-// while KernelTime is called, as Time's with the wall clock (no step
-// back: the map slews back at 0.1% where it was ahead), so it follows
-// NTP's slew and, for KernelBoottime, a suspend. Info.KernelTime says
-// how closely: each pairing's bracket and the most a pairing found the
-// map off. The first call answers at once from one pairing by the
-// system call and has the clock's goroutine refine the map.
+// A later reading never maps earlier. Where the clock reads the counter
+// the kernel's vDSO converts (the pvclock page on a kvm-clock guest, the
+// TSC on a TSC kernel), KernelMonotonic and KernelBoottime are exact:
+// the kernel's own conversion, from the vDSO's time data, of the counter
+// value the reading was taken at, with the conversion that was the
+// kernel's then (the process keeps the last 8 it saw: a reading mapped
+// within 8 kernel updates of being taken, a tick or two at most where
+// KernelTime is called often, is exact; docs/kernel-time.md says what
+// becomes of others). Elsewhere, and for those, a map is paired with the
+// kernel clock (its vDSO clock_gettime, or perf's page and the counter)
+// every 100 ms while KernelTime is called, as Time's with the wall clock
+// (no step back: the map slews back at 0.1% where it was ahead), so it
+// follows NTP's slew and, for KernelBoottime, a suspend; a reading's
+// kernel time through it never changes once it was taken.
+// Info.KernelTime says how closely: exact, or each pairing's bracket and
+// the most a pairing found the map off. The first call answers at once
+// from one pairing by the system call and has the clock's goroutine
+// refine the map.
 //
-// It costs a load and a multiply-add more than Now, and allocates
-// nothing. Readings before the clock's start map through its first
-// segment; the result saturates to the int64 range.
+// It costs at most half a Now more than Now, and allocates nothing.
+// Readings before the clock's start map through its first segment; the
+// result saturates to the int64 range.
 func (c *Clock) KernelTime(k KernelClock, ns int64) (int64, bool) {
 	if c == nil || c.clockState == nil || c.manual.Load() != nil || c.wallOrigin.Load() != nil {
 		return 0, false

@@ -39,7 +39,8 @@ import (
 // (T the conversion's time in 2^-shift ns before the shift), so now, the
 // pivot from which the new conversion is the kernel's, is
 // cycle_last + (T_old - T_new)(cycle_last)/Δmult, an exact division
-// (TestKernelConversionPivot checks it on the live kernel). Where Δmult
+// (TestKernelConversionPivotLive checks it on the live kernel, where NTP
+// moves mult; TestKernelPivot on the kernel's arithmetic). Where Δmult
 // is 0 both conversions agree everywhere from cycle_last on. A
 // conversion whose predecessor the process did not see (no KernelTime
 // during its tick), or whose arithmetic does not divide, pivots at its
@@ -54,7 +55,10 @@ import (
 // after a change of frequency. A reading older than every conversion
 // kept maps through the paired map, never later than the oldest
 // conversion's start (so the map stays monotonic), and so does a
-// reading from before the clock's current line (a switch since).
+// reading from before the clock's line reached this counter
+// (lineSince: a fold or a re-anchor without a step continues the line,
+// whose inverse then reaches back before its epoch; a switch starts it
+// again).
 
 // kernelHistoryLen is how many of the kernel's conversions the process
 // keeps: readings mapped within that many kernel updates of being taken
@@ -372,9 +376,13 @@ func (c *Clock) exactKernelTime(k *kernelConvs, i int, ns int64) (int64, kernelM
 		seq := c.latch.seq.Load()
 		b := &c.latch.banks[seq&1]
 		mode = k.modeOf(atomic.LoadPointer(&b.read))
-		epochCyc, epochNs := b.epochCyc.Load(), b.epochNs.Load()
-		offset, base, scale := b.offset.Load(), b.base.Load(), b.scale.Load()
-		since := c.lineSince.Load()
+		since, offset := c.lineSince.Load(), b.offset.Load()
+		var epochCyc, base, scale uint64
+		var epochNs int64
+		if offset == 0 {
+			epochCyc, epochNs = b.epochCyc.Load(), b.epochNs.Load()
+			base, scale = b.base.Load(), b.scale.Load()
+		}
 		if c.latch.seq.Load() != seq {
 			continue
 		}

@@ -640,10 +640,11 @@ type Info struct {
 	// found lost and added back (see Source on when that can happen).
 	LostWraps int
 	// KernelTime says, for each kernel clock KernelTime maps to, how
-	// closely the map follows it: ±bound (the last pairing's bracket
-	// width and the most a pairing found the map off), or why there is
-	// no map (not mapped yet, not on this system, perf's clock not
-	// exported).
+	// closely the map follows it: "exact" where it is the kernel's own
+	// conversion of the clock's counter (and which), and ±bound for the
+	// paired map (the last pairing's bracket width and the most a
+	// pairing found the map off), or why there is no map (not mapped
+	// yet, not on this system, perf's clock not exported).
 	KernelTime string
 }
 
