@@ -42,9 +42,9 @@ const (
 // the kernel's own conversion, from the vDSO's time data, of the counter
 // value the reading was taken at, with the conversion that was the
 // kernel's then (the process keeps the last 8 it saw: a reading mapped
-// within 8 kernel updates of being taken, a tick or two at most where
-// KernelTime is called often, is exact; docs/kernel-time.md says what
-// becomes of others). Elsewhere, and for those, a map is paired with the
+// within 8 kernel updates of being taken, 32 ms at HZ=250, is exact
+// where KernelTime was called in each of them; docs/kernel-time.md says
+// what becomes of others). Elsewhere, and for those, a map is paired with the
 // kernel clock (its vDSO clock_gettime, or perf's page and the counter)
 // every 100 ms while KernelTime is called, as Time's with the wall clock
 // (no step back: the map slews back at 0.1% where it was ahead), so it

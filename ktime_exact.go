@@ -437,7 +437,13 @@ func (c *Clock) exactKernelLocked(i int) string {
 		return ""
 	}
 	mode := k.modeOf(funcPtr(c.cur.read))
-	cur, ok := k.td.Load(k.layout)
+	var cur pvclock.Conv
+	ok := false
+	for range kernelLoadTries {
+		if cur, ok = k.td.Load(k.layout); ok {
+			break
+		}
+	}
 	if mode == 0 || !ok || cur.Mode != mode {
 		return ""
 	}

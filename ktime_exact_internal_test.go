@@ -436,3 +436,30 @@ func TestLineSinceFollowsSwitches(t *testing.T) {
 		assert.Equal(t, next.epochNs, c.lineSince.Load())
 	}
 }
+
+// TestKernelTimeOnATSCLine: a line that reads the TSC (a conversion of
+// its own, 2.994 GHz) on a kernel whose vDSO converts the TSC (clock
+// mode 1) maps a reading to the kernel's time at the counter value it
+// was taken at, to within the ns the reading rounded.
+func TestKernelTimeOnATSCLine(t *testing.T) {
+	f := newFakeTimeData(t)
+	tsc := pvclock.Conv{Seq: 100, Mode: pvclock.ModeTSC, CycleLast: 9_000_000_000, Mult: 5_603_000, Shift: 24,
+		Base: [2]pvclock.Timestamp{{Sec: 3, Nsec: 1 << 23}, {Sec: 4, Nsec: 1 << 23}}}
+	f.put(tsc)
+	f.k.pvclockRead = nil
+	f.k.tscRead = funcPtr(func() uint64 { return 0 })
+	conv, err := newConversion(Source{Name: "t", Read: ptrFunc(f.k.tscRead), Bits: 64, Rate: 2_994_000_000})
+	require.NoError(t, err)
+	c := &Clock{clockState: &clockState{}}
+	c.cur = line{read: ptrFunc(f.k.tscRead), conv: conv, epochCyc: tsc.CycleLast - 1_000_000, epochNs: 7e9, frac: 12345}
+	c.lineSince.Store(c.cur.epochNs)
+	c.latch.publish(&c.cur, func(string) {})
+	for _, cyc := range []uint64{tsc.CycleLast + 3, tsc.CycleLast + 4, tsc.CycleLast + 5, tsc.CycleLast + 12_345_678} {
+		reading, _ := c.cur.at(cyc)
+		kt, how := c.exactKernelTime(f.k, 0, reading)
+		require.Equal(t, kernelExact, how)
+		want := tsc.At(0, cyc)
+		assert.LessOrEqual(t, want-kt, int64(1), "cyc %d", cyc)
+		assert.LessOrEqual(t, kt, want, "cyc %d: the least counter value that reads the reading", cyc)
+	}
+}
