@@ -59,7 +59,7 @@ const (
 // Readings before the clock's start map through its first segment; the
 // result saturates to the int64 range.
 func (c *Clock) KernelTime(k KernelClock, ns int64) (int64, bool) {
-	if c == nil || c.clockState == nil || c.manual.Load() != nil || c.wallOrigin.Load() != nil {
+	if c == nil || c.clockState == nil {
 		return 0, false
 	}
 	i := kernelIndex(k)
@@ -67,9 +67,14 @@ func (c *Clock) KernelTime(k KernelClock, ns int64) (int64, bool) {
 		return 0, false
 	}
 	if !c.kernelOn.Load() {
+		if c.notRealTime() {
+			return 0, false
+		}
 		c.useKernelMaps()
 	}
 	r := &c.kernel[i]
+	// The exact path first: a line on a kernel counter is real time (a
+	// Manual's or a Bubble's line reads another counter).
 	if k := kernelConvsOn.Load(); k != nil && i < len(pvclock.Conv{}.Base) {
 		switch kt, how := c.exactKernelTime(k, i, ns); how {
 		case kernelExact:
@@ -81,10 +86,16 @@ func (c *Clock) KernelTime(k KernelClock, ns int64) (int64, bool) {
 			return min(c.mapAt(r, ns), kt), true
 		}
 	}
-	if r.m.Load() == nil && !kernelRefs[i].available() {
+	if c.notRealTime() || r.m.Load() == nil && !kernelRefs[i].available() {
 		return 0, false
 	}
 	return c.mapAt(r, ns), true
+}
+
+// notRealTime says the clock's readings are not real time: a Manual
+// counter's, a Bubble's.
+func (c *Clock) notRealTime() bool {
+	return c.manual.Load() != nil || c.wallOrigin.Load() != nil
 }
 
 // keepMap has the paired map r made and kept fresh, as a mapping through
