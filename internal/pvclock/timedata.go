@@ -86,8 +86,8 @@ func FindLayout(b []byte, sec, nsec uint64) (Layout, bool) {
 		return Layout{}, false
 	}
 	l := Layout{basetime: at - baseMonotonicCoarse*timestampSize}
-	if l.basetime < minBasetime {
-		return Layout{}, false
+	if l.maskAt() < 0 {
+		return Layout{}, false // nothing to read there; layoutAt refuses it too
 	}
 	return layoutAt(at, len(b), binary.NativeEndian.Uint64(b[l.maskAt():]),
 		binary.NativeEndian.Uint32(b[l.multAt():]), binary.NativeEndian.Uint32(b[l.shiftAt():]))
@@ -99,8 +99,8 @@ func FindLayout(b []byte, sec, nsec uint64) (Layout, bool) {
 // it.
 func (t *TimeData) Layout(coarse int) (Layout, bool) {
 	l := Layout{basetime: coarse - baseMonotonicCoarse*timestampSize}
-	if l.basetime < minBasetime || l.basetime+bases*timestampSize > TimeDataSize {
-		return Layout{}, false
+	if l.maskAt() < 0 || coarse+timestampSize > TimeDataSize {
+		return Layout{}, false // nothing to read there; layoutAt refuses it too
 	}
 	return layoutAt(coarse, TimeDataSize, t.u64(l.maskAt()).Load(), t.u32(l.multAt()).Load(), t.u32(l.shiftAt()).Load())
 }

@@ -91,6 +91,16 @@ func TestFindLayout(t *testing.T) {
 	assert.False(t, ok, "a coarse pair too close to the head for six bases before it")
 	_, ok = FindLayout(b[:200], sec, nsec)
 	assert.False(t, ok, "basetime cut short")
+	// Six bases before the pair, but basetime (24) inside the head:
+	// mask, mult and shift would be cycle_last and max_cycles.
+	head = make([]byte, TimeDataSize)
+	binary.NativeEndian.PutUint64(head[8:], ^uint64(0))
+	binary.NativeEndian.PutUint32(head[16:], 1<<23)
+	binary.NativeEndian.PutUint32(head[20:], 23)
+	binary.NativeEndian.PutUint64(head[120:], 5)
+	binary.NativeEndian.PutUint64(head[128:], 6)
+	_, ok = FindLayout(head, 5, 6)
+	assert.False(t, ok, "basetime inside the head")
 }
 
 // TestConvAt: the vDSO's arithmetic on the captured page's conversion,
