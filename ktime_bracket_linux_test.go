@@ -195,3 +195,30 @@ func TestKernelTimeFollowsAdjtimexSlew(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelTimeOnThePortableSourceIsExact: a clock on the portable
+// source reads CLOCK_MONOTONIC itself (runtime.nanotime), so its
+// readings map onto CLOCK_MONOTONIC and CLOCK_BOOTTIME exactly: every
+// one inside its [clock_gettime, clock_gettime] bracket, and Info says
+// so.
+func TestKernelTimeOnThePortableSourceIsExact(t *testing.T) {
+	c, err := schedclock.New(schedclock.Portable())
+	require.NoError(t, err)
+	defer c.Close()
+	for _, kc := range kernelClocks {
+		_, ok := c.KernelTime(kc.k, c.Now())
+		require.True(t, ok)
+		for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			c.KernelTime(kc.k, c.Now())
+			_, rest, _ := strings.Cut(c.Info().KernelTime, kc.id.String()+": ")
+			if strings.HasPrefix(rest, "exact") {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "not exact after 3 s: %s", c.Info().KernelTime)
+		}
+		r := measureKernelBrackets(t, c, kc.k, kc.id, bracketDuration(t)/3)
+		t.Logf("%v: %v", kc.id, r)
+		assert.Zero(t, r.outside, "%v: mapped exactly, yet outside (worst by %v)", kc.id, r.worst)
+	}
+	assert.Contains(t, c.Info().KernelTime, "CLOCK_MONOTONIC: exact: the clock reads CLOCK_MONOTONIC itself")
+}

@@ -2,6 +2,7 @@ package schedclock
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,10 @@ type kernelConvs struct {
 	// (&pvclockShared.src; a test's own).
 	pvclockRead, tscRead unsafe.Pointer
 	pvclockSrc           **paravirtSource
+	// portableRead is readMono as a bank holds it: the portable
+	// source's counter is CLOCK_MONOTONIC itself (runtime.nanotime, less
+	// monoBase), which needs no conversion at all.
+	portableRead unsafe.Pointer
 	// head counts the conversions recorded; record n (from 1) is in
 	// slots[(n-1)%kernelHistoryLen] while that slot's gen is n.
 	head  atomic.Uint64
@@ -151,7 +156,8 @@ var kernelConvsOnce = lazy[*kernelConvs]{make: func() *kernelConvs {
 	if !ok {
 		return nil
 	}
-	kc := &kernelConvs{td: k.td, layout: layout, pvclockRead: funcPtr(readPvclock), pvclockSrc: &pvclockShared.src}
+	kc := &kernelConvs{td: k.td, layout: layout, pvclockRead: funcPtr(readPvclock), pvclockSrc: &pvclockShared.src,
+		portableRead: portableReadPtr}
 	if r := tscReader(); r != nil {
 		kc.tscRead = funcPtr(r)
 	}
@@ -171,9 +177,15 @@ func (k *kernelConvs) modeOf(read unsafe.Pointer) int32 {
 		}
 	case read == k.tscRead:
 		return pvclock.ModeTSC
+	case read == k.portableRead:
+		return kernelModeMonotonic
 	}
 	return 0
 }
+
+// kernelModeMonotonic is modeOf's mode for the portable source: its
+// counter values plus monoBase are CLOCK_MONOTONIC's.
+const kernelModeMonotonic = -1
 
 // kernelLoadTries bounds the tries at the time data while the kernel
 // writes it (the vDSO spins there, for as long as it takes; a writer
@@ -406,6 +418,9 @@ func (c *Clock) exactKernelTime(k *kernelConvs, i int, ns int64) (int64, kernelM
 		}
 		break
 	}
+	if mode == kernelModeMonotonic {
+		return k.monotonicAt(i, int64(cyc)+monoBase, before)
+	}
 	if !before {
 		kt, seq, kmode, ok := k.td.Convert(k.layout, i, cyc)
 		if ok && kmode == mode {
@@ -427,6 +442,74 @@ func (c *Clock) exactKernelTime(k *kernelConvs, i int, ns int64) (int64, kernelM
 	return kt, how
 }
 
+// monotonicAt is clock i's time at the instant CLOCK_MONOTONIC read
+// mono (the portable source's reading): mono itself, and for
+// CLOCK_BOOTTIME mono plus the time spent suspended as the conversion of
+// that instant says (it changes only at a resume). before says the
+// reading is from before the clock's line: bounded, then.
+func (k *kernelConvs) monotonicAt(i int, mono int64, before bool) (int64, kernelMapping) {
+	how := kernelExact
+	if before {
+		how = kernelBounded
+	}
+	if i == 0 {
+		return mono, how
+	}
+	for range kernelLoadTries {
+		if offset, from, ok := k.td.BootOffset(k.layout); ok {
+			if mono > from {
+				return mono + offset, how
+			}
+			break
+		}
+	}
+	return k.bootFromHistory(mono, how)
+}
+
+// bootFromHistory is monotonicAt's CLOCK_BOOTTIME for a reading from
+// before the kernel's current conversion: the offset of the conversion
+// recorded that started before it, where the conversions from it on
+// were all seen (so no resume between was missed) or all have its
+// offset; otherwise, and for a reading older than every conversion
+// kept, the paired map's, bounded by the time the next conversion seen
+// starts at.
+//
+//go:noinline
+func (k *kernelConvs) bootFromHistory(mono int64, how kernelMapping) (int64, kernelMapping) {
+	var newer *kernelRecord
+	var rec kernelRecord
+	bound := int64(math.MaxInt64)
+	h := k.head.Load()
+	for j := h; j > 0 && j+kernelHistoryLen > h; j-- {
+		r, ok := k.slots[(j-1)%kernelHistoryLen].load(j)
+		if !ok {
+			break
+		}
+		offset, from := bootOffsetOf(&r.conv)
+		if mono > from {
+			if newer != nil && newer.conv.Seq != r.conv.Seq+2 {
+				if newerOffset, _ := bootOffsetOf(&newer.conv); newerOffset != offset {
+					break // a resume may lie between
+				}
+			}
+			return mono + offset, how
+		}
+		bound = from + offset
+		rec = r
+		newer = &rec
+	}
+	if bound == math.MaxInt64 {
+		return 0, kernelNone
+	}
+	return bound, kernelBounded
+}
+
+// bootOffsetOf is BootOffset of a recorded conversion.
+func bootOffsetOf(c *pvclock.Conv) (offset, from int64) {
+	mono, boot := c.At(0, c.CycleLast), c.At(1, c.CycleLast)
+	return boot - mono, mono
+}
+
 // exactKernelLocked says, for Info, how exactly the clock maps onto
 // kernel clock i now: "" where the exact path does not answer (the
 // clock's counter is not the one the kernel converts, or the vDSO's
@@ -437,6 +520,9 @@ func (c *Clock) exactKernelLocked(i int) string {
 		return ""
 	}
 	mode := k.modeOf(funcPtr(c.cur.read))
+	if mode == kernelModeMonotonic {
+		return "exact: the clock reads CLOCK_MONOTONIC itself (the portable source)"
+	}
 	var cur pvclock.Conv
 	ok := false
 	for range kernelLoadTries {

@@ -463,3 +463,61 @@ func TestKernelTimeOnATSCLine(t *testing.T) {
 		assert.LessOrEqual(t, kt, want, "cyc %d: the least counter value that reads the reading", cyc)
 	}
 }
+
+// TestKernelTimeOnThePortableLine: a line on the portable source maps a
+// reading to CLOCK_MONOTONIC by adding back monoBase, and to
+// CLOCK_BOOTTIME with the boot offset of the conversion in force:
+// across a resume (a conversion whose boot offset grew), a reading from
+// before it keeps the old offset, where the conversions between were
+// seen; and is bounded where a resume may have been missed.
+func TestKernelTimeOnThePortableLine(t *testing.T) {
+	f := newFakeTimeData(t)
+	f.k.portableRead = portableReadPtr
+	q := firstConv
+	q.Base[0].Sec = uint64(monoBase/1e9) + 10 // CLOCK_MONOTONIC past the portable source's origin
+	q.Base[1].Sec = q.Base[0].Sec + 4
+	f.put(q)
+	f.k.slowAt(0, q.CycleLast, pvclock.ModePvclock) // recorded
+	c := &Clock{clockState: &clockState{}}
+	c.cur = line{read: readMono, conv: conversion{mult: 1 << 23, shift: 23, mask: 1<<63 - 1}, epochCyc: 0, epochNs: 1000}
+	c.lineSince.Store(c.cur.epochNs)
+	c.latch.publish(&c.cur, func(string) {})
+	qMono, qOffset := q.At(0, q.CycleLast), q.At(1, q.CycleLast)-q.At(0, q.CycleLast)
+	reading := qMono - monoBase + 1000 + 5 // 5 ns after q's start
+	kt, how := c.exactKernelTime(f.k, 0, reading)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, qMono+5, kt)
+	kt, how = c.exactKernelTime(f.k, 1, reading)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, qMono+5+qOffset, kt)
+
+	// A resume: CLOCK_MONOTONIC goes on from where it stopped, the boot
+	// offset grows by the time asleep.
+	// Suspended 1 s after q's start, for an hour.
+	r := q
+	r.Seq += 2
+	r.CycleLast += 1e9 + 3600e9
+	r.Base[0].Sec++
+	r.Base[1].Sec += 1 + 3600
+	f.put(r)
+	f.k.slowAt(0, r.CycleLast, pvclock.ModePvclock)
+	kt, how = c.exactKernelTime(f.k, 1, reading)
+	require.Equal(t, kernelExact, how, "from before the resume: the offset then")
+	assert.Equal(t, qMono+5+qOffset, kt)
+	kt, how = c.exactKernelTime(f.k, 1, reading+1e9+10)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, qMono+1e9+15+qOffset+3600e9, kt, "after it: the new offset")
+
+	// The resume missed (sequence counts 4 apart, another offset): a
+	// reading before the last conversion seen is bounded by its start.
+	g := newFakeTimeData(t)
+	g.k.portableRead = portableReadPtr
+	g.put(q)
+	g.k.slowAt(0, q.CycleLast, pvclock.ModePvclock)
+	r.Seq += 2
+	g.put(r)
+	g.k.slowAt(0, r.CycleLast, pvclock.ModePvclock)
+	kt, how = c.exactKernelTime(g.k, 1, reading)
+	assert.Equal(t, kernelBounded, how)
+	assert.Equal(t, r.At(1, r.CycleLast), kt)
+}
