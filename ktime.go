@@ -40,8 +40,9 @@ const (
 // the kernel's vDSO converts (the pvclock page on a kvm-clock guest, the
 // TSC on a TSC kernel), KernelMonotonic and KernelBoottime are exact:
 // the kernel's own conversion, from the vDSO's time data, of the counter
-// value the reading was taken at, with the conversion that was the
-// kernel's then (the process keeps the last 8 it saw: a reading mapped
+// value the reading was taken at (on the portable source, whose counter
+// is CLOCK_MONOTONIC itself, no conversion at all), with the conversion
+// that was the kernel's then (the process keeps the last 8 it saw: a reading mapped
 // within 8 kernel updates of being taken, 32 ms at HZ=250, is exact
 // where KernelTime was called in each of them; docs/kernel-time.md says
 // what becomes of others). Elsewhere, and for those, a map is paired with the

@@ -16,7 +16,8 @@ import (
 // kvm-clock guest, the TSC on a TSC kernel), a reading is that counter
 // value through the line: KernelTime inverts the line and converts the
 // counter value with the kernel's own conversion, read from the vDSO's
-// time data as clock_gettime reads it (lib/vdso's do_hres):
+// time data as clock_gettime reads it (lib/vdso's do_hres). (The
+// portable source's counter is CLOCK_MONOTONIC itself: monotonicAt.)
 //
 //	ns = basetime.sec*1e9 + ((cyc - cycle_last)*mult + basetime.nsec) >> shift
 //
