@@ -167,7 +167,8 @@ var kernelConvsOnce = lazy[*kernelConvs]{make: func() *kernelConvs {
 
 // modeOf is the vDSO clock mode of the counter a bank's read function
 // reads, 0 for none the kernel converts: the pvclock page while the
-// shared Source reads it (not its fall back), the TSC.
+// shared Source reads it (not its fall back), the TSC; and
+// kernelModeMonotonic for the portable source.
 func (k *kernelConvs) modeOf(read unsafe.Pointer) int32 {
 	switch {
 	case read == nil:
