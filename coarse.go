@@ -52,15 +52,24 @@ func (l *coarseLine) current() int64 {
 // P (GOMAXPROCS=1, a spinner), which the ticker cannot interrupt until
 // the scheduler preempts it 10 to 40 ms later, sees Coarse no older than
 // one kernel tick all the same. Clocks whose resolution is
-// kernelTickMax or coarser keep to their ticker.
-var kernelTicks = lazy[*pvclock.TimeData]{make: func() *pvclock.TimeData {
+// kernelTickMax or coarser keep to their ticker. Where in it the coarse
+// base lies is for KernelTime, which finds the conversion around it
+// (ktime_exact.go).
+var kernelTicks = lazy[kernelTimeData]{make: func() kernelTimeData {
 	maps, err := pvclock.Maps()
 	if err != nil {
-		return nil
+		return kernelTimeData{}
 	}
-	td, _ := pvclock.ProbeTimeData(maps)
-	return td
+	td, coarse, _ := pvclock.ProbeTimeData(maps)
+	return kernelTimeData{td, coarse}
 }}
+
+// kernelTimeData is the vDSO's time data and the offset of its coarse
+// base.
+type kernelTimeData struct {
+	td     *pvclock.TimeData
+	coarse int
+}
 
 // kernelTickMax is the longest kernel tick (CONFIG_HZ=100).
 const kernelTickMax = 10 * time.Millisecond
@@ -210,7 +219,7 @@ func tickCoarse(w clockRef, st *clockState, every time.Duration) {
 		st.coarseWG.Add(1)
 		go func() {
 			defer st.coarseWG.Done()
-			if td := kernelTicks.get(); td != nil {
+			if td := kernelTicks.get().td; td != nil {
 				if c := clockOf(w); c != nil {
 					c.coarse.tick.Store(td)
 				}

@@ -19,8 +19,8 @@
 // than time.Since; where it runs on Go's monotonic clock (Source
 // "portable": a purego build, a machine whose counter the kernel does not
 // run on), it costs about what time.Since costs and buys only what
-// follows. docs/benchmarks.md has the figures, with the commands that measure
-// them.
+// follows. The repository's benchmark notes have the figures, with the
+// commands that measure them.
 //
 // Deadlines, caches, rate limits: [Coarse], one call and three loads
 // (a few nanoseconds), a reading of Now about half a resolution old (of
@@ -93,8 +93,8 @@
 // spinner) lets the ticker run only when the Go scheduler preempts it,
 // 10 to 40 ms apart. Resolutions of 10 ms or more keep to their ticker.
 // How old a spinner's Coarse gets, measured with the command that
-// measures it, is in docs/benchmarks.md; the tests hold Coarse to the
-// kernel's coarse clock at GOMAXPROCS=1 under any load.
+// measures it, is in the repository's benchmark notes; the tests hold
+// Coarse to the kernel's coarse clock at GOMAXPROCS=1 under any load.
 // Where there is no time data to read (other systems, a time namespace,
 // qemu-user), the ticker alone refreshes Coarse: at GOMAXPROCS=1 then the
 // scheduler's preemption bound, 10 to 40 ms. Coarse is a call, not

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/schedclock/schedclock/internal/perfclock"
+	"github.com/schedclock/schedclock/internal/pvclock"
 	"github.com/schedclock/schedclock/internal/vdso"
 )
 
@@ -35,22 +36,31 @@ const (
 // read here (not Linux, perf's clock not exported, an unknown k), and
 // on clocks whose readings are not real time (schedclocktest.Manual, Bubble).
 //
-// A later reading never maps earlier, and a reading's kernel time never
-// changes once it was taken. The map is paired with the kernel clock
-// (its vDSO clock_gettime, or perf's page and the counter) every 100 ms
-// while KernelTime is called, as WallTime's with the wall clock (no step
-// back: the map slews back at 0.1% where it was ahead), so it follows
-// NTP's slew and, for KernelBoottime, a suspend. Info.KernelTime says
-// how closely: each pairing's bracket and the most a pairing found the
-// map off. The first call answers at once from one pairing by the
-// system call and has the clock's goroutine refine the map.
+// A later reading never maps earlier. Where the clock reads the counter
+// the kernel's vDSO converts (the pvclock page on a kvm-clock guest, the
+// TSC on a TSC kernel), KernelMonotonic and KernelBoottime are exact:
+// the kernel's own conversion, from the vDSO's time data, of the counter
+// value the reading was taken at (on the portable source, whose counter
+// is CLOCK_MONOTONIC itself, no conversion at all), with the conversion
+// that was the kernel's then (the process keeps the last 8 it saw: a reading mapped
+// within 8 kernel updates of being taken, 32 ms at HZ=250, is exact
+// where KernelTime was called in each of them). Elsewhere, and for those, a map is paired with the
+// kernel clock (its vDSO clock_gettime, or perf's page and the counter)
+// every 100 ms while KernelTime is called, as WallTime's with the wall clock
+// (no step back: the map slews back at 0.1% where it was ahead), so it
+// follows NTP's slew and, for KernelBoottime, a suspend; a reading's
+// kernel time through it never changes once it was taken.
+// Info.KernelTime says how closely: exact, or each pairing's bracket and
+// the most a pairing found the map off. The first call answers at once
+// from one pairing by the system call and has the clock's goroutine
+// refine the map.
 //
-// It costs a load and a multiply-add more than Now, and allocates
-// nothing. Readings before the clock's start map through its first
-// segment; the result saturates to the int64 range.
+// It costs at most half a Now more than Now, and allocates nothing.
+// Readings before the clock's start map through its first segment; the
+// result saturates to the int64 range.
 func (c *Clock) KernelTime(k KernelClock, t Instant) (int64, bool) {
 	ns := int64(t)
-	if c == nil || c.clockState == nil || c.manual.Load() != nil || c.wallOrigin.Load() != nil {
+	if c == nil || c.clockState == nil {
 		return 0, false
 	}
 	i := kernelIndex(k)
@@ -58,13 +68,46 @@ func (c *Clock) KernelTime(k KernelClock, t Instant) (int64, bool) {
 		return 0, false
 	}
 	if !c.kernelOn.Load() {
+		if c.notRealTime() {
+			return 0, false
+		}
 		c.useKernelMaps()
 	}
 	r := &c.kernel[i]
-	if r.m.Load() == nil && !kernelRefs[i].available() {
+	// The exact path first: a line on a kernel counter is real time (a
+	// Manual's or a Bubble's line reads another counter).
+	if k := kernelConvsOn.Load(); k != nil && i < len(pvclock.Conv{}.Base) {
+		switch kt, how := c.exactKernelTime(k, i, ns); how {
+		case kernelExact:
+			if !r.used.Load() {
+				c.keepMap(r)
+			}
+			return kt, true
+		case kernelBounded:
+			return min(c.mapAt(r, ns), kt), true
+		}
+	}
+	if c.notRealTime() || r.m.Load() == nil && !kernelRefs[i].available() {
 		return 0, false
 	}
 	return c.mapAt(r, ns), true
+}
+
+// notRealTime says the clock's readings are not real time: a Manual
+// counter's, a Bubble's.
+func (c *Clock) notRealTime() bool {
+	return c.manual.Load() != nil || c.wallOrigin.Load() != nil
+}
+
+// keepMap has the paired map r made and kept fresh, as a mapping through
+// it would, for the readings the exact path leaves to it and for Info.
+//
+//go:noinline
+func (c *Clock) keepMap(r *pairedMap) {
+	if r.m.Load() == nil {
+		c.startMap(r)
+	}
+	c.markUsed(r)
 }
 
 // kernelIndex is k's place in kernelRefs, -1 for none.
@@ -186,6 +229,9 @@ func (st *clockState) initRefs() {
 // useKernelMaps gives the clock's kernel maps their references and has
 // the background goroutine keep them fresh.
 func (c *Clock) useKernelMaps() {
+	if k := kernelConvsOnce.get(); k != nil { // reads /proc/self/maps: not under the lock
+		kernelConvsOn.CompareAndSwap(nil, k)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.kernelTick != nil {
@@ -236,6 +282,10 @@ func (c *Clock) describeKernelMapsLocked() string {
 		case r.bracket == 0:
 			b.WriteString("provisional (one pairing by the system call)")
 		default:
+			if exact := c.exactKernelLocked(i); exact != "" {
+				b.WriteString(exact)
+				b.WriteString("; older readings ")
+			}
 			// A drift found at a pairing goes on growing for wallLead
 			// before the new segment corrects it, at the pace it grew
 			// over the period.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,32 +54,84 @@ func measureKernelBrackets(t *testing.T, c *schedclock.Clock, k schedclock.Kerne
 	return r
 }
 
+// bracketDuration is how long each bracket measurement runs: 3 s, or
+// SCHEDCLOCK_KTIME_SECONDS (the docs' 60 s figures).
+func bracketDuration(t *testing.T) time.Duration {
+	if s := os.Getenv("SCHEDCLOCK_KTIME_SECONDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err, "SCHEDCLOCK_KTIME_SECONDS")
+		return time.Duration(n) * time.Second
+	}
+	return 3 * time.Second
+}
+
+// kernelClocks are the kernel clocks the bracket tests map onto, with
+// the vDSO clock that brackets them.
+var kernelClocks = []struct {
+	k  schedclock.KernelClock
+	id vdso.ID
+}{{schedclock.KernelMonotonic, vdso.Monotonic}, {schedclock.KernelBoottime, vdso.Boottime}}
+
 // TestKernelTimeInsideClockGettimeBrackets: the default clock's
 // readings, mapped onto CLOCK_MONOTONIC and CLOCK_BOOTTIME, fall inside
-// [clock_gettime, clock_gettime] brackets (the vDSO's) for 3 s, once
-// the map has had its first full pairing, but for at most 5% that
-// fall outside by no more than the bound Info states (the pairing places
-// the kernel's counter read at its bracket's middle: tens of ns off).
+// [clock_gettime, clock_gettime] brackets (the vDSO's) for 3 s. Where
+// Info says the mapping is exact (the clock reads the counter the
+// kernel converts, through the kernel's own conversion), every one of
+// them; elsewhere, once the map has had its first full pairing, all
+// but at most 5% that fall outside by no more than the bound Info
+// states (the pairing places the kernel's counter read at its
+// bracket's middle: tens of ns off).
 func TestKernelTimeInsideClockGettimeBrackets(t *testing.T) {
 	c := schedclock.Default()
-	for _, kc := range []struct {
-		k  schedclock.KernelClock
-		id vdso.ID
-	}{{schedclock.KernelMonotonic, vdso.Monotonic}, {schedclock.KernelBoottime, vdso.Boottime}} {
+	for _, kc := range kernelClocks {
 		_, ok := c.KernelTime(kc.k, c.Now())
 		require.True(t, ok)
-		time.Sleep(300 * time.Millisecond) // three pairings
-		r := measureKernelBrackets(t, c, kc.k, kc.id, 3*time.Second)
+		exact := awaitKernelInfo(t, c, kc.id.String())
+		r := measureKernelBrackets(t, c, kc.k, kc.id, bracketDuration(t))
 		bound := parseBound(t, c.Info().KernelTime, kc.id.String())
 		t.Logf("%v: %v; Info: %s", kc.id, r, c.Info().KernelTime)
+		if exact {
+			assert.Zero(t, r.outside, "%v: mapped exactly, yet outside (worst by %v)", kc.id, r.worst)
+			continue
+		}
 		assert.LessOrEqual(t, r.worst, bound, "%v: off by more than Info's bound", kc.id)
 		assert.LessOrEqual(t, r.outside*20, r.n, "%v: more than 5%% outside", kc.id)
 	}
 }
 
-// parseBound is the ±bound Info.KernelTime states for clock name.
+// awaitKernelInfo waits (up to 3 s, mapping readings meanwhile) for
+// Info to describe the map onto kernel clock name after a full pairing,
+// and for the default clock to leave its first counter for the one it
+// settles on (it starts on the portable source), and says whether Info
+// calls the mapping exact.
+func awaitKernelInfo(t *testing.T, c *schedclock.Clock, name string) (exact bool) {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		for range 1000 {
+			c.KernelTime(schedclock.KernelMonotonic, c.Now())
+			c.KernelTime(schedclock.KernelBoottime, c.Now())
+		}
+		info := c.Info().KernelTime
+		_, rest, _ := strings.Cut(info, name+": ")
+		exact = strings.HasPrefix(rest, "exact")
+		settled := c.Info().Source != schedclock.Portable().Name
+		if (exact || time.Now().After(deadline)) && settled && strings.Contains(rest, "±") {
+			return exact
+		}
+		if time.Now().After(deadline.Add(2 * time.Second)) {
+			require.Failf(t, "no full pairing", "%s after 5 s: %q", name, info)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// parseBound is the ±bound Info.KernelTime states for clock name (for
+// the readings the exact path leaves to the paired map, where there is
+// one).
 func parseBound(t *testing.T, info, name string) time.Duration {
-	_, rest, found := strings.Cut(info, name+": ±")
+	_, rest, found := strings.Cut(info, name+": ")
+	require.True(t, found, "no %s in %q", name, info)
+	_, rest, found = strings.Cut(rest, "±")
 	require.True(t, found, "no bound for %s in %q", name, info)
 	d, err := time.ParseDuration(strings.Fields(rest)[0])
 	require.NoError(t, err, info)
@@ -90,12 +143,14 @@ const slewEnv = "SCHEDCLOCK_SLEW"
 
 // TestKernelTimeFollowsAdjtimexSlew slews the kernel's clocks with
 // adjtimex(ADJ_FREQUENCY) to +500 ppm and then -500 ppm (the kernel's
-// largest), 2 s each, and restores the frequency it found: the mapped
-// readings stay inside [clock_gettime, clock_gettime] brackets but for
-// what Info's bound allows, whose drift term now holds the map's lag
-// behind each change of pace (up to a pairing period's worth of the
-// change, 100 ms × 500 ppm). Needs CAP_SYS_TIME: without it the test
-// says so and skips.
+// largest), a third of bracketDuration each (1 s; 20 s for the docs'
+// 60 s), and restores the frequency it found: where Info
+// says the mapping is exact, every mapped reading stays inside its
+// [clock_gettime, clock_gettime] bracket, the change of frequency
+// included; elsewhere all but what Info's bound allows, whose drift
+// term now holds the paired map's lag behind each change of pace (up to
+// a pairing period's worth of the change, 100 ms × 500 ppm). Needs
+// CAP_SYS_TIME: without it the test says so and skips.
 func TestKernelTimeFollowsAdjtimexSlew(t *testing.T) {
 	if os.Getenv(slewEnv) != "1" {
 		// It changes the machine's clock frequency for 4 s: two runs side
@@ -123,11 +178,12 @@ func TestKernelTimeFollowsAdjtimexSlew(t *testing.T) {
 		assert.NoError(t, set(func(*unix.Timex) {}), "restoring the frequency")
 	}()
 	c := schedclock.Default()
-	for _, k := range []schedclock.KernelClock{schedclock.KernelMonotonic, schedclock.KernelBoottime} {
-		_, ok := c.KernelTime(k, c.Now())
+	exact := map[vdso.ID]bool{}
+	for _, kc := range kernelClocks {
+		_, ok := c.KernelTime(kc.k, c.Now())
 		require.True(t, ok)
+		exact[kc.id] = awaitKernelInfo(t, c, kc.id.String())
 	}
-	time.Sleep(300 * time.Millisecond)
 	for _, ppm := range []int{500, -500} {
 		require.NoError(t, set(func(tx *unix.Timex) {
 			tx.Freq = -500 << 16
@@ -135,14 +191,42 @@ func TestKernelTimeFollowsAdjtimexSlew(t *testing.T) {
 				tx.Freq = 500 << 16
 			}
 		}))
-		for _, kc := range []struct {
-			k  schedclock.KernelClock
-			id vdso.ID
-		}{{schedclock.KernelMonotonic, vdso.Monotonic}, {schedclock.KernelBoottime, vdso.Boottime}} {
-			r := measureKernelBrackets(t, c, kc.k, kc.id, time.Second)
+		for _, kc := range kernelClocks {
+			r := measureKernelBrackets(t, c, kc.k, kc.id, bracketDuration(t)/3)
 			info := c.Info().KernelTime
 			t.Logf("%+d ppm, %v: %v; Info: %s", ppm, kc.id, r, info)
+			if exact[kc.id] {
+				assert.Zero(t, r.outside, "%+d ppm, %v: mapped exactly, yet outside (worst by %v)", ppm, kc.id, r.worst)
+				continue
+			}
 			assert.LessOrEqual(t, r.worst, parseBound(t, info, kc.id.String()), "%+d ppm, %v: off by more than Info's bound", ppm, kc.id)
 		}
 	}
+}
+
+// TestKernelTimeOnThePortableSourceIsExact: a clock on the portable
+// source reads CLOCK_MONOTONIC itself (runtime.nanotime), so its
+// readings map onto CLOCK_MONOTONIC and CLOCK_BOOTTIME exactly: every
+// one inside its [clock_gettime, clock_gettime] bracket, and Info says
+// so.
+func TestKernelTimeOnThePortableSourceIsExact(t *testing.T) {
+	c, err := schedclock.New(schedclock.Portable())
+	require.NoError(t, err)
+	defer c.Close()
+	for _, kc := range kernelClocks {
+		_, ok := c.KernelTime(kc.k, c.Now())
+		require.True(t, ok)
+		for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			c.KernelTime(kc.k, c.Now())
+			_, rest, _ := strings.Cut(c.Info().KernelTime, kc.id.String()+": ")
+			if strings.HasPrefix(rest, "exact") {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "not exact after 3 s: %s", c.Info().KernelTime)
+		}
+		r := measureKernelBrackets(t, c, kc.k, kc.id, bracketDuration(t)/3)
+		t.Logf("%v: %v", kc.id, r)
+		assert.Zero(t, r.outside, "%v: mapped exactly, yet outside (worst by %v)", kc.id, r.worst)
+	}
+	assert.Contains(t, c.Info().KernelTime, "CLOCK_MONOTONIC: exact: the clock reads CLOCK_MONOTONIC itself")
 }

@@ -95,6 +95,11 @@ type clockState struct {
 	// on (nil before: see useKernelMaps); kernelOn says it is set.
 	kernelTick func(c *Clock, now, next time.Time) time.Time
 	kernelOn   atomic.Bool
+	// lineSince is the least reading the current line's counter values
+	// extend back to exactly: the epoch of the first of the lines that
+	// continued each other up to it (publishLocked). KernelTime's exact
+	// path inverts the current line for readings from it on.
+	lineSince atomic.Int64
 
 	wakes   int           // how often the background goroutine woke: each is CPU an idle process pays
 	wake    chan struct{} // tells the background goroutine to look again
@@ -331,6 +336,10 @@ func lateFold(ln line, cyc uint64, elapsed int64) (lost uint64, forward bool) {
 }
 
 func (c *Clock) publishLocked(ln line) {
+	if !c.cur.continuedBy(&ln) {
+		// Before the publication: a reader of the new line sees it.
+		c.lineSince.Store(ln.epochNs)
+	}
 	c.cur = ln
 	c.latch.publish(&c.cur, c.step)
 }
@@ -353,6 +362,18 @@ func (c *Clock) reratedLocked(old *conversion) {
 	if mapped {
 		c.kick() // the writer may not be the background goroutine
 	}
+}
+
+// continuedBy says next reads the same counter through the same
+// conversion as ln and goes on from it exactly (a fold, a re-anchor
+// without a step): ln's readings are next's, extended back, at the
+// same counter values.
+func (ln *line) continuedBy(next *line) bool {
+	if ln.read == nil || funcPtr(ln.read) != funcPtr(next.read) || ln.conv != next.conv {
+		return false
+	}
+	ns, frac := ln.at(next.epochCyc)
+	return ns == next.epochNs && frac == next.frac
 }
 
 // Close stops the background goroutines and waits for them to exit. Now
@@ -618,10 +639,11 @@ type Info struct {
 	// found lost and added back (see Source on when that can happen).
 	LostWraps int
 	// KernelTime says, for each kernel clock KernelTime maps to, how
-	// closely the map follows it: ±bound (the last pairing's bracket
-	// width and the most a pairing found the map off), or why there is
-	// no map (not mapped yet, not on this system, perf's clock not
-	// exported).
+	// closely the map follows it: "exact" where it is the kernel's own
+	// conversion of the clock's counter (and which), and ±bound for the
+	// paired map (the last pairing's bracket width and the most a
+	// pairing found the map off), or why there is no map (not mapped
+	// yet, not on this system, perf's clock not exported).
 	KernelTime string
 	// Evidence is what the default clock decided its counter on; zero on
 	// clocks made by New.

@@ -125,9 +125,10 @@ func ProbeHyperv(addr uint64) (*HypervPage, Hyperv, error) {
 // ProbeTimeData finds the vDSO's time data at the start of the [vvar]
 // mapping in maps and proves it live, through copyOut, never a load: a
 // copy taken while its sequence count stood still holds the
-// CLOCK_MONOTONIC_COARSE time a system call read meanwhile (FindCoarse).
-// A few tries, since a timekeeping update may fall between them.
-func ProbeTimeData(maps []Mapping) (*TimeData, error) {
+// CLOCK_MONOTONIC_COARSE time a system call read meanwhile (FindCoarse),
+// and where: coarse is that base's offset, for TimeData.Layout. A few
+// tries, since a timekeeping update may fall between them.
+func ProbeTimeData(maps []Mapping) (td *TimeData, coarse int, err error) {
 	var addr uint64
 	for _, m := range maps {
 		if m.Name == "[vvar]" {
@@ -136,25 +137,25 @@ func ProbeTimeData(maps []Mapping) (*TimeData, error) {
 		}
 	}
 	if addr == 0 {
-		return nil, fmt.Errorf("%w: no [vvar] mapping", ErrNoPage)
+		return nil, 0, fmt.Errorf("%w: no [vvar] mapping", ErrNoPage)
 	}
 	var before, after [TimeDataSize]byte
 	for try := 0; try < 4; try++ {
 		var ts syscall.Timespec
 		if err := copyOut(addr, before[:]); err != nil {
-			return nil, fmt.Errorf("%w: the vDSO time data at %#x: %v", ErrNoPage, addr, err)
+			return nil, 0, fmt.Errorf("%w: the vDSO time data at %#x: %v", ErrNoPage, addr, err)
 		}
 		if _, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockMonotonicCoarse, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
-			return nil, os.NewSyscallError("clock_gettime", errno)
+			return nil, 0, os.NewSyscallError("clock_gettime", errno)
 		}
 		if err := copyOut(addr, after[:]); err != nil {
-			return nil, fmt.Errorf("%w: the vDSO time data at %#x: %v", ErrNoPage, addr, err)
+			return nil, 0, fmt.Errorf("%w: the vDSO time data at %#x: %v", ErrNoPage, addr, err)
 		}
-		if before == after && FindCoarse(after[:], uint64(ts.Sec), uint64(ts.Nsec)) {
-			return (*TimeData)(unsafe.Add(unsafe.Pointer(nil), uintptr(addr))), nil
+		if at, ok := FindCoarse(after[:], uint64(ts.Sec), uint64(ts.Nsec)); ok && before == after {
+			return (*TimeData)(unsafe.Add(unsafe.Pointer(nil), uintptr(addr))), at, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: the page at the start of [vvar] (%#x) does not hold the kernel's coarse time (a time namespace's page, or a layout this package does not know)", ErrNoPage, addr)
+	return nil, 0, fmt.Errorf("%w: the page at the start of [vvar] (%#x) does not hold the kernel's coarse time (a time namespace's page, or a layout this package does not know)", ErrNoPage, addr)
 }
 
 // clockMonotonicCoarse is CLOCK_MONOTONIC_COARSE's id.

@@ -26,6 +26,6 @@ func ProbeHyperv(addr uint64) (*HypervPage, Hyperv, error) {
 }
 
 // ProbeTimeData finds no vDSO time data outside Linux.
-func ProbeTimeData([]Mapping) (*TimeData, error) {
-	return nil, fmt.Errorf("%w: not Linux", ErrNoPage)
+func ProbeTimeData([]Mapping) (td *TimeData, coarse int, err error) {
+	return nil, 0, fmt.Errorf("%w: not Linux", ErrNoPage)
 }

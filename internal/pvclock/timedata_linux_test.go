@@ -21,21 +21,25 @@ import (
 func TestProbeTimeDataFollowsTheKernelsTicks(t *testing.T) {
 	maps, err := Maps()
 	require.NoError(t, err)
-	td, err := ProbeTimeData(maps)
+	td, coarse, err := ProbeTimeData(maps)
 	if errors.Is(err, ErrNoPage) && !hasVvar(maps) {
 		t.Skip(err.Error()) // qemu-user, which maps no [vvar]
 	}
 	require.NoError(t, err)
-	coarse := func() int64 {
+	l, ok := td.Layout(coarse)
+	require.True(t, ok, "the conversion around the coarse base at %d", coarse)
+	_, ok = td.Load(l)
+	require.True(t, ok)
+	coarseNow := func() int64 {
 		var ts syscall.Timespec
 		_, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockMonotonicCoarse, uintptr(unsafe.Pointer(&ts)), 0)
 		require.Zero(t, errno)
 		return ts.Nano()
 	}
 	var stamps []uint64
-	last := coarse()
+	last := coarseNow()
 	for deadline := time.Now().Add(5 * time.Second); len(stamps) < 6 && time.Now().Before(deadline); {
-		if c := coarse(); c != last {
+		if c := coarseNow(); c != last {
 			last = c
 			stamps = append(stamps, td.Stamp())
 		}

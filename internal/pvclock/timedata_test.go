@@ -2,8 +2,11 @@ package pvclock
 
 import (
 	"encoding/binary"
+	"math"
 	"os"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,23 +23,127 @@ func realTimeData(t testing.TB) (b []byte, sec, nsec uint64) {
 
 func TestFindCoarse(t *testing.T) {
 	b, sec, nsec := realTimeData(t)
-	assert.True(t, FindCoarse(b, sec, nsec), "the captured page holds its coarse time")
-	assert.False(t, FindCoarse(b, sec, nsec+1), "another time")
-	assert.False(t, FindCoarse(b, sec+1, nsec), "another second")
+	found := func(b []byte, sec, nsec uint64) bool {
+		_, ok := FindCoarse(b, sec, nsec)
+		return ok
+	}
+	at, ok := FindCoarse(b, sec, nsec)
+	assert.True(t, ok, "the captured page holds its coarse time")
+	assert.Equal(t, 136, at)
+	assert.False(t, found(b, sec, nsec+1), "another time")
+	assert.False(t, found(b, sec+1, nsec), "another second")
 	odd := append([]byte(nil), b...)
 	binary.NativeEndian.PutUint32(odd, binary.NativeEndian.Uint32(odd)|1)
-	assert.False(t, FindCoarse(odd, sec, nsec), "a page in the middle of an update")
-	assert.False(t, FindCoarse(b[:16], sec, nsec), "too short to hold a base")
-	assert.False(t, FindCoarse(nil, 0, 0))
+	assert.False(t, found(odd, sec, nsec), "a page in the middle of an update")
+	assert.False(t, found(b[:16], sec, nsec), "too short to hold a base")
+	assert.False(t, found(nil, 0, 0))
 	// The pair must lie past the head (seq, mode, cycle_last): a page
 	// whose head happens to read as the time is not the time data.
 	head := make([]byte, 64)
 	binary.NativeEndian.PutUint64(head[0:], 2)
 	binary.NativeEndian.PutUint64(head[8:], 7)
 	binary.NativeEndian.PutUint64(head[16:], 9)
-	assert.False(t, FindCoarse(head, 2, 7))
-	assert.False(t, FindCoarse(head, 7, 9))
-	assert.True(t, FindCoarse(head, 9, 0), "the pair at 16 is past the head")
+	assert.False(t, found(head, 2, 7))
+	assert.False(t, found(head, 7, 9))
+	assert.True(t, found(head, 9, 0), "the pair at 16 is past the head")
+}
+
+// TestFindLayout: the captured 6.18 page's conversion is where the
+// README says (mult 0x800000 and shift 23 at 32, basetime at 40), and a
+// layout without max_cycles (before 6.10: everything from mask on 8
+// bytes earlier) is found 8 bytes earlier; a coarse pair too close to
+// the head, a mask that is not a run of low bits, a mult of 0 or a
+// shift past 32 is no conversion.
+func TestFindLayout(t *testing.T) {
+	b, sec, nsec := realTimeData(t)
+	l, ok := FindLayout(b, sec, nsec)
+	require.True(t, ok)
+	assert.Equal(t, 40, l.Basetime())
+	assert.Equal(t, uint32(0x800000), binary.NativeEndian.Uint32(b[l.multAt():]))
+	assert.Equal(t, uint32(23), binary.NativeEndian.Uint32(b[l.shiftAt():]))
+
+	old := append(append([]byte(nil), b[:16]...), b[24:]...) // no max_cycles
+	old = append(old, make([]byte, 8)...)
+	l, ok = FindLayout(old, sec, nsec)
+	require.True(t, ok, "a layout before 6.10")
+	assert.Equal(t, 32, l.Basetime())
+	assert.Equal(t, uint32(23), binary.NativeEndian.Uint32(old[l.shiftAt():]))
+
+	for _, bad := range []struct {
+		name string
+		off  int
+		put  func([]byte)
+	}{
+		{"a mask with a hole", 24, func(b []byte) { binary.NativeEndian.PutUint64(b, 1<<40|1) }},
+		{"a narrow mask", 24, func(b []byte) { binary.NativeEndian.PutUint64(b, 1<<16-1) }},
+		{"mult 0", 32, func(b []byte) { binary.NativeEndian.PutUint32(b, 0) }},
+		{"shift 33", 36, func(b []byte) { binary.NativeEndian.PutUint32(b, 33) }},
+	} {
+		c := append([]byte(nil), b...)
+		bad.put(c[bad.off:])
+		_, ok := FindLayout(c, sec, nsec)
+		assert.False(t, ok, bad.name)
+	}
+	head := make([]byte, TimeDataSize)
+	binary.NativeEndian.PutUint64(head[24:], 5)
+	binary.NativeEndian.PutUint64(head[32:], 6)
+	_, ok = FindLayout(head, 5, 6)
+	assert.False(t, ok, "a coarse pair too close to the head for six bases before it")
+	_, ok = FindLayout(b[:200], sec, nsec)
+	assert.False(t, ok, "basetime cut short")
+	// Six bases before the pair, but basetime (24) inside the head:
+	// mask, mult and shift would be cycle_last and max_cycles.
+	head = make([]byte, TimeDataSize)
+	binary.NativeEndian.PutUint64(head[8:], ^uint64(0))
+	binary.NativeEndian.PutUint32(head[16:], 1<<23)
+	binary.NativeEndian.PutUint32(head[20:], 23)
+	binary.NativeEndian.PutUint64(head[120:], 5)
+	binary.NativeEndian.PutUint64(head[128:], 6)
+	_, ok = FindLayout(head, 5, 6)
+	assert.False(t, ok, "basetime inside the head")
+}
+
+// TestConvAt: the vDSO's arithmetic on the captured page's conversion,
+// and its edges: no motion below cycle_last, the 128-bit product past
+// 64 bits.
+func TestConvAt(t *testing.T) {
+	b, _, _ := realTimeData(t)
+	l, _ := FindLayout(b, binary.NativeEndian.Uint64(b[136:]), binary.NativeEndian.Uint64(b[144:]))
+	td := (*TimeData)(unsafe.Pointer(&b[0]))
+	c, ok := td.Load(l)
+	require.True(t, ok)
+	assert.EqualValues(t, ModePvclock, c.Mode)
+	assert.Equal(t, uint32(0x800000), c.Mult)
+	mono := int64(c.Base[0].Sec*1e9 + c.Base[0].Nsec>>23)
+	assert.Equal(t, mono, c.At(0, c.CycleLast), "at cycle_last: the base")
+	assert.Equal(t, mono, c.At(0, c.CycleLast-1000), "below cycle_last: no motion")
+	assert.Equal(t, mono+1000, c.At(0, c.CycleLast+1000), "mult 2^23: a counter of ns")
+	boot := int64(c.Base[1].Sec*1e9 + c.Base[1].Nsec>>23)
+	assert.Equal(t, boot+1000, c.At(1, c.CycleLast+1000))
+	// Convert is Load and At in one.
+	for _, cyc := range []uint64{c.CycleLast - 1000, c.CycleLast, c.CycleLast + 12345} {
+		for i := range 2 {
+			ns, seq, mode, ok := td.Convert(l, i, cyc)
+			require.True(t, ok)
+			assert.Equal(t, c.At(i, cyc), ns)
+			assert.Equal(t, c.Seq, seq)
+			assert.EqualValues(t, ModePvclock, mode)
+		}
+	}
+	odd := append([]byte(nil), b...)
+	odd[0] |= 1
+	_, _, _, ok = (*TimeData)(unsafe.Pointer(&odd[0])).Convert(l, 0, c.CycleLast)
+	assert.False(t, ok, "while the kernel writes it")
+	_, ok = (*TimeData)(unsafe.Pointer(&odd[0])).Load(l)
+	assert.False(t, ok, "while the kernel writes it")
+
+	c = Conv{CycleLast: 10, Mult: 3 << 30, Shift: 31, Base: [2]Timestamp{{Sec: 2, Nsec: 1 << 30}}}
+	// (2^40 * 3*2^30 + 2^30) >> 31 = 3*2^39, exactly: the product needs 72 bits.
+	assert.Equal(t, int64(2e9+3<<39), c.At(0, 10+1<<40))
+	assert.Equal(t, int64(2e9+2), c.At(0, 11), "(3*2^30 + 2^30) >> 31")
+	assert.Equal(t, int64(math.MaxInt64), c.At(0, math.MaxUint64), "saturates")
+	c.Base[0].Sec = math.MaxInt64 / 1_000_000_000
+	assert.Equal(t, int64(math.MaxInt64), c.At(0, 1<<40), "saturates")
 }
 
 func TestStampOfNilIsZero(t *testing.T) {
@@ -64,7 +171,26 @@ func FuzzTimeData(f *testing.F) {
 	f.Add(b, sec, nsec)
 	f.Add(b[:64], sec, nsec)
 	f.Fuzz(func(t *testing.T, b []byte, sec, nsec uint64) {
-		found := FindCoarse(b, sec, nsec)
+		at, found := FindCoarse(b, sec, nsec)
+		l, hasLayout := FindLayout(b, sec, nsec)
+		if hasLayout {
+			// A layout is a coarse pair with six bases before it,
+			// twelve within b, past the head.
+			require.True(t, found)
+			require.Equal(t, at-6*16, l.Basetime())
+			require.GreaterOrEqual(t, l.Basetime(), 32)
+			require.LessOrEqual(t, l.Basetime()+12*16, len(b))
+			require.NotZero(t, binary.NativeEndian.Uint32(b[l.multAt():]))
+			require.LessOrEqual(t, binary.NativeEndian.Uint32(b[l.shiftAt():]), uint32(32))
+			// The conversion loads within b and converts without a
+			// panic.
+			buf := make([]uint64, (len(b)+7)/8)
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(b)), b)
+			c, ok := (*TimeData)(unsafe.Pointer(&buf[0])).Load(l)
+			require.True(t, ok)
+			_ = c.At(0, c.CycleLast+sec)
+			_ = c.At(1, c.CycleLast-nsec)
+		}
 		if !found {
 			return
 		}
@@ -72,13 +198,67 @@ func FuzzTimeData(f *testing.F) {
 		// the head.
 		require.GreaterOrEqual(t, len(b), 32)
 		require.Zero(t, binary.NativeEndian.Uint32(b)&1)
-		at := -1
+		first := -1
 		for off := 16; off+16 <= len(b); off += 8 {
 			if binary.NativeEndian.Uint64(b[off:]) == sec && binary.NativeEndian.Uint64(b[off+8:]) == nsec {
-				at = off
+				first = off
 				break
 			}
 		}
-		require.NotEqual(t, -1, at)
+		require.Equal(t, at, first)
 	})
+}
+
+// TestConvertUnderUpdates: Convert, racing a writer that publishes two
+// conversions in turn as the kernel does (the count odd while it
+// writes), returns one or the other's time, never a mix of their fields.
+func TestConvertUnderUpdates(t *testing.T) {
+	b, sec, nsec := realTimeData(t)
+	l, ok := FindLayout(b, sec, nsec)
+	require.True(t, ok)
+	words := make([]uint64, TimeDataSize/8)
+	td := (*TimeData)(unsafe.Pointer(&words[0]))
+	convs := [2]Conv{
+		{Mode: ModePvclock, CycleLast: 1000, Mult: 1 << 23, Shift: 23, Base: [2]Timestamp{{Sec: 5}, {Sec: 6}}},
+		{Mode: ModeTSC, CycleLast: 2000, Mult: 2 << 23, Shift: 23, Base: [2]Timestamp{{Sec: 7}, {Sec: 8}}},
+	}
+	publish := func(c *Conv) {
+		td.seq.Add(1)
+		td.u32(4).Store(uint32(c.Mode))
+		td.cycleLast.Store(c.CycleLast)
+		td.u32(l.multAt()).Store(c.Mult)
+		td.u32(l.shiftAt()).Store(c.Shift)
+		td.u64(l.baseAt(baseMonotonic)).Store(c.Base[0].Sec)
+		td.u64(l.baseAt(baseMonotonic) + 8).Store(c.Base[0].Nsec)
+		td.seq.Add(1)
+	}
+	publish(&convs[0])
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			publish(&convs[i&1])
+		}
+	}()
+	torn, read := 0, 0
+	for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); {
+		ns, _, mode, ok := td.Convert(l, 0, 3000)
+		if !ok {
+			continue
+		}
+		read++
+		if !(ns == convs[0].At(0, 3000) && mode == ModePvclock || ns == convs[1].At(0, 3000) && mode == ModeTSC) {
+			torn++
+		}
+	}
+	close(stop)
+	<-done
+	t.Logf("%d conversions read, %d torn", read, torn)
+	assert.Zero(t, torn)
 }

@@ -1,0 +1,543 @@
+package schedclock
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/schedclock/schedclock/internal/pvclock"
+)
+
+// The exact path of KernelTime. Where a Clock's current line reads the
+// very counter the kernel's vDSO converts (the pvclock page on a
+// kvm-clock guest, the TSC on a TSC kernel), a reading is that counter
+// value through the line: KernelTime inverts the line and converts the
+// counter value with the kernel's own conversion, read from the vDSO's
+// time data as clock_gettime reads it (lib/vdso's do_hres). (The
+// portable source's counter is CLOCK_MONOTONIC itself: monotonicAt.)
+//
+//	ns = basetime.sec*1e9 + ((cyc - cycle_last)*mult + basetime.nsec) >> shift
+//
+// The kernel rewrites that conversion at every timekeeping update (each
+// tick of a ticking CPU: 4 ms at HZ=250), and a reading taken before an
+// update was converted by the vDSO with the conversion of its time: so
+// the process keeps the last kernelHistoryLen conversions it has seen,
+// and maps a reading with the one that was in force when it was taken.
+//
+// Which one that was is not cycle_last's to say: an update accumulates
+// whole ticks into cycle_last, which stays behind the counter value the
+// kernel read for it (by 0.5-1 ms here), and the conversion before it
+// went on serving readers until it was replaced. What says it is the
+// arithmetic of the update (timekeeping_advance and
+// timekeeping_apply_adjustment): the new conversion agrees with the old
+// one exactly at the counter value the kernel read ("now"), and differs
+// from it by (mult - old mult)·(cyc - now) in 2^-shift ns anywhere else:
+//
+//	T_new(cyc) - T_old(cyc) = Δmult·(cyc - now)
+//
+// (T the conversion's time in 2^-shift ns before the shift), so now, the
+// pivot from which the new conversion is the kernel's, is
+// cycle_last + (T_old - T_new)(cycle_last)/Δmult, an exact division
+// (TestKernelConversionPivotLive checks it on the live kernel, where NTP
+// moves mult; TestKernelPivot on the kernel's arithmetic). Where Δmult
+// is 0 both conversions agree everywhere from cycle_last on. A
+// conversion whose predecessor the process did not see (no KernelTime
+// during its tick), or whose arithmetic does not divide, pivots at its
+// cycle_last: off then, before the true pivot, by Δmult·(now - cyc) >>
+// shift (a fraction of a ns for NTP's ±1; up to Δmult's share of the
+// remainder after an adjtimex change of frequency).
+//
+// What is not exact: a reading taken between the kernel's read of the
+// counter and the publication of the update it made (microseconds;
+// there the kernel's clock was still the old conversion) maps through
+// the new one: off by Δmult·(cyc - now) >> shift, below a nanosecond but
+// after a change of frequency. A reading older than every conversion
+// kept maps through the paired map, never later than the oldest
+// conversion's start (so the map stays monotonic), and so does a
+// reading from before the clock's line reached this counter
+// (lineSince: a fold or a re-anchor without a step continues the line,
+// whose inverse then reaches back before its epoch; a switch starts it
+// again).
+
+// kernelHistoryLen is how many of the kernel's conversions the process
+// keeps: readings mapped within that many kernel updates of being taken
+// (32 ms at HZ=250, longer where the CPUs idle) are exact, given a
+// KernelTime in each of the updates between.
+const kernelHistoryLen = 8
+
+// kernelConvs is the process's view of the kernel's conversion: where
+// the vDSO's time data is, the kernel counters' read functions as a
+// bank holds them, and the conversions seen.
+type kernelConvs struct {
+	td     *pvclock.TimeData
+	layout pvclock.Layout
+	// pvclockRead and tscRead are readPvclock and readTSC as a bank's
+	// read field holds them (nil where the build has no TSC reader);
+	// pvclockSrc is the Source state readPvclock reads through
+	// (&pvclockShared.src; a test's own).
+	pvclockRead, tscRead unsafe.Pointer
+	pvclockSrc           **paravirtSource
+	// portableRead is readMono as a bank holds it: the portable
+	// source's counter is CLOCK_MONOTONIC itself (runtime.nanotime, less
+	// monoBase), which needs no conversion at all.
+	portableRead unsafe.Pointer
+	// head counts the conversions recorded; record n (from 1) is in
+	// slots[(n-1)%kernelHistoryLen] while that slot's gen is n.
+	head  atomic.Uint64
+	mu    sync.Mutex // serialises record
+	slots [kernelHistoryLen]kernelSlot
+}
+
+// kernelSlot is one recorded conversion: gen is its record number while
+// it holds it, 0 while it is rewritten (a seqcount of its own, whose
+// values never come back).
+type kernelSlot struct {
+	gen       atomic.Uint64
+	seqMode   atomic.Uint64 // seq<<32 | uint32(mode)
+	cycleLast atomic.Uint64
+	multShift atomic.Uint64 // mult<<32 | shift
+	pivot     atomic.Uint64
+	base      [2][2]atomic.Uint64 // CLOCK_MONOTONIC, CLOCK_BOOTTIME: sec, nsec
+}
+
+// kernelRecord is a conversion and the counter value from which it was
+// the kernel's.
+type kernelRecord struct {
+	conv  pvclock.Conv
+	pivot uint64
+}
+
+func (s *kernelSlot) store(r *kernelRecord) {
+	s.seqMode.Store(uint64(r.conv.Seq)<<32 | uint64(uint32(r.conv.Mode)))
+	s.cycleLast.Store(r.conv.CycleLast)
+	s.multShift.Store(uint64(r.conv.Mult)<<32 | uint64(r.conv.Shift))
+	s.pivot.Store(r.pivot)
+	for i := range s.base {
+		s.base[i][0].Store(r.conv.Base[i].Sec)
+		s.base[i][1].Store(r.conv.Base[i].Nsec)
+	}
+}
+
+// load reads record gen from the slot; ok is false where the slot holds
+// another (overwritten, or being written).
+func (s *kernelSlot) load(gen uint64) (r kernelRecord, ok bool) {
+	if s.gen.Load() != gen {
+		return r, false
+	}
+	sm, ms := s.seqMode.Load(), s.multShift.Load()
+	r.conv.Seq, r.conv.Mode = uint32(sm>>32), int32(uint32(sm))
+	r.conv.Mult, r.conv.Shift = uint32(ms>>32), uint32(ms)
+	r.conv.CycleLast = s.cycleLast.Load()
+	r.pivot = s.pivot.Load()
+	for i := range s.base {
+		r.conv.Base[i] = pvclock.Timestamp{Sec: s.base[i][0].Load(), Nsec: s.base[i][1].Load()}
+	}
+	return r, s.gen.Load() == gen
+}
+
+// kernelConvsOn is kernelConvsOnce's value once the first KernelTime
+// made it (nil before, and where there is none): KernelTime's exact
+// path loads it. A package variable, not a Clock's field, so that the
+// types behind it link only into programs that call KernelTime.
+var kernelConvsOn atomic.Pointer[kernelConvs]
+
+// kernelConvsOnce is the process's kernelConvs, nil where the vDSO's
+// time data or its conversion's layout was not found; made at the first
+// KernelTime (useKernelMaps), so that nothing links it into a program
+// that does not call KernelTime.
+var kernelConvsOnce = lazy[*kernelConvs]{make: func() *kernelConvs {
+	k := kernelTicks.get()
+	if k.td == nil || !kernelClocksHere() {
+		return nil
+	}
+	layout, ok := k.td.Layout(k.coarse)
+	if !ok {
+		return nil
+	}
+	kc := &kernelConvs{td: k.td, layout: layout, pvclockRead: funcPtr(readPvclock), pvclockSrc: &pvclockShared.src,
+		portableRead: portableReadPtr}
+	if r := tscReader(); r != nil {
+		kc.tscRead = funcPtr(r)
+	}
+	return kc
+}}
+
+// modeOf is the vDSO clock mode of the counter a bank's read function
+// reads, 0 for none the kernel converts: the pvclock page while the
+// shared Source reads it (not its fall back), the TSC; and
+// kernelModeMonotonic for the portable source.
+func (k *kernelConvs) modeOf(read unsafe.Pointer) int32 {
+	switch {
+	case read == nil:
+		return 0
+	case read == k.pvclockRead:
+		if s := *k.pvclockSrc; s != nil && s.state.Load() != onFallback {
+			return pvclock.ModePvclock
+		}
+	case read == k.tscRead:
+		return pvclock.ModeTSC
+	case read == k.portableRead:
+		return kernelModeMonotonic
+	}
+	return 0
+}
+
+// kernelModeMonotonic is modeOf's mode for the portable source: its
+// counter values plus monoBase are CLOCK_MONOTONIC's.
+const kernelModeMonotonic = -1
+
+// kernelLoadTries bounds the tries at the time data while the kernel
+// writes it (the vDSO spins there, for as long as it takes; a writer
+// preempted half-way would hold a reader here): some 50 µs, past which
+// the conversions recorded answer. An update's write takes a few
+// hundred ns, about 64 tries.
+const kernelLoadTries = 1 << 14
+
+// kernelMapping is what the exact path made of a reading.
+type kernelMapping int
+
+const (
+	kernelNone    kernelMapping = iota // not the kernel's counter: the paired map answers
+	kernelExact                        // the kernel's conversion answered
+	kernelBounded                      // the paired map answers, at most the value given
+)
+
+// slowAt is clock i's (0 CLOCK_MONOTONIC, 1 CLOCK_BOOTTIME) time at
+// value cyc of the counter of vDSO clock mode mode, past exactKernelTime's
+// common case: the current conversion not recorded yet (recorded here),
+// or cyc before its pivot (a reading from before the kernel's last
+// update), or the time data not read (have false: the kernel kept
+// writing it).
+//
+//go:noinline
+func (k *kernelConvs) slowAt(i int, cyc uint64, mode int32) (int64, kernelMapping) {
+	var cur pvclock.Conv
+	have := false
+	for range kernelLoadTries {
+		if cur, have = k.td.Load(k.layout); have {
+			break
+		}
+	}
+	if have && cur.Mode != mode {
+		return 0, kernelNone // the kernel converts another counter
+	}
+	var view [kernelHistoryLen + 1]kernelRecord // newest first
+	n := 0
+	if have {
+		k.record(&cur)
+	}
+	h := k.head.Load()
+	for j := h; j > 0 && j+kernelHistoryLen > h; j-- {
+		r, ok := k.slots[(j-1)%kernelHistoryLen].load(j)
+		if !ok {
+			break // overwritten meanwhile: older ones too
+		}
+		if n == 0 && have && int32(cur.Seq-r.conv.Seq) > 0 {
+			// Another goroutine holds the lock: the current conversion,
+			// unrecorded, goes first.
+			view[0] = kernelRecord{conv: cur, pivot: kernelPivot(&r.conv, &cur)}
+			n++
+		}
+		view[n] = r
+		n++
+	}
+	if n == 0 {
+		if !have {
+			return 0, kernelNone
+		}
+		view[0] = kernelRecord{conv: cur, pivot: cur.CycleLast}
+		n = 1
+	}
+	for x := range n {
+		r := &view[x]
+		if cyc < r.pivot {
+			continue
+		}
+		if r.conv.Mode != mode {
+			return 0, kernelNone
+		}
+		v := r.conv.At(i, cyc)
+		if x > 0 && view[x-1].conv.Seq != r.conv.Seq+2 {
+			// Conversions between r and the next one recorded were
+			// missed: r's time, but never past where the next one
+			// starts, so that the map stays monotonic.
+			next := &view[x-1]
+			v = min(v, next.conv.At(i, next.pivot))
+		}
+		return v, kernelExact
+	}
+	// Older than every conversion kept: the paired map, bounded by
+	// where the oldest one starts.
+	oldest := &view[n-1]
+	return oldest.conv.At(i, oldest.pivot), kernelBounded
+}
+
+// record appends cur to the conversions kept, with its pivot, unless it
+// is there already or older than the last one, or another goroutine is
+// recording.
+func (k *kernelConvs) record(cur *pvclock.Conv) {
+	if !k.mu.TryLock() {
+		return
+	}
+	defer k.mu.Unlock()
+	h := k.head.Load()
+	r := kernelRecord{conv: *cur, pivot: cur.CycleLast}
+	if h != 0 {
+		last, _ := k.slots[(h-1)%kernelHistoryLen].load(h) // the lock holds writers off
+		if last.conv.Seq == cur.Seq || int32(cur.Seq-last.conv.Seq) < 0 {
+			return
+		}
+		r.pivot = kernelPivot(&last.conv, cur)
+	}
+	s := &k.slots[h%kernelHistoryLen]
+	s.gen.Store(0)
+	s.store(&r)
+	s.gen.Store(h + 1)
+	k.head.Store(h + 1)
+}
+
+// kernelPivot is the counter value from which next is the kernel's
+// conversion, prev being the one before it: the counter value the
+// kernel read for the update (see above), where prev is next's direct
+// predecessor (its sequence count 2 before) and the arithmetic says so
+// exactly; next's cycle_last otherwise.
+func kernelPivot(prev, next *pvclock.Conv) uint64 {
+	span := next.CycleLast - prev.CycleLast
+	secs := next.Base[0].Sec - prev.Base[0].Sec
+	if prev.Seq+2 != next.Seq || prev.Mode != next.Mode || prev.Shift != next.Shift ||
+		next.Shift > 32 || next.CycleLast <= prev.CycleLast || secs > 1 {
+		return next.CycleLast
+	}
+	// (T_next - T_prev)(cycle_last) in 2^-shift ns, modulo 2^64: the
+	// true value is small (Δmult times less than a tick), so it reads
+	// right as an int64 however the terms wrap.
+	diff := int64(secs*1e9<<next.Shift + next.Base[0].Nsec - prev.Base[0].Nsec - span*uint64(prev.Mult))
+	dmult := int64(next.Mult) - int64(prev.Mult)
+	if dmult == 0 || diff%dmult != 0 {
+		return next.CycleLast
+	}
+	rem := -diff / dmult
+	if rem < 0 || uint64(rem) >= span {
+		return next.CycleLast
+	}
+	return next.CycleLast + uint64(rem)
+}
+
+// invertLine is the least counter value at which a bank (epochCyc,
+// base, scale), extended back before its epoch where delta is negative,
+// reads delta ns past its epoch: the value the reading was taken at, to
+// within the counts of one ns. A pure offset's (mult 2^shift, the
+// pvclock page's) is exact. ok is false past what 128 bits divide.
+//
+//go:noinline
+func invertLine(delta int64, epochCyc, base, scale uint64) (uint64, bool) {
+	mult, shift, mask := unpackScale(scale)
+	if uint64(mult) == 1<<shift {
+		return (epochCyc + uint64(delta)) & mask, true
+	}
+	// The least d with (d*mult + frac) >> shift >= delta, d of either
+	// sign (an arithmetic shift: floor): with x = delta<<shift - frac,
+	// d = ceil(x/mult) for x > 0 and -floor(-x/mult) otherwise.
+	frac := base + epochCyc*uint64(mult)
+	var hi, lo uint64
+	negative := delta < 0
+	if negative {
+		back := uint64(-delta)
+		hi, lo = back>>(63-shift)>>1, back<<shift
+		var carry uint64
+		lo, carry = bits.Add64(lo, frac, 0)
+		hi += carry
+	} else {
+		hi, lo = uint64(delta)>>(63-shift)>>1, uint64(delta)<<shift
+		var borrow uint64
+		lo, borrow = bits.Sub64(lo, frac, 0)
+		hi, borrow = bits.Sub64(hi, 0, borrow)
+		if borrow != 0 {
+			// Within frac of the epoch: -x = frac - delta<<shift, below
+			// 2^shift.
+			hi, lo, negative = 0, frac-uint64(delta)<<shift, true
+		}
+	}
+	if hi >= uint64(mult) {
+		return 0, false
+	}
+	d, r := bits.Div64(hi, lo, uint64(mult))
+	if negative {
+		return (epochCyc - d) & mask, true
+	}
+	if r != 0 {
+		d++
+	}
+	return (epochCyc + d) & mask, true
+}
+
+// exactKernelTime is the exact path of KernelTime for clock i: the
+// kernel's own conversion of the counter value the reading ns was taken
+// at, where the clock's line reads a counter the kernel converts. The
+// common case (the line's counter, a reading past the pivot of the
+// kernel's current conversion) is this one function and Convert: every
+// call is a few ns of a budget of half a Now.
+func (c *Clock) exactKernelTime(k *kernelConvs, i int, ns int64) (int64, kernelMapping) {
+	// The line, read as readers read it: its counter, and the counter
+	// value at which it reads ns (the epoch's for a reading before it).
+	var cyc uint64
+	var mode int32
+	before := false
+	for {
+		seq := c.latch.seq.Load()
+		b := &c.latch.banks[seq&1]
+		mode = k.modeOf(atomic.LoadPointer(&b.read))
+		since, offset := c.lineSince.Load(), b.offset.Load()
+		var epochCyc, base, scale uint64
+		var epochNs int64
+		if offset == 0 {
+			epochCyc, epochNs = b.epochCyc.Load(), b.epochNs.Load()
+			base, scale = b.base.Load(), b.scale.Load()
+		}
+		if c.latch.seq.Load() != seq {
+			continue
+		}
+		if mode == 0 {
+			return 0, kernelNone
+		}
+		if ns < since {
+			// From before a switch: the line says nothing of it.
+			ns, before = since, true
+		}
+		if offset != 0 {
+			// A pure offset (the pvclock page's line): the counter value
+			// is the reading less the offset, within the counter's width
+			// (fastMax keeps its readings below it).
+			cyc = uint64(ns - offset)
+			break
+		}
+		var ok bool
+		if cyc, ok = invertLine(ns-epochNs, epochCyc, base, scale); !ok {
+			return 0, kernelNone
+		}
+		break
+	}
+	if mode == kernelModeMonotonic {
+		return k.monotonicAt(i, int64(cyc)+monoBase, before)
+	}
+	if !before {
+		kt, seq, kmode, ok := k.td.Convert(k.layout, i, cyc)
+		if ok && kmode == mode {
+			if h := k.head.Load(); h != 0 {
+				s := &k.slots[(h-1)%kernelHistoryLen]
+				if s.gen.Load() == h && uint32(s.seqMode.Load()>>32) == seq {
+					pivot := s.pivot.Load()
+					if s.gen.Load() == h && cyc >= pivot {
+						return kt, kernelExact
+					}
+				}
+			}
+		}
+	}
+	kt, how := k.slowAt(i, cyc, mode)
+	if before && how == kernelExact {
+		return kt, kernelBounded // at most the time at the line's start
+	}
+	return kt, how
+}
+
+// monotonicAt is clock i's time at the instant CLOCK_MONOTONIC read
+// mono (the portable source's reading): mono itself, and for
+// CLOCK_BOOTTIME mono plus the time spent suspended as the conversion of
+// that instant says (it changes only at a resume). before says the
+// reading is from before the clock's line: bounded, then.
+func (k *kernelConvs) monotonicAt(i int, mono int64, before bool) (int64, kernelMapping) {
+	how := kernelExact
+	if before {
+		how = kernelBounded
+	}
+	if i == 0 {
+		return mono, how
+	}
+	for range kernelLoadTries {
+		if offset, from, ok := k.td.BootOffset(k.layout); ok {
+			if mono > from {
+				return mono + offset, how
+			}
+			break
+		}
+	}
+	return k.bootFromHistory(mono, how)
+}
+
+// bootFromHistory is monotonicAt's CLOCK_BOOTTIME for a reading from
+// before the kernel's current conversion: the offset of the conversion
+// recorded that started before it, where the conversions from it on
+// were all seen (so no resume between was missed) or all have its
+// offset; otherwise, and for a reading older than every conversion
+// kept, the paired map's, bounded by the time the next conversion seen
+// starts at.
+//
+//go:noinline
+func (k *kernelConvs) bootFromHistory(mono int64, how kernelMapping) (int64, kernelMapping) {
+	var newer *kernelRecord
+	var rec kernelRecord
+	bound := int64(math.MaxInt64)
+	h := k.head.Load()
+	for j := h; j > 0 && j+kernelHistoryLen > h; j-- {
+		r, ok := k.slots[(j-1)%kernelHistoryLen].load(j)
+		if !ok {
+			break
+		}
+		offset, from := bootOffsetOf(&r.conv)
+		if mono > from {
+			if newer != nil && newer.conv.Seq != r.conv.Seq+2 {
+				if newerOffset, _ := bootOffsetOf(&newer.conv); newerOffset != offset {
+					break // a resume may lie between
+				}
+			}
+			return mono + offset, how
+		}
+		bound = from + offset
+		rec = r
+		newer = &rec
+	}
+	if bound == math.MaxInt64 {
+		return 0, kernelNone
+	}
+	return bound, kernelBounded
+}
+
+// bootOffsetOf is BootOffset of a recorded conversion.
+func bootOffsetOf(c *pvclock.Conv) (offset, from int64) {
+	mono, boot := c.At(0, c.CycleLast), c.At(1, c.CycleLast)
+	return boot - mono, mono
+}
+
+// exactKernelLocked says, for Info, how exactly the clock maps onto
+// kernel clock i now: "" where the exact path does not answer (the
+// clock's counter is not the one the kernel converts, or the vDSO's
+// time data cannot be read).
+func (c *Clock) exactKernelLocked(i int) string {
+	k := kernelConvsOn.Load()
+	if k == nil || i >= len(pvclock.Conv{}.Base) {
+		return ""
+	}
+	mode := k.modeOf(funcPtr(c.cur.read))
+	if mode == kernelModeMonotonic {
+		return "exact: the clock reads CLOCK_MONOTONIC itself (the portable source)"
+	}
+	var cur pvclock.Conv
+	ok := false
+	for range kernelLoadTries {
+		if cur, ok = k.td.Load(k.layout); ok {
+			break
+		}
+	}
+	if mode == 0 || !ok || cur.Mode != mode {
+		return ""
+	}
+	counter := "the TSC"
+	if mode == pvclock.ModePvclock {
+		counter = "the kvm-clock page"
+	}
+	return fmt.Sprintf("exact: the kernel's own conversion of %s (vDSO clock mode %d, its last %d updates)", counter, mode, kernelHistoryLen)
+}

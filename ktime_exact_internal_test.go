@@ -1,0 +1,523 @@
+package schedclock
+
+import (
+	"encoding/binary"
+	"math/big"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock/internal/pvclock"
+)
+
+// fakeTimeData is a vDSO time data page in the 6.18 layout (basetime at
+// 40), in memory a test writes: put publishes a conversion in it as the
+// kernel does (seq odd, fields, seq even).
+type fakeTimeData struct {
+	words [pvclock.TimeDataSize / 8]uint64
+	k     *kernelConvs
+}
+
+func newFakeTimeData(t *testing.T) *fakeTimeData {
+	f := &fakeTimeData{}
+	b := f.bytes()
+	binary.NativeEndian.PutUint64(b[24:], ^uint64(0)) // mask
+	binary.NativeEndian.PutUint32(b[32:], 1<<23)
+	binary.NativeEndian.PutUint32(b[36:], 23)
+	binary.NativeEndian.PutUint64(b[136:], 777) // CLOCK_MONOTONIC_COARSE
+	binary.NativeEndian.PutUint64(b[144:], 12345)
+	l, ok := pvclock.FindLayout(b, 777, 12345)
+	require.True(t, ok)
+	f.k = &kernelConvs{td: (*pvclock.TimeData)(unsafe.Pointer(&f.words[0])), layout: l}
+	return f
+}
+
+func (f *fakeTimeData) bytes() []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(&f.words[0])), len(f.words)*8)
+}
+
+func (f *fakeTimeData) put(c pvclock.Conv) {
+	b := f.bytes()
+	binary.NativeEndian.PutUint32(b[0:], c.Seq|1)
+	binary.NativeEndian.PutUint32(b[4:], uint32(c.Mode))
+	binary.NativeEndian.PutUint64(b[8:], c.CycleLast)
+	binary.NativeEndian.PutUint32(b[32:], c.Mult)
+	binary.NativeEndian.PutUint32(b[36:], c.Shift)
+	for i, at := range []int{56, 152} {
+		binary.NativeEndian.PutUint64(b[at:], c.Base[i].Sec)
+		binary.NativeEndian.PutUint64(b[at+8:], c.Base[i].Nsec)
+	}
+	binary.NativeEndian.PutUint32(b[0:], c.Seq)
+}
+
+// kernelUpdate is the conversion the kernel publishes after prev when
+// it reads the counter at now: whole ticks of interval accumulated into
+// cycle_last, and mult changed by dmult with xtime_nsec corrected so
+// that both agree at now (timekeeping_advance, timekeeping_apply_adjustment).
+func kernelUpdate(prev pvclock.Conv, now, interval uint64, dmult int64) pvclock.Conv {
+	ticks := (now - prev.CycleLast) / interval
+	next := prev
+	next.Seq += 2
+	next.CycleLast += ticks * interval
+	next.Mult = uint32(int64(prev.Mult) + dmult)
+	rem := now - next.CycleLast
+	for i := range next.Base {
+		nsec := prev.Base[i].Nsec + ticks*interval*uint64(prev.Mult) - uint64(dmult*int64(rem))
+		whole := uint64(1e9) << prev.Shift
+		next.Base[i].Sec += nsec / whole
+		next.Base[i].Nsec = nsec % whole
+	}
+	return next
+}
+
+var firstConv = pvclock.Conv{Seq: 100, Mode: pvclock.ModePvclock, CycleLast: 5_000_000_000, Mult: 1<<23 + 2000, Shift: 23,
+	Base: [2]pvclock.Timestamp{{Sec: 5, Nsec: 3 << 23}, {Sec: 9, Nsec: 3 << 23}}}
+
+// TestKernelPivot: the pivot of an update is the counter value the
+// kernel read for it, exactly, whichever way mult moved; where the
+// conversions are not consecutive, or their arithmetic does not divide,
+// it is cycle_last.
+func TestKernelPivot(t *testing.T) {
+	const interval = 4_000_000
+	for _, dmult := range []int64{1, -1, 4194, -4194} {
+		now := firstConv.CycleLast + interval + 987_654
+		next := kernelUpdate(firstConv, now, interval, dmult)
+		assert.Equal(t, now, kernelPivot(&firstConv, &next), "Δmult %+d", dmult)
+		assert.Equal(t, next.At(0, now), firstConv.At(0, now), "both agree at the pivot")
+		skipped := next
+		skipped.Seq += 2
+		assert.Equal(t, next.CycleLast, kernelPivot(&firstConv, &skipped), "not consecutive")
+		off := next
+		off.Base[0].Nsec++
+		if dmult != 1 && dmult != -1 {
+			assert.Equal(t, next.CycleLast, kernelPivot(&firstConv, &off), "does not divide")
+		}
+		// Divides, but puts the kernel's read outside the update's
+		// span (after the next cycle_last's tick, or before its own).
+		far := next
+		far.Base[0].Nsec -= uint64(4194 * 2 * (next.CycleLast - firstConv.CycleLast))
+		assert.Equal(t, next.CycleLast, kernelPivot(&firstConv, &far), "Δmult %+d: outside the span", dmult)
+	}
+	same := kernelUpdate(firstConv, firstConv.CycleLast+4_500_000, interval, 0)
+	assert.Equal(t, same.CycleLast, kernelPivot(&firstConv, &same), "Δmult 0: the two agree from cycle_last on")
+}
+
+// TestKernelConversionInForce: a reading maps through the conversion
+// that was the kernel's when it was taken: the one before an update up
+// to the update's pivot (past the new cycle_last), the new one from it;
+// so both around an adjtimex-sized change of mult, where the two differ
+// by microseconds.
+func TestKernelConversionInForce(t *testing.T) {
+	f := newFakeTimeData(t)
+	const interval = 4_000_000
+	q := firstConv
+	f.put(q)
+	mode := int32(pvclock.ModePvclock)
+	kt, how := f.k.slowAt(0, q.CycleLast+10, mode)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, q.At(0, q.CycleLast+10), kt)
+
+	now := q.CycleLast + interval + 3_000_000
+	n := kernelUpdate(q, now, interval, 4194)
+	f.put(n)
+	for _, cyc := range []uint64{n.CycleLast, n.CycleLast + 1_000_000, now - 1} {
+		kt, how := f.k.slowAt(0, cyc, mode)
+		require.Equal(t, kernelExact, how)
+		assert.Equal(t, q.At(0, cyc), kt, "before the pivot: the old conversion")
+		if now-cyc > 1000 {
+			assert.NotEqual(t, n.At(0, cyc), kt, "the new one differs there")
+		}
+	}
+	for _, cyc := range []uint64{now, now + 1_000_000} {
+		kt, how := f.k.slowAt(0, cyc, mode)
+		require.Equal(t, kernelExact, how)
+		assert.Equal(t, n.At(0, cyc), kt, "from the pivot: the new conversion")
+	}
+	// CLOCK_BOOTTIME too.
+	kt, how = f.k.slowAt(1, now+5, mode)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, n.At(1, now+5), kt)
+
+	// Another mode is not the kernel's counter.
+	_, how = f.k.slowAt(0, now, pvclock.ModeTSC)
+	assert.Equal(t, kernelNone, how)
+
+	// A conversion older than the last recorded (a goroutine that read
+	// it before the update and records it after) is not recorded.
+	h := f.k.head.Load()
+	f.k.record(&q)
+	assert.Equal(t, h, f.k.head.Load())
+	f.k.record(&n)
+	assert.Equal(t, h, f.k.head.Load(), "nor one recorded already")
+}
+
+// TestKernelTimeModeMustMatch: a line on the pvclock page maps exactly
+// only while the kernel's vDSO converts the pvclock page (clock mode 2),
+// and while the shared Source reads the page, not its fall back.
+func TestKernelTimeModeMustMatch(t *testing.T) {
+	f := newFakeTimeData(t)
+	q := firstConv
+	f.put(q)
+	c := newPvclockLineClock(t, f.k)
+	reading := int64(q.CycleLast) + pvclockLineOffset + 1000
+	_, how := c.exactKernelTime(f.k, 0, reading)
+	require.Equal(t, kernelExact, how)
+	_, how = c.exactKernelTime(f.k, 0, reading)
+	require.Equal(t, kernelExact, how, "the fast path")
+	tsc := q
+	tsc.Seq += 2
+	tsc.Mode = pvclock.ModeTSC
+	tsc.CycleLast += 5000
+	f.put(tsc)
+	_, how = c.exactKernelTime(f.k, 0, reading)
+	assert.Equal(t, kernelNone, how, "the kernel converts the TSC")
+	_, how = f.k.slowAt(0, tsc.CycleLast+1, pvclock.ModeTSC) // a TSC line's call records it
+	require.Equal(t, kernelExact, how)
+	_, how = c.exactKernelTime(f.k, 0, int64(tsc.CycleLast)+pvclockLineOffset+1)
+	assert.Equal(t, kernelNone, how, "the kernel converts the TSC, its conversion recorded")
+	// A reading from before the kernel went to the TSC, mapped after:
+	// the conversion in force then converted another counter.
+	_, how = f.k.slowAt(0, q.CycleLast+1000, pvclock.ModeTSC)
+	assert.Equal(t, kernelNone, how)
+	f.put(q)
+	(*f.k.pvclockSrc).state.Store(onFallback)
+	_, how = c.exactKernelTime(f.k, 0, reading)
+	assert.Equal(t, kernelNone, how, "the Source reads its fall back")
+}
+
+// TestKernelTimeBoundsTheMapBeforeTheExactPath: a reading the exact path
+// leaves to the paired map (before the line's epoch) maps no later than
+// the exact path's start, however far ahead the map runs.
+func TestKernelTimeBoundsTheMapBeforeTheExactPath(t *testing.T) {
+	f := newFakeTimeData(t)
+	q := firstConv
+	f.put(q)
+	c := newPvclockLineClock(t, f.k)
+	saved := kernelConvsOn.Swap(f.k) // no other test maps meanwhile: none runs in parallel
+	t.Cleanup(func() { kernelConvsOn.Store(saved) })
+	c.kernelTick = (*Clock).tickKernelMapsLocked
+	c.kernelOn.Store(true)
+	r := &c.kernel[0]
+	r.firstSeg[0] = wallSegment{at: 0, wall: 1 << 60} // far ahead
+	r.first.segs = r.firstSeg[:]
+	r.m.Store(&r.first)
+	epoch := int64(q.CycleLast) + pvclockLineOffset
+	kt, ok := c.KernelTime(KernelMonotonic, Instant(epoch-1))
+	require.True(t, ok)
+	assert.Equal(t, q.At(0, q.CycleLast), kt)
+	kt, ok = c.KernelTime(KernelMonotonic, Instant(epoch+1))
+	require.True(t, ok)
+	assert.Equal(t, q.At(0, q.CycleLast+1), kt)
+}
+
+// TestKernelConversionsMissedAndOld: a reading whose conversion was
+// missed (the process saw none in between) maps through the last one
+// seen before it but never past where the next one seen starts; one
+// older than every conversion kept is left to the paired map, bounded
+// by where the oldest starts.
+func TestKernelConversionsMissedAndOld(t *testing.T) {
+	f := newFakeTimeData(t)
+	const interval = 4_000_000
+	mode := int32(pvclock.ModePvclock)
+	q := firstConv
+	f.put(q)
+	f.k.slowAt(0, q.CycleLast, mode)
+	missed := kernelUpdate(q, q.CycleLast+interval+100, interval, -4194)
+	n := kernelUpdate(missed, missed.CycleLast+interval+100, interval, 0)
+	n.Base[0].Nsec += 5000 << 23 // 5 µs ahead of q: q's time is past it only late
+	f.put(n)
+	f.k.slowAt(0, n.CycleLast+200, mode)
+	cyc := n.CycleLast - 1
+	kt, how := f.k.slowAt(0, cyc, mode)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, min(q.At(0, cyc), n.At(0, n.CycleLast)), kt)
+	late := n
+	late.Base[0].Nsec -= 10000 << 23 // now q's time runs past n's start
+	f2 := newFakeTimeData(t)
+	f2.put(q)
+	f2.k.slowAt(0, q.CycleLast, mode)
+	f2.put(late)
+	f2.k.slowAt(0, late.CycleLast, mode)
+	kt, how = f2.k.slowAt(0, late.CycleLast-1, mode)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, late.At(0, late.CycleLast), kt, "never past where the next conversion seen starts")
+	assert.Less(t, kt, q.At(0, late.CycleLast-1))
+
+	kt, how = f.k.slowAt(0, q.CycleLast-1, mode)
+	assert.Equal(t, kernelBounded, how, "older than every conversion kept")
+	assert.Equal(t, q.At(0, q.CycleLast), kt)
+
+	// History wraps: the oldest go.
+	cur := n
+	for range kernelHistoryLen {
+		cur = kernelUpdate(cur, cur.CycleLast+interval+100, interval, 1)
+		f.put(cur)
+		f.k.slowAt(0, cur.CycleLast+200, mode)
+	}
+	_, how = f.k.slowAt(0, n.CycleLast+200, mode)
+	assert.Equal(t, kernelBounded, how, "n is no longer kept")
+}
+
+// TestKernelFastPathNeedsTheCurrentPivot: the common case answers only
+// past the pivot of the current conversion, recorded: a reading from
+// before an update, mapped after it, goes to slowAt (which picks the
+// old conversion), and so does one whose conversion is not recorded.
+func TestKernelFastPathNeedsTheCurrentPivot(t *testing.T) {
+	f := newFakeTimeData(t)
+	const interval = 4_000_000
+	q := firstConv
+	f.put(q)
+	c := newPvclockLineClock(t, f.k)
+	mode := int32(pvclock.ModePvclock)
+	f.k.slowAt(0, q.CycleLast, mode)
+	now := q.CycleLast + interval + 3_000_000
+	n := kernelUpdate(q, now, interval, 4194)
+	f.put(n)
+	f.k.slowAt(0, now+1, mode) // recorded
+	for _, cyc := range []uint64{now - 1_000_000, now, now + 1_000_000} {
+		want, _ := f.k.slowAt(0, cyc, mode)
+		got, how := c.exactKernelTime(f.k, 0, int64(cyc)+pvclockLineOffset)
+		require.Equal(t, kernelExact, how)
+		assert.Equal(t, want, got, "cyc %d", cyc)
+	}
+	// A conversion not recorded yet, whose pivot cycle_last would
+	// misplace.
+	next := kernelUpdate(n, now+interval+3_500_000, interval, -4194)
+	f.put(next)
+	cyc := next.CycleLast + 1000 // before its pivot: n's
+	got, how := c.exactKernelTime(f.k, 0, int64(cyc)+pvclockLineOffset)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, n.At(0, cyc), got)
+	// Readings from before the line's epoch are bounded, not exact.
+	_, how = c.exactKernelTime(f.k, 0, pvclockLineOffset+int64(q.CycleLast)-1)
+	assert.Equal(t, kernelBounded, how)
+	// So are readings from before the line's start, however recent:
+	// they map no later than the start.
+	since := int64(now) + pvclockLineOffset
+	c.lineSince.Store(since)
+	kt, how := c.exactKernelTime(f.k, 0, since-1000)
+	assert.Equal(t, kernelBounded, how)
+	assert.Equal(t, n.At(0, now), kt)
+}
+
+// pvclockLineOffset is newPvclockLineClock's reading less its counter.
+const pvclockLineOffset = -4_000_000_000
+
+// newPvclockLineClock is a Clock whose line reads the (fake) kernel
+// counter of k as a pure offset from firstConv's cycle_last on: the
+// pvclock page's line.
+func newPvclockLineClock(t *testing.T, k *kernelConvs) *Clock {
+	k.pvclockRead = funcPtr(func() uint64 { return 0 })
+	k.tscRead = nil
+	src := &paravirtSource{}
+	k.pvclockSrc = &src
+	c := &Clock{clockState: &clockState{}}
+	ln := line{read: ptrFunc(k.pvclockRead), conv: conversion{mult: 1 << 23, shift: 23, mask: 1<<63 - 1},
+		epochCyc: firstConv.CycleLast, epochNs: int64(firstConv.CycleLast) + pvclockLineOffset}
+	c.cur = ln
+	c.lineSince.Store(ln.epochNs)
+	c.latch.publish(&c.cur, func(string) {})
+	return c
+}
+
+// extendedAt is ln's reading d counts from its epoch, extended back
+// before it for a negative d (floor((d*mult + frac) / 2^shift)).
+func extendedAt(ln *line, d int64) int64 {
+	num := new(big.Int).Mul(big.NewInt(d), big.NewInt(int64(ln.conv.mult)))
+	num.Add(num, new(big.Int).SetUint64(ln.frac))
+	den := new(big.Int).Lsh(big.NewInt(1), uint(ln.conv.shift))
+	q := new(big.Int).Div(num, den) // Euclidean: floor for a positive divisor
+	return ln.epochNs + q.Int64()
+}
+
+// TestInvertLine: the counter value invertLine finds reads the reading,
+// and is the least that does, for lines of several rates; a pure
+// offset's is the reading less the offset.
+func TestInvertLine(t *testing.T) {
+	for _, hz := range []uint64{1e9, 2_994_000_000, 24_000_000, 3_579_545} {
+		conv, err := newConversion(Source{Name: "t", Read: func() uint64 { return 0 }, Bits: 64, Rate: hz})
+		require.NoError(t, err)
+		ln := line{conv: conv, epochCyc: 123_456_789, epochNs: 5e9, frac: uint64(1)<<conv.shift - 7}
+		if uint64(conv.mult) == 1<<conv.shift {
+			ln.frac = 0
+		}
+		var b bank
+		b.store(&ln, func(string) {})
+		for _, d := range []int64{0, 1, 2, 3, 1000, 999_999_937, 3 << 40, -1, -2, -1000, -99_999_999} {
+			cyc := ln.epochCyc + uint64(d)
+			ns := extendedAt(&ln, d)
+			got, ok := invertLine(ns-ln.epochNs, ln.epochCyc, b.base.Load(), b.scale.Load())
+			require.True(t, ok)
+			back := extendedAt(&ln, int64(got-ln.epochCyc))
+			assert.Equal(t, ns, back, "%d Hz, delta %d: the value found reads the reading", hz, d)
+			assert.LessOrEqual(t, int64(got-cyc), int64(0), "%d Hz, delta %d", hz, d)
+			before := extendedAt(&ln, int64(got-ln.epochCyc)-1)
+			assert.Less(t, before, ns, "%d Hz, delta %d: the least such value", hz, d)
+		}
+	}
+}
+
+// TestKernelConversionPivotLive: on this machine's kernel, every update
+// seen after its predecessor that changed mult (NTP moves it by ±1 at
+// many updates while it corrects) pivots by the arithmetic (Δmult
+// divides the two conversions' difference), and its pivot lies at or
+// after cycle_last and before the update was seen.
+func TestKernelConversionPivotLive(t *testing.T) {
+	kc := kernelConvsOnce.get()
+	if kc == nil {
+		t.Skip("no vDSO time data here, or no conversion where this package looks")
+	}
+	k := struct {
+		td     *pvclock.TimeData
+		layout pvclock.Layout
+	}{kc.td, kc.layout}
+	var prev pvclock.Conv
+	pairs, pivoted := 0, 0
+	for deadline := time.Now().Add(500 * time.Millisecond); time.Now().Before(deadline); {
+		cur, ok := k.td.Load(k.layout)
+		if !ok || cur.Seq == prev.Seq {
+			continue
+		}
+		if prev.Seq+2 == cur.Seq {
+			pairs++
+			p := kernelPivot(&prev, &cur)
+			assert.GreaterOrEqual(t, p, cur.CycleLast)
+			if p != cur.CycleLast {
+				pivoted++
+			} else {
+				assert.Equal(t, prev.Mult, cur.Mult, "mult changed, yet no pivot: %+v after %+v", cur, prev)
+			}
+			if cur.Mode == pvclock.ModePvclock && pvclock.Supported {
+				if pg, err := foundParavirt(); err == nil && pg.pv != nil {
+					ns, _, ok := pvclock.Read(pg.pv)
+					if ok {
+						assert.Less(t, p, ns, "the pivot is a counter value before the update was seen")
+					}
+				}
+			}
+		}
+		prev = cur
+	}
+	t.Logf("%d consecutive updates, %d pivoted by the arithmetic", pairs, pivoted)
+	require.NotZero(t, pairs)
+}
+
+// TestLineSinceFollowsSwitches: a fold (the same counter and conversion,
+// exactly continued) keeps the start of the readings the line inverts;
+// a new counter, a new conversion or a step starts it again at the new
+// line's epoch.
+func TestLineSinceFollowsSwitches(t *testing.T) {
+	read := func() uint64 { return 0 }
+	other := func() uint64 { return 1 }
+	conv, err := newConversion(Source{Name: "t", Read: read, Bits: 64, Rate: 2_994_000_000})
+	require.NoError(t, err)
+	c := &Clock{clockState: &clockState{step: func(string) {}}}
+	first := line{read: read, conv: conv, epochCyc: 1000, epochNs: 5e9, frac: 12345}
+	c.publishLocked(first)
+	assert.Equal(t, first.epochNs, c.lineSince.Load())
+
+	fold := first
+	fold.epochCyc = 1000 + 7_777_777
+	fold.epochNs, fold.frac = first.at(fold.epochCyc)
+	c.publishLocked(fold)
+	assert.Equal(t, first.epochNs, c.lineSince.Load(), "a fold continues the line")
+
+	for _, next := range []line{
+		{read: other, conv: fold.conv, epochCyc: fold.epochCyc + 10, epochNs: fold.epochNs + 3},
+		{read: read, conv: conversion{mult: conv.mult + 1, shift: conv.shift, mask: conv.mask}, epochCyc: fold.epochCyc + 10, epochNs: fold.epochNs + 3},
+		{read: read, conv: conv, epochCyc: fold.epochCyc + 10, epochNs: fold.epochNs + 1000, frac: fold.frac},
+	} {
+		c.publishLocked(fold)
+		c.lineSince.Store(first.epochNs)
+		c.publishLocked(next)
+		assert.Equal(t, next.epochNs, c.lineSince.Load())
+	}
+}
+
+// TestKernelTimeOnATSCLine: a line that reads the TSC (a conversion of
+// its own, 2.994 GHz) on a kernel whose vDSO converts the TSC (clock
+// mode 1) maps a reading to the kernel's time at the counter value it
+// was taken at, to within the ns the reading rounded.
+func TestKernelTimeOnATSCLine(t *testing.T) {
+	f := newFakeTimeData(t)
+	tsc := pvclock.Conv{Seq: 100, Mode: pvclock.ModeTSC, CycleLast: 9_000_000_000, Mult: 5_603_000, Shift: 24,
+		Base: [2]pvclock.Timestamp{{Sec: 3, Nsec: 1 << 23}, {Sec: 4, Nsec: 1 << 23}}}
+	f.put(tsc)
+	f.k.pvclockRead = nil
+	f.k.tscRead = funcPtr(func() uint64 { return 0 })
+	conv, err := newConversion(Source{Name: "t", Read: ptrFunc(f.k.tscRead), Bits: 64, Rate: 2_994_000_000})
+	require.NoError(t, err)
+	c := &Clock{clockState: &clockState{}}
+	c.cur = line{read: ptrFunc(f.k.tscRead), conv: conv, epochCyc: tsc.CycleLast - 1_000_000, epochNs: 7e9, frac: 12345}
+	c.lineSince.Store(c.cur.epochNs)
+	c.latch.publish(&c.cur, func(string) {})
+	for _, cyc := range []uint64{tsc.CycleLast + 3, tsc.CycleLast + 4, tsc.CycleLast + 5, tsc.CycleLast + 12_345_678} {
+		reading, _ := c.cur.at(cyc)
+		kt, how := c.exactKernelTime(f.k, 0, reading)
+		require.Equal(t, kernelExact, how)
+		want := tsc.At(0, cyc)
+		assert.LessOrEqual(t, want-kt, int64(1), "cyc %d", cyc)
+		assert.LessOrEqual(t, kt, want, "cyc %d: the least counter value that reads the reading", cyc)
+	}
+}
+
+// TestKernelTimeOnThePortableLine: a line on the portable source maps a
+// reading to CLOCK_MONOTONIC by adding back monoBase, and to
+// CLOCK_BOOTTIME with the boot offset of the conversion in force:
+// across a resume (a conversion whose boot offset grew), a reading from
+// before it keeps the old offset, where the conversions between were
+// seen; and is bounded where a resume may have been missed.
+func TestKernelTimeOnThePortableLine(t *testing.T) {
+	f := newFakeTimeData(t)
+	f.k.portableRead = portableReadPtr
+	q := firstConv
+	q.Base[0].Sec = uint64(monoBase/1e9) + 10 // CLOCK_MONOTONIC past the portable source's origin
+	q.Base[1].Sec = q.Base[0].Sec + 4
+	f.put(q)
+	f.k.slowAt(0, q.CycleLast, pvclock.ModePvclock) // recorded
+	c := &Clock{clockState: &clockState{}}
+	c.cur = line{read: readMono, conv: conversion{mult: 1 << 23, shift: 23, mask: 1<<63 - 1}, epochCyc: 0, epochNs: 1000}
+	c.lineSince.Store(c.cur.epochNs)
+	c.latch.publish(&c.cur, func(string) {})
+	qMono, qOffset := q.At(0, q.CycleLast), q.At(1, q.CycleLast)-q.At(0, q.CycleLast)
+	reading := qMono - monoBase + 1000 + 5 // 5 ns after q's start
+	kt, how := c.exactKernelTime(f.k, 0, reading)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, qMono+5, kt)
+	kt, how = c.exactKernelTime(f.k, 1, reading)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, qMono+5+qOffset, kt)
+
+	// A resume: CLOCK_MONOTONIC goes on from where it stopped, the boot
+	// offset grows by the time asleep.
+	// Suspended 1 s after q's start, for an hour.
+	r := q
+	r.Seq += 2
+	r.CycleLast += 1e9 + 3600e9
+	r.Base[0].Sec++
+	r.Base[1].Sec += 1 + 3600
+	f.put(r)
+	f.k.slowAt(0, r.CycleLast, pvclock.ModePvclock)
+	kt, how = c.exactKernelTime(f.k, 1, reading)
+	require.Equal(t, kernelExact, how, "from before the resume: the offset then")
+	assert.Equal(t, qMono+5+qOffset, kt)
+	kt, how = c.exactKernelTime(f.k, 1, reading+1e9+10)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, qMono+1e9+15+qOffset+3600e9, kt, "after it: the new offset")
+
+	// The resume missed (sequence counts 4 apart, another offset): a
+	// reading before the last conversion seen is bounded by its start.
+	g := newFakeTimeData(t)
+	g.k.portableRead = portableReadPtr
+	g.put(q)
+	g.k.slowAt(0, q.CycleLast, pvclock.ModePvclock)
+	r.Seq += 2
+	g.put(r)
+	g.k.slowAt(0, r.CycleLast, pvclock.ModePvclock)
+	kt, how = c.exactKernelTime(g.k, 1, reading)
+	assert.Equal(t, kernelBounded, how)
+	assert.Equal(t, r.At(1, r.CycleLast), kt)
+}
