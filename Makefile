@@ -191,7 +191,7 @@ integrations:
 # Root, perf and tracefs; each test skips with the reason where one is
 # missing.
 kernel-trace:
-	$(GO) test -count=1 -v -run 'Join' ./examples/perfjoin
+	SCHEDCLOCK_KERNEL_TRACE=1 $(GO) test -count=1 -v -run 'Join' ./examples/perfjoin
 	SCHEDCLOCK_SLEW=1 $(GO) test -count=1 -v -run 'KernelTime' .
 
 # Every safeguard of the read path removed in turn, in a copy of the tree:

@@ -109,6 +109,7 @@ type line struct {
 	epochCyc uint64
 	epochNs  int64
 	frac     uint64 // remainder in 2^-shift ns, always < 1<<shift
+	frozen   bool   // a switch's freezer reads it (see freeze); not published to readers
 }
 
 // at evaluates the line at counter value cyc exactly as readers do, and

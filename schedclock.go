@@ -100,6 +100,8 @@ type clockState struct {
 	// continued each other up to it (publishLocked). KernelTime's exact
 	// path inverts the current line for readings from it on.
 	lineSince atomic.Int64
+	// live is the last line published that was not a freezer's.
+	live line
 
 	wakes   int           // how often the background goroutine woke: each is CPU an idle process pays
 	wake    chan struct{} // tells the background goroutine to look again
@@ -336,9 +338,16 @@ func lateFold(ln line, cyc uint64, elapsed int64) (lost uint64, forward bool) {
 }
 
 func (c *Clock) publishLocked(ln line) {
-	if !c.cur.continuedBy(&ln) {
-		// Before the publication: a reader of the new line sees it.
-		c.lineSince.Store(ln.epochNs)
+	// A switch's freezer line is the current line read through the
+	// freezer: it neither starts a line nor ends one, and the line
+	// published after it continues the one before it or not (a switch
+	// to the same counter at the same rate continues it).
+	if !ln.frozen {
+		if !c.live.continuedBy(&ln) {
+			// Before the publication: a reader of the new line sees it.
+			c.lineSince.Store(ln.epochNs)
+		}
+		c.live = ln
 	}
 	c.cur = ln
 	c.latch.publish(&c.cur, c.step)

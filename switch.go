@@ -260,7 +260,7 @@ func (c *Clock) switchLine(next func() uint64, conv conversion, anchor anchorFun
 func (c *Clock) freeze(stepPrefix string) (pinnedCyc uint64, ns int64, frac uint64) {
 	fz := c.newFreezer()
 	frozen := c.cur
-	frozen.read = fz.read
+	frozen.read, frozen.frozen = fz.read, true
 	c.publishLocked(frozen)
 	c.step(stepPrefix + ".frozen")
 	pinnedCyc = blamed(false, fz.read)
