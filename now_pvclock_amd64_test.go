@@ -139,9 +139,17 @@ func onSyntheticPvclockWith(t *testing.T, first *pvclock.Pvclock, raw func() int
 	}
 	s, err := newParavirtSource(page, raw)
 	require.NoError(t, err)
+	// The default clock's Info reads the shared state under its lock
+	// (pvclockStatus), from its background goroutine too: swap it there.
+	defaultClock.mu.Lock()
 	saved := pvclockShared
 	pvclockShared.page, pvclockShared.src = pg, s
-	defer func() { pvclockShared = saved }()
+	defaultClock.mu.Unlock()
+	defer func() {
+		defaultClock.mu.Lock()
+		pvclockShared = saved
+		defaultClock.mu.Unlock()
+	}()
 	c, err := New(src)
 	require.NoError(t, err)
 	defer c.Close()
