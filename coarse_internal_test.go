@@ -47,7 +47,9 @@ func TestCoarseTickerStartsAtOnce(t *testing.T) {
 func TestCoarseTickerClearsAnOldValueWhenItStarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		c, err := New(Source{Name: "fake time", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(start)) }})
+		// A resolution of kernelTickMax: the kernel's ticks (real time,
+		// outside the bubble) would refresh a stale value too.
+		c, err := New(Source{Name: "fake time", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(start)) }}, WithCoarseResolution(kernelTickMax))
 		require.NoError(t, err)
 		defer func() { require.NoError(t, c.Close()) }()
 		c.coarseRunning.Store(true) // Coarse asks for no ticker
