@@ -247,3 +247,51 @@ func skipEmulated(t *testing.T) {
 		t.Skip("under an emulator: no vDSO time data, and clock_gettime's brackets are qemu's")
 	}
 }
+
+// TestKernelTimeOfReadingsFromBeforeASwitch: readings a clock took on
+// one counter, mapped after it switched to another (the default clock's
+// set-up does so, from the portable source to the hardware's counter),
+// map as exactly as they would have before the switch: each inside its
+// [clock_gettime, clock_gettime] bracket.
+func TestKernelTimeOfReadingsFromBeforeASwitch(t *testing.T) {
+	skipEmulated(t)
+	hw, err := schedclock.Paravirt()
+	if err != nil {
+		var errHw error
+		if hw, errHw = schedclock.Hardware(); errHw != nil {
+			t.Skipf("no counter the kernel converts to switch to: %v; %v", err, errHw)
+		}
+	}
+	vc, err := vdso.Open(vdso.Monotonic)
+	require.NoError(t, err)
+	for round := range 3 {
+		c, err := schedclock.New(schedclock.Portable())
+		require.NoError(t, err)
+		_, ok := c.KernelTime(schedclock.KernelMonotonic, c.Now())
+		require.True(t, ok)
+		type bracketed struct {
+			a, b int64
+			r    schedclock.Instant
+		}
+		readings := make([]bracketed, 20000)
+		for i := range readings {
+			a := vc.Now()
+			r := c.Now()
+			readings[i] = bracketed{a, vc.Now(), r}
+		}
+		require.NoError(t, c.Register(hw))
+		outside, worst := 0, int64(0)
+		for _, x := range readings {
+			m, ok := c.KernelTime(schedclock.KernelMonotonic, x.r)
+			require.True(t, ok)
+			if out := max(x.a-m, m-x.b); out > 0 {
+				outside++
+				worst = max(worst, out)
+			}
+		}
+		t.Logf("round %d: %d of %d readings from before the switch to %s outside their brackets (worst by %v); %s",
+			round, outside, len(readings), hw.Name, time.Duration(worst), c.Info().KernelTime)
+		assert.Zero(t, outside, "round %d: readings from before the switch, mapped after it, outside their brackets", round)
+		c.Close()
+	}
+}

@@ -185,6 +185,16 @@ func (k *kernelConvs) modeOf(read unsafe.Pointer) int32 {
 	return 0
 }
 
+// kernelMode is modeOf for a read function of c's lines, the default
+// clock's first-use read (the portable source's counter) included.
+func (c *Clock) kernelMode(k *kernelConvs, read unsafe.Pointer) int32 {
+	mode := k.modeOf(read)
+	if mode == 0 && c.policy != nil && read == funcPtr(c.policy.firstRead) {
+		return kernelModeMonotonic
+	}
+	return mode
+}
+
 // kernelModeMonotonic is modeOf's mode for the portable source: its
 // counter values plus monoBase are CLOCK_MONOTONIC's.
 const kernelModeMonotonic = -1
@@ -326,6 +336,25 @@ func kernelPivot(prev, next *pvclock.Conv) uint64 {
 	return next.CycleLast + uint64(rem)
 }
 
+// pastLine is a line readers have left, as exactKernelTime inverts it:
+// the readings from since up to the next line's start were taken on it
+// (a switch's anchor is never below what the old line's readers
+// returned).
+type pastLine struct {
+	since           int64
+	read            unsafe.Pointer
+	epochCyc, base  uint64
+	scale           uint64
+	epochNs, offset int64
+}
+
+// past is ln as a pastLine for the readings from since on.
+func (ln *line) past(since int64) *pastLine {
+	return &pastLine{since: since, read: funcPtr(ln.read), epochCyc: ln.epochCyc,
+		base: ln.frac - ln.epochCyc*uint64(ln.conv.mult), scale: packScale(ln.conv.mult, ln.conv.shift, uint64(bitsOf(ln.conv.mask))),
+		epochNs: ln.epochNs, offset: ln.pureOffset()}
+}
+
 // invertLine is the least counter value at which a bank (epochCyc,
 // base, scale), extended back before its epoch where delta is negative,
 // reads delta ns past its epoch: the value the reading was taken at, to
@@ -389,7 +418,7 @@ func (c *Clock) exactKernelTime(k *kernelConvs, i int, ns int64) (int64, kernelM
 	for {
 		seq := c.latch.seq.Load()
 		b := &c.latch.banks[seq&1]
-		mode = k.modeOf(atomic.LoadPointer(&b.read))
+		read := atomic.LoadPointer(&b.read)
 		since, offset := c.lineSince.Load(), b.offset.Load()
 		var epochCyc, base, scale uint64
 		var epochNs int64
@@ -400,12 +429,20 @@ func (c *Clock) exactKernelTime(k *kernelConvs, i int, ns int64) (int64, kernelM
 		if c.latch.seq.Load() != seq {
 			continue
 		}
-		if mode == 0 {
-			return 0, kernelNone
-		}
 		if ns < since {
-			// From before a switch: the line says nothing of it.
-			ns, before = since, true
+			// From before the line: taken on the one before it, or
+			// older, of which the line says nothing. (publishLocked stores
+			// pastLine before lineSince: a pastLine newer than since
+			// starts at since or later, and ns is below that.)
+			if p := c.pastLine.Load(); p != nil && ns >= p.since {
+				read, offset = p.read, p.offset
+				epochCyc, epochNs, base, scale = p.epochCyc, p.epochNs, p.base, p.scale
+			} else {
+				ns, before = since, true
+			}
+		}
+		if mode = c.kernelMode(k, read); mode == 0 {
+			return 0, kernelNone
 		}
 		if offset != 0 {
 			// A pure offset (the pvclock page's line): the counter value
@@ -521,7 +558,7 @@ func (c *Clock) exactKernelLocked(i int) string {
 	if k == nil || i >= len(pvclock.Conv{}.Base) {
 		return ""
 	}
-	mode := k.modeOf(funcPtr(c.cur.read))
+	mode := c.kernelMode(k, funcPtr(c.cur.read))
 	if mode == kernelModeMonotonic {
 		return "exact: the clock reads CLOCK_MONOTONIC itself (the portable source)"
 	}

@@ -521,3 +521,43 @@ func TestKernelTimeOnThePortableLine(t *testing.T) {
 	assert.Equal(t, kernelBounded, how)
 	assert.Equal(t, r.At(1, r.CycleLast), kt)
 }
+
+// TestKernelTimeOfThePastLine: readings taken on a line the clock has
+// left (a switch to another counter) map through that line, as exactly
+// as before the switch; readings older than it, and readings of the new
+// line where its counter is not the kernel's, are left to the paired
+// map. The default clock's first-use read is the portable source's
+// counter.
+func TestKernelTimeOfThePastLine(t *testing.T) {
+	f := newFakeTimeData(t)
+	tsc := pvclock.Conv{Seq: 100, Mode: pvclock.ModeTSC, CycleLast: 9_000_000_000, Mult: 5_603_000, Shift: 24,
+		Base: [2]pvclock.Timestamp{{Sec: 3, Nsec: 1 << 23}, {Sec: 4, Nsec: 1 << 23}}}
+	f.put(tsc)
+	f.k.pvclockRead = nil
+	f.k.tscRead = funcPtr(func() uint64 { return 0 })
+	conv, err := newConversion(Source{Name: "t", Read: ptrFunc(f.k.tscRead), Bits: 64, Rate: 2_994_000_000})
+	require.NoError(t, err)
+	c := &Clock{clockState: &clockState{step: func(string) {}}}
+	first := line{read: ptrFunc(f.k.tscRead), conv: conv, epochCyc: tsc.CycleLast - 1_000_000, epochNs: 7e9, frac: 12345}
+	c.publishLocked(first)
+	cyc := tsc.CycleLast + 12_345_678
+	reading, _ := first.at(cyc)
+	before, how := c.exactKernelTime(f.k, 0, reading)
+	require.Equal(t, kernelExact, how)
+
+	other := func() uint64 { return 0 }
+	next := line{read: other, conv: conv, epochCyc: 5, epochNs: reading + 1000}
+	c.publishLocked(next)
+	kt, how := c.exactKernelTime(f.k, 0, reading)
+	assert.Equal(t, kernelExact, how, "a reading of the line left")
+	assert.Equal(t, before, kt)
+	_, how = c.exactKernelTime(f.k, 0, first.epochNs-1)
+	assert.Equal(t, kernelNone, how, "older than the line left: the new line's counter is not the kernel's")
+	_, how = c.exactKernelTime(f.k, 0, next.epochNs)
+	assert.Equal(t, kernelNone, how, "a reading of the new line")
+
+	// The default clock's first-use read reads the portable source.
+	c.policy = &trustPolicy{firstRead: other}
+	assert.Equal(t, int32(kernelModeMonotonic), c.kernelMode(f.k, funcPtr(other)))
+	assert.Equal(t, int32(0), c.kernelMode(f.k, funcPtr(func() uint64 { return 1 })))
+}

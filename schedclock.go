@@ -100,6 +100,9 @@ type clockState struct {
 	// continued each other up to it (publishLocked). KernelTime's exact
 	// path inverts the current line for readings from it on.
 	lineSince atomic.Int64
+	// pastLine is the line before it, for the readings taken on it
+	// (publishLocked).
+	pastLine atomic.Pointer[pastLine]
 	// live is the last line published that was not a freezer's.
 	live line
 
@@ -344,7 +347,11 @@ func (c *Clock) publishLocked(ln line) {
 	// to the same counter at the same rate continues it).
 	if !ln.frozen {
 		if !c.live.continuedBy(&ln) {
-			// Before the publication: a reader of the new line sees it.
+			// Before the publication: a reader of the new line sees them
+			// (pastLine first: see exactKernelTime).
+			if c.live.read != nil {
+				c.pastLine.Store(c.live.past(c.lineSince.Load()))
+			}
 			c.lineSince.Store(ln.epochNs)
 		}
 		c.live = ln
