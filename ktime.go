@@ -55,6 +55,11 @@ const (
 // from one pairing by the system call and has the clock's goroutine
 // refine the map.
 //
+// While a clock switches counters (Register; the default clock's set-up,
+// which the first KernelTime starts at once) Now stands still for
+// microseconds, and the readings it returns then map to the instant the
+// switch began; readings from the line before a switch map through it.
+//
 // It costs at most half a Now more than Now, and allocates nothing.
 // Readings before the clock's start map through its first segment; the
 // result saturates to the int64 range.
@@ -229,6 +234,12 @@ func (st *clockState) initRefs() {
 // useKernelMaps gives the clock's kernel maps their references and has
 // the background goroutine keep them fresh.
 func (c *Clock) useKernelMaps() {
+	// The default clock's set-up now, not a grace after: its switch to
+	// the hardware's counter stands Now still for microseconds, and the
+	// readings taken meanwhile cannot say when in the switch they were
+	// taken. A program that maps onto the kernel's clocks wants that
+	// behind it before the events it traces.
+	c.policy.startSetUp()
 	if k := kernelConvsOnce.get(); k != nil { // reads /proc/self/maps: not under the lock
 		kernelConvsOn.CompareAndSwap(nil, k)
 	}

@@ -561,3 +561,16 @@ func TestKernelTimeOfThePastLine(t *testing.T) {
 	assert.Equal(t, int32(kernelModeMonotonic), c.kernelMode(f.k, funcPtr(other)))
 	assert.Equal(t, int32(0), c.kernelMode(f.k, funcPtr(func() uint64 { return 1 })))
 }
+
+// TestKernelTimeStartsTheSetUp: a default clock's first KernelTime
+// starts its set-up at once (its switch to the hardware's counter, which
+// stands Now still for microseconds, is then behind the events a
+// program traces), where Now alone waits firstUseGrace for it.
+func TestKernelTimeStartsTheSetUp(t *testing.T) {
+	c := newDefaultClock(nil)
+	defer c.Close()
+	c.Now()
+	require.False(t, c.policy.started(), "Now alone starts nothing")
+	c.KernelTime(KernelMonotonic, c.Now())
+	assert.True(t, c.policy.started(), "KernelTime started no set-up")
+}
