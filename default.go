@@ -83,12 +83,13 @@ func newDefaultClock(table []*counter) *Clock {
 func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, in *Info, table []*counter) *Clock {
 	src := Portable()
 	conv := portableConversion
-	*st = clockState{
-		src: src, conv: conv, rate: rating{hz: 1e9, origin: rateDeclared}, declared: src.Rate,
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
-		step: noStep, coarseEvery: defaultCoarseResolution,
-		policy: p,
-	}
+	// Field by field: st is zero (a package variable, or new), and a
+	// clockState literal would be built in this function's frame first,
+	// growing the initialising goroutine's stack (a copy, and fresh pages
+	// to fault in) in every process that imports the package.
+	st.src, st.conv, st.rate, st.declared = src, conv, rating{hz: 1e9, origin: rateDeclared}, src.Rate
+	st.wake, st.stop, st.stopped = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	st.step, st.coarseEvery, st.policy = noStep, defaultCoarseResolution, p
 	c.clockState = st
 	st.initRefs()
 	p.table, p.deferred, p.clock = table, true, c
