@@ -14,19 +14,19 @@ BENCHSTAT_VERSION   ?= v0.0.0-20260908200009-22c9c6c9d4da
 CROSS     ?=
 CROSS_VET ?=
 
-.PHONY: test test-full mutants-slow cross-quick lint race unit ordering purego test-arm64 test-riscv64 test-ppc64le test-s390x test-loong64 cross bench tail fuzz fuzz-short mutants mutants-fast peers peers-test stress integrations kernel-trace
+.PHONY: test test-full mutants-slow cross-quick lint race unit ordering purego test-arm64 test-riscv64 test-ppc64le test-s390x test-loong64 cross bench tail fuzz fuzz-short mutants mutants-fast peers peers-test stress integrations kernel-trace slew
 
 # The checks that catch most regressions: formatting and vet, the suite
 # under the race detector and as pure Go, the hardware ordering tests,
 # the arm64 build under qemu, the cross-builds, the example modules (zap,
-# slog and k8s.io/utils on the adapters, the README's Quick start) and
-# the fast mutants.
-test: lint race ordering purego test-arm64 cross-quick integrations mutants-fast
+# slog and k8s.io/utils on the adapters, the README's Quick start), the
+# joins with perf's and ftrace's stamps, and the fast mutants.
+test: lint race ordering purego test-arm64 cross-quick integrations kernel-trace mutants-fast
 
 # The full matrix: make test, then every other architecture's suite under
 # its qemu-user, every fuzz target briefly, the peers' module, and the
 # mutants make test leaves out.
-test-full: test cross test-riscv64 test-ppc64le test-s390x test-loong64 fuzz-short kernel-trace peers-test mutants-slow
+test-full: test cross test-riscv64 test-ppc64le test-s390x test-loong64 fuzz-short slew peers-test mutants-slow
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -187,11 +187,14 @@ integrations:
 
 # KernelTime against the kernel's own stamps (docs/kernel-time.md):
 # examples/perfjoin's 10,000 getpid under perf record -k CLOCK_MONOTONIC
-# and ftrace's boot clock, and the map under adjtimex's ±500 ppm slew.
-# Root, perf and tracefs; each test skips with the reason where one is
-# missing.
+# and ftrace's boot clock. Root, perf and tracefs; each test skips with
+# the reason where one is missing.
 kernel-trace:
 	SCHEDCLOCK_KERNEL_TRACE=1 $(GO) test -count=1 -v -run 'Join' ./examples/perfjoin
+
+# The map under adjtimex's ±500 ppm slew: it changes the machine's clock
+# frequency for 4 s (and restores it), so only the full matrix runs it.
+slew:
 	SCHEDCLOCK_SLEW=1 $(GO) test -count=1 -v -run 'KernelTime' .
 
 # Every safeguard of the read path removed in turn, in a copy of the tree:

@@ -125,7 +125,10 @@ func TestJoinWithPerfMonotonic(t *testing.T) {
 		t.Skip("no perf in PATH")
 	}
 	data := filepath.Join(t.TempDir(), "perf.data")
-	tid, spans := run(t, "monotonic", "perf", "record", "-q", "-k", "CLOCK_MONOTONIC",
+	// -m: a 4 MB ring (the default 512 KB holds about 5,000 of the
+	// 10,000 events, and perf drops what it cannot drain in time on a
+	// busy machine: 9518 stamps for 10,000 calls once, beside make test).
+	tid, spans := run(t, "monotonic", "perf", "record", "-q", "-m", "1024", "-k", "CLOCK_MONOTONIC",
 		"-e", "raw_syscalls:sys_enter", "--filter", "id == 39", "-o", data, "--")
 	out, err := exec.Command("perf", "script", "-i", data, "--ns", "-F", "tid,time").Output()
 	require.NoError(t, err)
