@@ -126,6 +126,33 @@ func BenchmarkKernelTime(b *testing.B) {
 	}, func() int64 { kt, _ := c.KernelTime(schedclock.KernelMonotonic, c.Now()); return kt })
 }
 
+// BenchmarkFromKernelTime reverses a kernel time (KernelTime's search):
+// of a reading just taken (now), and of one taken when the benchmark
+// started (old: older than the kernel's last update, so each KernelTime
+// of the search takes its slower path).
+func BenchmarkFromKernelTime(b *testing.B) {
+	c := schedclock.Default()
+	if _, ok := c.KernelTime(schedclock.KernelMonotonic, c.Now()); !ok {
+		b.Skip("no kernel clocks here")
+	}
+	var s schedclock.Instant
+	b.Run("now", func(b *testing.B) {
+		for b.Loop() {
+			kt, _ := c.KernelTime(schedclock.KernelMonotonic, c.Now())
+			r, _ := c.FromKernelTime(schedclock.KernelMonotonic, kt)
+			s += r
+		}
+	})
+	b.Run("old", func(b *testing.B) {
+		kt, _ := c.KernelTime(schedclock.KernelMonotonic, c.Now())
+		for b.Loop() {
+			r, _ := c.FromKernelTime(schedclock.KernelMonotonic, kt)
+			s += r
+		}
+	})
+	sink += int64(s)
+}
+
 func BenchmarkPortable(b *testing.B) {
 	c, err := schedclock.New(schedclock.Portable())
 	if err != nil {
