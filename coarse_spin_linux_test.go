@@ -55,7 +55,7 @@ func TestCoarseSpinning(t *testing.T) {
 		return
 	}
 	if testing.Short() {
-		t.Skip("takes 6 s")
+		t.Skip("takes 6 s: make test runs it in its race target")
 	}
 	for _, procs := range []int{2, 1} {
 		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {

@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -162,24 +163,10 @@ func run(fast, slow bool, only string, verbose bool, timeout time.Duration) erro
 	}
 	fmt.Printf("mutants: %d mutations, in a copy at %s\n", len(sel), work)
 
-	// The unmutated tests must pass, or a failure proves nothing.
-	baseline := map[string]bool{}
-	for _, m := range sel {
-		key := m.Arch + " " + m.Pkg + " " + m.Run
-		if baseline[key] {
-			continue
-		}
-		baseline[key] = true
-		if skip := archSkip(m.Arch); skip != "" {
-			continue
-		}
-		out, err := goTest(work, m, timeout)
-		if err != nil {
-			return fmt.Errorf("the unmutated tests fail (GOARCH=%s go test -run %q): %v\n%s", archName(m.Arch), m.Run, err, out)
-		}
-		if strings.Contains(out, "no tests to run") {
-			return fmt.Errorf("-run %q selects no test", m.Run)
-		}
+	// The unmutated tests must pass, or a failure proves nothing: one run
+	// per architecture and package, of every test the mutations select.
+	if err := baselines(work, sel, timeout); err != nil {
+		return err
 	}
 
 	var results []outcome
@@ -274,7 +261,7 @@ func apply(work string, m mutation, timeout time.Duration) outcome {
 	defer os.WriteFile(path, orig, 0o644)
 
 	start := time.Now()
-	out, err := goTest(work, m, timeout)
+	out, err := goTest(work, m, timeout, m.Unobservable != "") // -v: the passing tests' logs are the evidence
 	o.output = out
 	elapsed := time.Since(start).Round(time.Second)
 	switch {
@@ -366,12 +353,63 @@ func firstEvidence(out string) string {
 	return s
 }
 
-func goTest(dir string, m mutation, timeout time.Duration) (string, error) {
+// baselines runs, unmutated, the tests each mutation of sel selects:
+// the patterns of one architecture and package in one go test (a
+// pattern with a slash, which go test would split, in one of its own),
+// each required to select a test.
+func baselines(work string, sel []mutation, timeout time.Duration) error {
+	type group struct {
+		m    mutation // its Arch and Pkg; Run the patterns joined
+		runs []string
+	}
+	var groups []*group
+	byKey := map[string]*group{}
+	for _, m := range sel {
+		if archSkip(m.Arch) != "" {
+			continue
+		}
+		key := m.Arch + " " + m.Pkg
+		if strings.Contains(m.Run, "/") {
+			key += " " + m.Run
+		}
+		g := byKey[key]
+		if g == nil {
+			g = &group{m: mutation{Arch: m.Arch, Pkg: m.Pkg}}
+			byKey[key] = g
+			groups = append(groups, g)
+		}
+		if !slices.Contains(g.runs, m.Run) {
+			g.runs = append(g.runs, m.Run)
+		}
+	}
+	ran := regexp.MustCompile(`(?m)^=== RUN\s+(\S+)$`)
+	for _, g := range groups {
+		g.m.Run = "(?:" + strings.Join(g.runs, ")|(?:") + ")"
+		out, err := goTest(work, g.m, timeout, true) // -v: the names of the tests run
+		if err != nil {
+			return fmt.Errorf("the unmutated tests fail (GOARCH=%s go test -run %q ./%s): %v\n%s", archName(g.m.Arch), g.m.Run, g.m.Pkg, err, out)
+		}
+		var names []string
+		for _, n := range ran.FindAllStringSubmatch(out, -1) {
+			names = append(names, n[1])
+		}
+		for _, run := range g.runs {
+			top := regexp.MustCompile(strings.SplitN(run, "/", 2)[0])
+			if !slices.ContainsFunc(names, top.MatchString) {
+				return fmt.Errorf("-run %q selects no test", run)
+			}
+		}
+	}
+	return nil
+}
+
+// goTest runs m's tests in dir; verbose adds -v.
+func goTest(dir string, m mutation, timeout time.Duration, verbose bool) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
 	defer cancel()
 	args := []string{"test", "-count=1", "-timeout", timeout.String(), "-run", m.Run}
-	if m.Unobservable != "" {
-		args = append(args, "-v") // the passing tests' logs are the evidence
+	if verbose {
+		args = append(args, "-v")
 	}
 	env := os.Environ()
 	if m.Arch != "" && m.Arch != runtime.GOARCH {
