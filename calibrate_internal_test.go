@@ -49,7 +49,7 @@ func rawPair(c *Clock) (clock, raw int64) {
 // clock has refined its rate for a while, its pace over a window must
 // match the raw clock's. By default (make test) 2 s of refinement and a
 // 2 s window, within 0.5 ppm; with SCHEDCLOCK_LONG=1 (make stress) the
-// issue's targets: 0.05 ppm from 10 s, 0.02 ppm from 60 s.
+// targets: 0.05 ppm from 10 s, 0.02 ppm from 60 s.
 func TestRateAgainstRaw(t *testing.T) {
 	hw, ok := hwSource(t)
 	require.True(t, ok || !tscSupported && !cntvctSupported, "a hardware counter is in this build but could not be read")

@@ -15,7 +15,7 @@ import (
 	"github.com/schedclock/schedclock/schedclocktest"
 )
 
-// Faults from outside (issue 17): user code the clock calls (a Source's
+// Faults from outside: user code the clock calls (a Source's
 // Read, a reference) may panic, block or lie at any moment, and the clock
 // must stay usable.
 

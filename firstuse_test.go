@@ -31,11 +31,11 @@ const firstCallProcesses = 5
 // small program (testdata/weight/firstcall: a test binary's own size and
 // start-up would be measured with it), each of which also measures
 // time.Now's first call and the wake-up of a parked goroutine (closing
-// the channel it waits on). The bar is issue 25's, 2x time.Now's first
+// the channel it waits on). The bar is 2x time.Now's first
 // call plus 10µs, plus what that one wake-up costs in the same
 // processes (a median of 2-10µs on the development machine's 2-vCPU KVM
 // guest, where the futex wake-up of an idle thread may have to wait for
-// a loaded CPU); the figures are logged against issue 25's bar alone
+// a loaded CPU); the figures are logged against the bar without the wake-up
 // too. Medians, because a loaded machine preempts a process now and then
 // for milliseconds.
 func TestFirstCallsAreCheap(t *testing.T) {
@@ -88,7 +88,7 @@ func firstCallRound(t *testing.T, bin, name string, line *regexp.Regexp, median 
 		}
 		now, wake, call := median(nows), median(wakes), median(calls)
 		bar := 2*now + 10*time.Microsecond
-		t.Logf("first %-8s median %8v (%v); time.Now %v (%v); a wake-up %v (%v); issue 25's bar %v: %s",
+		t.Logf("first %-8s median %8v (%v); time.Now %v (%v); a wake-up %v (%v); the bar without it %v: %s",
 			name, call, calls, now, nows, wake, wakes, bar, map[bool]string{true: "met", false: "missed"}[call <= bar])
 		if name == "Raw" || name == "Boottime" {
 			// Not met yet: the vDSO's lookup (its ELF image copied and

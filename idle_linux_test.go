@@ -32,7 +32,7 @@ const idleFor = 10 * time.Second
 // process), the CPU a process spends in the idleFor that follow a second
 // of Now and Coarse, against one that never reads the clock (the package
 // imported, its goroutine parked: what a program without the import
-// spends, plus nothing): at most 5 ms more (issue 25), which leaves room
+// spends, plus nothing): at most 5 ms more, which leaves room
 // for about 20 timer wake-ups at the 250 µs each costs in this KVM guest.
 // Both children run at once, so the test takes idleFor and a second.
 func TestIdleCostAfterCoarse(t *testing.T) {
@@ -65,7 +65,7 @@ func TestIdleCostAfterCoarse(t *testing.T) {
 	wg.Wait()
 	require.Len(t, spent, 2)
 	t.Logf("CPU over %v idle: %v after a second of Now and Coarse, %v never reading the clock", idleFor, spent["use"], spent["none"])
-	// The bar is the issue's, for a native build (make test runs this test
+	// The bar is for a native build (make test runs this test
 	// natively too, in its ordering target). Under the race detector every
 	// wake-up's Go code runs instrumented, and under user-mode emulation
 	// translated, several times slower: there the test holds the same

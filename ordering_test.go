@@ -95,7 +95,7 @@ type orderingReader struct {
 }
 
 // orderingReaders returns this build's readers: the raw counter reads and
-// Now on each path (tscNow's fast and slow cases, the Go reader), on the
+// Now on each path (clockNow's fast and slow cases, the Go reader), on the
 // hardware counter and on the portable source.
 func orderingReaders(t *testing.T) []orderingReader {
 	newClock := func(src Source) *Clock {
@@ -133,7 +133,7 @@ func orderingReaders(t *testing.T) []orderingReader {
 	}
 	// A declared rate of 1 GHz keeps the hardware counter's full
 	// resolution in the readings. The slow clock's line is anchored past
-	// the 64-bit overflow horizon, so tscNow hands every reading to the
+	// the 64-bit overflow horizon, so clockNow hands every reading to the
 	// slow path.
 	fast := newClock(Source{Name: "hw", Read: hw, Bits: 64, Rate: 1e9})
 	slow := newClock(Source{Name: "hw", Read: hw, Bits: 64, Rate: 1e9})
@@ -218,7 +218,7 @@ func TestCrossCPUOrdering(t *testing.T) {
 	})
 }
 
-// The publication test runs the real readers (tscNow's fast and slow
+// The publication test runs the real readers (clockNow's fast and slow
 // cases, the Go reader on readTSC, the portable source, CNTVCT on arm64)
 // on one CPU while a writer on another publishes lines back to back, and
 // checks every reading against the line it came from.
@@ -234,7 +234,7 @@ func TestCrossCPUOrdering(t *testing.T) {
 // before W_j (so that a mix of two epochs shows, and a counter read
 // before W_j is not clamped to the epoch but computed, and shows), and
 // its value at W_j is a multiple of 2^40 that names the line. The slow
-// kind of line lies past the 64-bit overflow horizon, so that tscNow
+// kind of line lies past the 64-bit overflow horizon, so that clockNow
 // hands every reading to the slow path. From a reading v the test
 // recovers the line j and the counter value t the reader used, and
 // requires

@@ -174,7 +174,8 @@ func runtimeNano() int64
 var monoBase = runtimeNano()
 
 // readMono reads Go's monotonic clock, ordered before the caller's later
-// loads (see orderAfter). Clock.Now reads it inline (portableNow).
+// loads (see orderAfter). Clock.Now recognises it (portableReadPtr) and reads
+// runtimeNano inline.
 func readMono() uint64 {
 	v := uint64(runtimeNano() - monoBase)
 	orderAfter(v)

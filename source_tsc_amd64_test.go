@@ -11,7 +11,7 @@ import (
 
 // BenchmarkRDTSCP compares the two ordered TSC reads: LFENCE; RDTSC (what
 // the clock uses) and RDTSCP, each followed by the same dependent load.
-// Where RDTSCP is faster, the clock's reader should use it (issue 8); on
+// Where RDTSCP is faster, the clock's reader should use it; on
 // a CPU without it the RDTSCP half cannot run and says so.
 func BenchmarkRDTSCP(b *testing.B) {
 	b.Run("lfence-rdtsc", func(b *testing.B) {

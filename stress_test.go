@@ -23,8 +23,7 @@ import (
 	"github.com/schedclock/schedclock/internal/testutil/pprofdecode"
 )
 
-// A cross-cutting suite: the seed's NMI test, in Go (issue 6, "Stress and
-// the kernel's checks"). It proves, under SIGPROF on every thread, the
+// A cross-cutting suite: the seed's NMI test, in Go. It proves, under SIGPROF on every thread, the
 // seqcount latch's protocol (latch.go), the readers (now.go,
 // now_amd64.{go,s}, now_other.go), the writer's paths that publish
 // (Update in schedclock.go, Register and the freezer in switch.go,
@@ -76,7 +75,7 @@ import (
 // (the 2-vCPU AMD EPYC KVM guest this was written on: tsc=unstable, and
 // its vCPUs' TSCs are not in step) readers and writer share one CPU, so
 // a reader is only ever interrupted, never overlapped, by the writer, and
-// a missing re-check or fence in tscNow cannot show there: a reader
+// a missing re-check or fence in clockNow (now_amd64.s) cannot show there: a reader
 // would have to be interrupted between two of its field loads, a window
 // of a few instructions. Nor can the ordering of the counter read itself
 // (LFENCE, ISB) show in a check that brackets readings by counter reads

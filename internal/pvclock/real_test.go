@@ -86,7 +86,7 @@ func trackRaw(t *testing.T, pg *Page, span time.Duration, n int) []offsetBracket
 // constant (the clocksource is 1 GHz, so its mult is a power of two and
 // the raw clock adds whole counts). Every reading's bracket must then
 // contain one common offset, to within 1 ns of rounding (both clocks
-// floor) and the rate error the issue allows (0.01 ppm) over the span.
+// floor) and the rate error allowed (0.01 ppm) over the span.
 // PVCLOCK_SPAN=10s makes the 10-second run docs/default-clock.md quotes.
 func TestRealPageTracksMonotonicRaw(t *testing.T) {
 	pg, p, loc := realPage(t)

@@ -14,7 +14,7 @@ import (
 )
 
 // TestCostBars measures, in one run, Raw and Boottime against time.Since
-// and the unix.ClockGettime system call, and checks the bars (each
+// and the unix.ClockGettime system call, and checks the bars (each
 // at most 1.5× time.Since and 0.1× the system call) when VDSO_BARS=1:
 // timings on a shared machine are not a default test. Each figure is the
 // best of five rounds.
