@@ -155,7 +155,7 @@ fuzz-short:
 
 # The long versions of the consistency checks (15 minutes on a 2-vCPU
 # machine): the stress test's 10^9 readings on every P under a SIGPROF
-# flood (stress_test.go), then examples/inconsistency for 60 s on every
+# flood (now_internal_test.go), then examples/inconsistency for 60 s on every
 # clock this machine offers; a clock the library refuses here (exit
 # status 2) is reported with its reason and skipped, an inversion fails.
 STRESS_READS    ?= 1000000000
