@@ -287,20 +287,17 @@ func (tr *tracker) startLocked(now time.Time) {
 // counted in Info, and never the fold and the rest of the tick that
 // follow it.
 func (c *Clock) trackSafelyLocked(tr *tracker, now time.Time) {
-	returned := false
-	defer func() {
-		if r := exitOrPanic(recover(), returned); r != nil {
-			c.recordFaultLocked("background", r)
-			tr.faults++
-			tr.restart = true
-			tr.retryAt = now.Add(min(watchPeriod<<min(tr.faults-1, 6), maxWatchPeriod))
+	c.guard("background", func() {
+		c.trackLocked(tr, now)
+		if !tr.restart {
+			tr.faults = 0 // ran through; not waiting out a backoff
 		}
-	}()
-	c.trackLocked(tr, now)
-	if !tr.restart {
-		tr.faults = 0 // ran through; not waiting out a backoff
-	}
-	returned = true
+	}, func(r any) {
+		c.recordFaultLocked("background", r)
+		tr.faults++
+		tr.restart = true
+		tr.retryAt = now.Add(min(watchPeriod<<min(tr.faults-1, 6), maxWatchPeriod))
+	})
 }
 
 // trackLocked does what calibration and the watch have due.

@@ -189,16 +189,40 @@ func (c *Clock) recordFaultLocked(where string, r any) {
 	c.faults.last = fmt.Sprintf("%s: panic: %v (at %s)", where, faultValue(r), stamp(time.Now()))
 }
 
-// recoverInto is deferred by a writer method that holds the lock: a panic
-// of user code becomes an error wrapping ErrFault in *err, counted in
-// Info; an exit of the goroutine (*returned still false) is counted. The
-// method must publish nothing it has not finished computing, so that the
-// clock is as it was.
-func (c *Clock) recoverInto(method string, err *error, returned *bool) {
-	if r := exitOrPanic(recover(), *returned); r != nil {
-		c.recordFaultLocked(method, r)
-		*err = fmt.Errorf("%w: %q: Read panicked during %s: %v", ErrFault, c.src.Name, method, faultValue(r))
+// guard runs f, which calls user code (a Source's Read, a reference),
+// and hands what stopped it early to fault: the value of a panic, which
+// guard recovers and returns, or a goexit for an exit of the goroutine
+// (runtime.Goexit: t.Fatal in a test's Read), which nothing can stop
+// and which goes on unwinding after fault. fault puts back what f had
+// changed and records the fault (recordFaultLocked); a nil fault records
+// it at where. Every writer path runs the user code it calls through
+// guard, so that f publishes nothing it has not finished computing and
+// the clock is as it was.
+func (c *Clock) guard(where string, f func(), fault func(r any)) (panicked any) {
+	returned := false
+	defer func() {
+		if r := exitOrPanic(recover(), returned); r != nil {
+			if fault == nil {
+				c.recordFaultLocked(where, r)
+			} else {
+				fault(r)
+			}
+			panicked = r
+		}
+	}()
+	f()
+	returned = true
+	return nil
+}
+
+// faultError is the error of writer method method after guard returned
+// r: nil where f returned, else one wrapping ErrFault with the value the
+// current source's Read panicked with.
+func (c *Clock) faultError(method string, r any) error {
+	if r == nil {
+		return nil
 	}
+	return fmt.Errorf("%w: %q: Read panicked during %s: %v", ErrFault, c.src.Name, method, faultValue(r))
 }
 
 // culprit carries a panic out of a switch with what panicked, so that

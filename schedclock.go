@@ -250,11 +250,7 @@ func (c *Clock) Update() (err error) {
 		return err
 	}
 	defer c.unlock()
-	returned := false
-	defer c.recoverInto("Update", &err, &returned)
-	c.updateLocked()
-	returned = true
-	return nil
+	return c.faultError("Update", c.guard("Update", c.updateLocked, nil))
 }
 
 // updateLocked folds the counter into the epoch. On a counter that wraps
@@ -544,17 +540,18 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 	defer c.unlock()
 	c.faults.exiting = false
 	c.wakes++
-	returned := false
-	defer func() {
-		if r := exitOrPanic(recover(), returned); r != nil {
-			c.recordFaultLocked("background", r)
-			c.faults.streak++
-			c.faults.retry = min(watchPeriod<<min(c.faults.streak-1, 6), c.conv.refreshPeriod(), verdictPeriod)
-			next = now.Add(c.faults.retry)
-		}
-	}()
+	c.guard("background", func() { next = c.tickDueLocked(now) }, func(r any) {
+		c.recordFaultLocked("background", r)
+		c.faults.streak++
+		c.faults.retry = min(watchPeriod<<min(c.faults.streak-1, 6), c.conv.refreshPeriod(), verdictPeriod)
+		next = now.Add(c.faults.retry)
+	})
+	return next
+}
+
+// tickDueLocked is tick's work, run through guard.
+func (c *Clock) tickDueLocked(now time.Time) (next time.Time) {
 	if c.stoppedLocked() {
-		returned = true
 		return now.Add(time.Hour)
 	}
 	policyDue := c.policy.tickLocked(c, now)
@@ -584,7 +581,6 @@ func (c *Clock) tick(now time.Time) (next time.Time) {
 	if tr := c.track; tr != nil && !c.suspended && tr.nextDue().Before(next) {
 		next = tr.nextDue()
 	}
-	returned = true
 	return next
 }
 

@@ -1,7 +1,6 @@
 package schedclock
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -28,21 +27,16 @@ func (c *Clock) Suspend() (err error) {
 	}
 	defer c.unlock()
 	before := c.cur
-	returned := false
-	defer func() {
-		if r := exitOrPanic(recover(), returned); r != nil {
-			c.publishLocked(before)
-			c.recordFaultLocked("Suspend", r)
-			err = fmt.Errorf("%w: %q: Read panicked during Suspend: %v", ErrFault, c.src.Name, faultValue(r))
-		}
-	}()
-	frozen := c.cur
-	_, frozen.epochNs, frozen.frac = c.freeze("suspend")
-	c.publishLocked(frozenLine(frozen, c.conv))
-	c.suspended = true
-	c.step("suspend.published")
-	returned = true
-	return nil
+	return c.faultError("Suspend", c.guard("Suspend", func() {
+		frozen := c.cur
+		_, frozen.epochNs, frozen.frac = c.freeze("suspend")
+		c.publishLocked(frozenLine(frozen, c.conv))
+		c.suspended = true
+		c.step("suspend.published")
+	}, func(r any) {
+		c.publishLocked(before)
+		c.recordFaultLocked("Suspend", r)
+	}))
 }
 
 // Resume restarts a suspended clock: time continues from the value Now
@@ -55,11 +49,12 @@ func (c *Clock) Resume() (err error) {
 		return err
 	}
 	defer c.unlock()
-	returned := false
-	defer c.recoverInto("Resume", &err, &returned)
 	// Anchoring at a counter value read before the publication means
 	// every reader of the new line reads at least V.
-	cyc := c.src.Read()
+	var cyc uint64
+	if r := c.guard("Resume", func() { cyc = c.src.Read() }, nil); r != nil {
+		return c.faultError("Resume", r)
+	}
 	c.publishLocked(line{read: c.src.Read, conv: c.conv, epochCyc: cyc & c.conv.mask, epochNs: c.cur.epochNs, frac: c.cur.frac})
 	c.suspended = false
 	c.fold.lastMono = runtimeNano() // the suspended interval is not the counter's
@@ -71,6 +66,5 @@ func (c *Clock) Resume() (err error) {
 		c.kick()
 	}
 	c.step("resume.published")
-	returned = true
 	return nil
 }

@@ -179,52 +179,51 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 	// source: a panic of its Read is a fault, not an invalid Source.
 	same := funcPtr(src.Read) == funcPtr(c.src.Read)
 	before := c.cur
-	returned := false
-	defer func() {
-		if r := exitOrPanic(recover(), returned); r != nil {
-			// Readers saw at most the old line's value at the pin; the old
-			// line read later is at least that.
-			c.publishLocked(before)
-			f, marked := r.(culprit)
-			_, exited := r.(goexit)
-			switch {
-			case exited: // a Read or the reference: either way the switch is undone
-				c.recordFaultLocked("switch to "+src.Name, r)
-			case marked && f.reference:
-				c.recordFaultLocked("reference, anchoring "+src.Name, f.v)
-				err = fmt.Errorf("%w: the reference panicked while anchoring %q: %v", ErrFault, src.Name, f.v)
-			case marked || same:
-				c.recordFaultLocked("switch to "+src.Name, r)
-				err = fmt.Errorf("%w: %q: Read panicked during the switch to %q: %v", ErrFault, c.src.Name, src.Name, faultValue(r))
-			default:
-				err = fmt.Errorf("%w %q: Read panicked: %v", ErrInvalidSource, src.Name, r)
+	r := c.guard("switch to "+src.Name, func() {
+		if _, err = readOnce(src); err != nil {
+			if p, ok := asPanic(err); same && ok {
+				c.recordFaultLocked("switch to "+src.Name, p.v)
+				err = fmt.Errorf("%w: %q: Read panicked before the switch: %v", ErrFault, src.Name, p.v)
 			}
+			return
 		}
-	}()
-	if _, err := readOnce(src); err != nil {
-		returned = true
-		if p, ok := asPanic(err); same && ok {
-			c.recordFaultLocked("switch to "+src.Name, p.v)
-			return fmt.Errorf("%w: %q: Read panicked before the switch: %v", ErrFault, src.Name, p.v)
+		if c.suspended {
+			c.publishLocked(frozenLine(c.cur, conv))
+		} else {
+			c.switchLine(src.Read, conv, anchor)
+			old := &c.conv
+			if !same {
+				old = nil
+			}
+			c.reratedLocked(old)
 		}
+		c.src, c.conv, c.rate = src, conv, rate
+		c.userSrc = !ownCode(src.Read)
+		c.fold.due = time.Now().Add(conv.refreshPeriod())
+		c.kick()
+	}, func(r any) {
+		// Readers saw at most the old line's value at the pin; the old
+		// line read later is at least that.
+		c.publishLocked(before)
+		f, marked := r.(culprit)
+		_, exited := r.(goexit)
+		switch {
+		case marked && f.reference:
+			c.recordFaultLocked("reference, anchoring "+src.Name, f.v)
+		case exited || marked || same: // an exit: a Read or the reference, either way undone
+			c.recordFaultLocked("switch to "+src.Name, r)
+		}
+	})
+	f, marked := r.(culprit)
+	switch {
+	case r == nil:
 		return err
+	case marked && f.reference:
+		return fmt.Errorf("%w: the reference panicked while anchoring %q: %v", ErrFault, src.Name, f.v)
+	case marked || same:
+		return fmt.Errorf("%w: %q: Read panicked during the switch to %q: %v", ErrFault, c.src.Name, src.Name, faultValue(r))
 	}
-	if c.suspended {
-		c.publishLocked(frozenLine(c.cur, conv))
-	} else {
-		c.switchLine(src.Read, conv, anchor)
-		old := &c.conv
-		if !same {
-			old = nil
-		}
-		c.reratedLocked(old)
-	}
-	c.src, c.conv, c.rate = src, conv, rate
-	c.userSrc = !ownCode(src.Read)
-	c.fold.due = time.Now().Add(conv.refreshPeriod())
-	c.kick()
-	returned = true
-	return nil
+	return fmt.Errorf("%w %q: Read panicked: %v", ErrInvalidSource, src.Name, r)
 }
 
 // switchLine publishes a line on next with conversion conv, starting
