@@ -67,7 +67,7 @@ func prepareCNTVCT(src Source) (Source, func() (string, error)) {
 // probeCNTVCT is CNTVCT with the origin and error of its rate.
 func probeCNTVCT() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !cntvctSupported {
-		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "cntvct", cntvctUnsupportedReason())
+		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "cntvct", noAsmReason("arm64"))
 	}
 	// CNTFRQ_EL0 bits 63:32 are RES0.
 	rate := cntfrq() & 0xffff_ffff
@@ -210,7 +210,7 @@ func decideCNTVCT(match errata.Match, read func() uint64, cost readCost) cntvctT
 // at most about 5 ms where reads are trapped.
 func checkCNTVCT() cntvctTrust {
 	if !cntvctSupported {
-		return cntvctTrust{Reason: cntvctUnsupportedReason()}
+		return cntvctTrust{Reason: noAsmReason("arm64")}
 	}
 	return checkCNTVCTOn(errata.Detect(os.DirFS("/")), cntvctErratumReader, measureReadCost)
 }

@@ -4,8 +4,10 @@ package schedclock
 
 import "github.com/schedclock/schedclock/internal/errata"
 
-// cntvctSupported reports whether this build has the CNTVCT assembly.
-const cntvctSupported = true
+// This build reads CNTVCT_EL0 in assembly: see asm.go.
+const asmBuild = true
+
+var asm = asmReaders{cntvct: readCNTVCT, cntfrq: readCNTFRQ, cntvctErratum: cntvctErratumRead}
 
 // readCNTVCT reads the virtual counter after every earlier load (ISB) and
 // orders every later load after it, so a counter value is neither older
@@ -17,18 +19,12 @@ func readCNTVCT() uint64
 // programmed it.
 func readCNTFRQ() uint64
 
-func cntvctReader() func() uint64 { return readCNTVCT }
-
-func cntfrq() uint64 { return readCNTFRQ() }
-
-func cntvctUnsupportedReason() string { return "" }
-
-// cntvctErratumReader returns the read of CNTVCT_EL0 to use under e: the
+// cntvctErratumRead returns the read of CNTVCT_EL0 to use under e: the
 // kernel's workaround sequence (internal/errata) on the ordered
 // readCNTVCT, or readCNTVCT itself when e is errata.None. Each is a
 // function of its own rather than a closure, so that a Clock's read path
 // calls it directly and the workaround's loop is inlined into it.
-func cntvctErratumReader(e errata.Erratum) func() uint64 {
+func cntvctErratumRead(e errata.Erratum) func() uint64 {
 	switch e {
 	case errata.FSLA008585:
 		return readCNTVCTFSLA008585

@@ -45,7 +45,7 @@ func rdtimeSource() (Source, error) {
 // measured it returns Rate 0 and rateMeasured.
 func probeRDTIME() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !rdtimeSupported {
-		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "rdtime", rdtimeUnsupportedReason())
+		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "rdtime", noAsmReason("riscv64"))
 	}
 	property, readErr := sysfile.Read(timebase.DeviceTreePath)
 	rate, origin, errPPM, err := rdtimeRate(property, readErr)

@@ -10,7 +10,7 @@ import (
 
 func TestRDTIME(t *testing.T) {
 	testTimerCounter(t, timerCounter{
-		name: "rdtime", arch: "riscv64", supported: rdtimeSupported, reason: rdtimeUnsupportedReason,
+		name: "rdtime", arch: "riscv64", supported: rdtimeSupported,
 		construct: rdtimeSource, probe: probeRDTIME,
 		origins: []rateOrigin{rateDeviceTree, rateMeasured},
 	})

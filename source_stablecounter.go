@@ -43,7 +43,7 @@ func stableCounterSource() (Source, error) {
 // rate.
 func probeStableCounter() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !stableCounterSupported {
-		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "stablecounter", stableCounterUnsupportedReason())
+		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "stablecounter", noAsmReason("loong64"))
 	}
 	rate, err := stableCounterRate(cpucfg)
 	if err != nil {

@@ -2,9 +2,10 @@
 
 package schedclock
 
-// stableCounterSupported reports whether this build has the stable
-// counter assembly.
-const stableCounterSupported = true
+// This build reads the stable counter in assembly: see asm.go.
+const asmBuild = true
+
+var asm = asmReaders{stableCounter: readStableCounter, cpucfg: readCPUCFG}
 
 // readStableCounter reads the stable counter after a full barrier and
 // orders every later load after it (a dependent load and a barrier), so
@@ -14,9 +15,3 @@ func readStableCounter() uint64
 
 // readCPUCFG returns the CPUCFG word of leaf.
 func readCPUCFG(leaf uint32) uint32
-
-func stableCounterReader() func() uint64 { return readStableCounter }
-
-func cpucfg(leaf uint32) uint32 { return readCPUCFG(leaf) }
-
-func stableCounterUnsupportedReason() string { return "" }

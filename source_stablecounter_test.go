@@ -10,7 +10,7 @@ import (
 
 func TestStableCounter(t *testing.T) {
 	testTimerCounter(t, timerCounter{
-		name: "stablecounter", arch: "loong64", supported: stableCounterSupported, reason: stableCounterUnsupportedReason,
+		name: "stablecounter", arch: "loong64", supported: stableCounterSupported,
 		construct: stableCounterSource, probe: probeStableCounter,
 		origins: []rateOrigin{rateCPUCFG},
 	})
@@ -23,7 +23,7 @@ func TestStableCounter(t *testing.T) {
 func TestCPUCFGHere(t *testing.T) {
 	if !stableCounterSupported {
 		assert.Zero(t, cpucfg(4))
-		t.Skip("no CPUCFG in this build: ", stableCounterUnsupportedReason())
+		t.Skip("no CPUCFG in this build: ", noAsmReason("loong64"))
 	}
 	t.Logf("CPUCFG 2 %#x, 4 %d, 5 %#x on %s", cpucfg(2), cpucfg(4), cpucfg(5), runtime.GOARCH)
 	rate, err := stableCounterRate(cpucfg)

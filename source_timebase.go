@@ -45,7 +45,7 @@ func timeBaseSource() (Source, error) {
 // be measured it returns Rate 0 and rateMeasured.
 func probeTimeBase() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !timebaseSupported {
-		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "timebase", timebaseUnsupportedReason())
+		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "timebase", noAsmReason("ppc64le"))
 	}
 	cpuinfo, readErr := sysfile.Read(timebase.CPUInfoPath)
 	rate, origin, errPPM, err := timebaseRate(cpuinfo, readErr)

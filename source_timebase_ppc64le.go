@@ -2,8 +2,10 @@
 
 package schedclock
 
-// timebaseSupported reports whether this build has the time base assembly.
-const timebaseSupported = true
+// This build reads the time base in assembly: see asm.go.
+const asmBuild = true
+
+var asm = asmReaders{timebase: readTimeBase}
 
 // readTimeBase reads the time base after every earlier instruction has
 // completed (isync) and before every later load (an acquire load that
@@ -11,7 +13,3 @@ const timebaseSupported = true
 // the latch bank it is combined with nor newer than the seq re-check that
 // validates that bank.
 func readTimeBase() uint64
-
-func timebaseReader() func() uint64 { return readTimeBase }
-
-func timebaseUnsupportedReason() string { return "" }

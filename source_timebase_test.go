@@ -11,7 +11,7 @@ import (
 
 func TestTimeBase(t *testing.T) {
 	testTimerCounter(t, timerCounter{
-		name: "timebase", arch: "ppc64le", supported: timebaseSupported, reason: timebaseUnsupportedReason,
+		name: "timebase", arch: "ppc64le", supported: timebaseSupported,
 		construct: timeBaseSource, probe: probeTimeBase,
 		origins: []rateOrigin{rateCPUInfo, rateMeasured},
 	})

@@ -59,7 +59,6 @@ type timerCounter struct {
 	name      string // the Source's Name
 	arch      string // the GOARCH whose assembly reads it
 	supported bool
-	reason    func() string
 	construct func() (Source, error)
 	probe     func() (Source, rateOrigin, float64, error)
 	// origins are the rate origins the probe may return here.
@@ -74,7 +73,7 @@ func testTimerCounter(t *testing.T, tc timerCounter) {
 	src, err := tc.construct()
 	if !tc.supported {
 		require.ErrorIs(t, err, ErrUnsupported)
-		assert.Contains(t, err.Error(), tc.reason())
+		assert.Contains(t, err.Error(), noAsmReason(tc.arch))
 		if runtime.GOARCH == tc.arch && runtime.Compiler == "gc" {
 			assert.Contains(t, err.Error(), "purego")
 		} else {

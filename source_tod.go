@@ -48,7 +48,7 @@ func todSource() (Source, error) {
 // clock, the watch against CLOCK_MONOTONIC_RAW follows).
 func probeTOD() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !todSupported {
-		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "tod", todUnsupportedReason())
+		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "tod", noAsmReason("s390x"))
 	}
 	return Source{Name: "tod", Read: todReader(), Bits: timerBits, Rate: todRate}, rateArchitected, 0, nil
 }

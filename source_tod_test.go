@@ -8,7 +8,7 @@ import (
 
 func TestTOD(t *testing.T) {
 	testTimerCounter(t, timerCounter{
-		name: "tod", arch: "s390x", supported: todSupported, reason: todUnsupportedReason,
+		name: "tod", arch: "s390x", supported: todSupported,
 		construct: todSource, probe: probeTOD,
 		origins: []rateOrigin{rateArchitected},
 	})

@@ -93,7 +93,7 @@ func tscSource() (Source, error) {
 // initialisation.
 func probeTSC() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !tscSupported {
-		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "tsc", tscUnsupportedReason())
+		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "tsc", noAsmReason("amd64"))
 	}
 	rate, origin, errPPM, err := tscRate(cpu.CPUID, kernel.Clocksource())
 	if err != nil {

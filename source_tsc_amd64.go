@@ -2,8 +2,10 @@
 
 package schedclock
 
-// tscSupported reports whether this build has the TSC assembly.
-const tscSupported = true
+// This build reads the TSC in assembly: see asm.go.
+const asmBuild = true
+
+var asm = asmReaders{tsc: readTSC}
 
 // readTSC reads the time-stamp counter after every earlier load has
 // completed (LFENCE; RDTSC, the kernel's rdtsc_ordered), so a counter value
@@ -11,7 +13,3 @@ const tscSupported = true
 // later load after the read (a dependent load), so it is never newer than
 // the seq re-check that validates that bank. See source_tsc_amd64.s.
 func readTSC() uint64
-
-func tscReader() func() uint64 { return readTSC }
-
-func tscUnsupportedReason() string { return "" }
