@@ -4,4 +4,4 @@ package schedclock
 var counters = []*counter{&stableCounterCounter}
 
 // hardware is Hardware here: the loong64 counter register.
-func hardware() (Source, error) { return stableCounterSource() }
+func hardware() (Source, error) { return stableCounterTimer.source() }

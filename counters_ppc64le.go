@@ -4,4 +4,4 @@ package schedclock
 var counters = []*counter{&timebaseCounter}
 
 // hardware is Hardware here: the ppc64le counter register.
-func hardware() (Source, error) { return timeBaseSource() }
+func hardware() (Source, error) { return timebaseTimer.source() }

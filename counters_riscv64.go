@@ -4,4 +4,4 @@ package schedclock
 var counters = []*counter{&rdtimeCounter}
 
 // hardware is Hardware here: the riscv64 counter register.
-func hardware() (Source, error) { return rdtimeSource() }
+func hardware() (Source, error) { return rdtimeTimer.source() }

@@ -50,10 +50,10 @@ func (c *Clock) CoarseFollowsTheKernel() bool { return c.coarse.tick.Load() != n
 var (
 	TSC           = tscSource
 	CNTVCT        = cntvctSource
-	RDTIME        = rdtimeSource
-	TimeBase      = timeBaseSource
-	StableCounter = stableCounterSource
-	TOD           = todSource
+	RDTIME        = rdtimeTimer.source
+	TimeBase      = timebaseTimer.source
+	StableCounter = stableCounterTimer.source
+	TOD           = todTimer.source
 	NewJiffies    = newJiffies
 
 	ErrUntrusted     = errUntrusted

@@ -2,6 +2,7 @@ package schedclock
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -53,8 +54,7 @@ func timerReaderName() string {
 }
 
 // timerCounter is one of the counters source_timer.go serves, as its
-// tests (source_rdtime_test.go, source_timebase_test.go,
-// source_tod_test.go, source_stablecounter_test.go) see it.
+// tests (TestRDTIME, TestTimeBase, TestTOD, TestStableCounter) see it.
 type timerCounter struct {
 	name      string // the Source's Name
 	arch      string // the GOARCH whose assembly reads it
@@ -292,5 +292,164 @@ func TestTimerRateOriginNames(t *testing.T) {
 		rateDeviceTree: "device tree", rateCPUInfo: "cpuinfo", rateArchitected: "architected", rateCPUCFG: "cpucfg",
 	} {
 		assert.Equal(t, name, o.String())
+	}
+}
+func TestRDTIME(t *testing.T) {
+	testTimerCounter(t, timerCounter{
+		name: "rdtime", arch: "riscv64", supported: rdtimeSupported,
+		construct: rdtimeTimer.source, probe: probeRDTIME,
+		origins: []rateOrigin{rateDeviceTree, rateMeasured},
+	})
+}
+
+func TestRDTIMERate(t *testing.T) {
+	rate, origin, errPPM, err := rdtimeRate([]byte{0x00, 0x98, 0x96, 0x80}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(10_000_000), rate)
+	assert.Equal(t, rateDeviceTree, origin)
+	assert.Equal(t, float64(nominalRateErrPPM), errPPM)
+
+	// No device tree (qemu-user, ACPI): measured.
+	rate, origin, _, err = rdtimeRate(nil, fs.ErrNotExist)
+	require.NoError(t, err)
+	assert.Equal(t, rateMeasured, origin)
+	assert.Zero(t, rate)
+
+	for _, tt := range []struct {
+		name     string
+		property []byte
+		readErr  error
+		msg      string
+	}{
+		{"unreadable", nil, fs.ErrPermission,
+			`schedclock: counter not trusted "rdtime": reading /proc/device-tree/cpus/timebase-frequency: permission denied`},
+		{"zero", []byte{0, 0, 0, 0}, nil,
+			`schedclock: counter not trusted "rdtime": /proc/device-tree/cpus/timebase-frequency: timebase: no counter rate: timebase-frequency is 0`},
+		{"two cells", []byte{0, 0, 0, 0, 0, 0x98, 0x96, 0x80}, nil,
+			`schedclock: counter not trusted "rdtime": /proc/device-tree/cpus/timebase-frequency: timebase: no counter rate: timebase-frequency is 8 bytes, want one 32-bit cell (4 bytes)`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rate, _, _, err := rdtimeRate(tt.property, tt.readErr)
+			assert.ErrorIs(t, err, errUntrusted)
+			assert.EqualError(t, err, tt.msg)
+			assert.Zero(t, rate)
+		})
+	}
+}
+func TestTimeBase(t *testing.T) {
+	testTimerCounter(t, timerCounter{
+		name: "timebase", arch: "ppc64le", supported: timebaseSupported,
+		construct: timebaseTimer.source, probe: probeTimeBase,
+		origins: []rateOrigin{rateCPUInfo, rateMeasured},
+	})
+}
+
+func TestTimeBaseRate(t *testing.T) {
+	power9, err := os.ReadFile("internal/timebase/testdata/cpuinfo/power9-powernv")
+	require.NoError(t, err)
+	rate, origin, errPPM, err := timebaseRate(power9, nil)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(512_000_000), rate)
+	assert.Equal(t, rateCPUInfo, origin)
+	assert.Equal(t, float64(nominalRateErrPPM), errPPM)
+
+	// Another architecture's cpuinfo (qemu-user on this machine), or none:
+	// measured.
+	host, err := os.ReadFile("internal/timebase/testdata/cpuinfo/qemu-user-on-amd64-epyc")
+	require.NoError(t, err)
+	for _, in := range []struct {
+		cpuinfo []byte
+		readErr error
+	}{{host, nil}, {nil, fs.ErrNotExist}} {
+		rate, origin, _, err = timebaseRate(in.cpuinfo, in.readErr)
+		require.NoError(t, err)
+		assert.Equal(t, rateMeasured, origin)
+		assert.Zero(t, rate)
+	}
+
+	for _, tt := range []struct {
+		name    string
+		cpuinfo string
+		readErr error
+		msg     string
+	}{
+		{"unreadable", "", fs.ErrPermission, `schedclock: counter not trusted "timebase": reading /proc/cpuinfo: permission denied`},
+		{"zero", "timebase\t: 0\n", nil, `schedclock: counter not trusted "timebase": /proc/cpuinfo: timebase: no counter rate: cpuinfo timebase is 0`},
+		{"not a number", "timebase\t: 512MHz\n", nil, `schedclock: counter not trusted "timebase": /proc/cpuinfo: timebase: no counter rate: cpuinfo timebase "512MHz" is not a rate in Hz`},
+		{"two rates", "timebase\t: 512000000\ntimebase\t: 1\n", nil, `schedclock: counter not trusted "timebase": /proc/cpuinfo: timebase: no counter rate: cpuinfo gives two timebase rates, 512000000 and 1`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rate, _, _, err := timebaseRate([]byte(tt.cpuinfo), tt.readErr)
+			assert.ErrorIs(t, err, errUntrusted)
+			assert.EqualError(t, err, tt.msg)
+			assert.Zero(t, rate)
+		})
+	}
+}
+func TestTOD(t *testing.T) {
+	testTimerCounter(t, timerCounter{
+		name: "tod", arch: "s390x", supported: todSupported,
+		construct: todTimer.source, probe: probeTOD,
+		origins: []rateOrigin{rateArchitected},
+	})
+}
+
+// TestTODRate: bit 51 of the TOD clock is one microsecond, so one µs is
+// 1<<(63-51) units.
+func TestTODRate(t *testing.T) {
+	assert.Equal(t, uint64(1)<<(63-51)*1_000_000, uint64(todRate))
+}
+func TestStableCounter(t *testing.T) {
+	testTimerCounter(t, timerCounter{
+		name: "stablecounter", arch: "loong64", supported: stableCounterSupported,
+		construct: stableCounterTimer.source, probe: probeStableCounter,
+		origins: []rateOrigin{rateCPUCFG},
+	})
+}
+
+// TestCPUCFGHere logs the words the kernel's calc_const_freq reads (the
+// fuzz target's seed is qemu-loongarch64's) and checks that they give
+// the rate the probe states (StableCounter's may be measured: under
+// qemu-user the counter does not follow it).
+func TestCPUCFGHere(t *testing.T) {
+	if !stableCounterSupported {
+		assert.Zero(t, cpucfg(4))
+		t.Skip("no CPUCFG in this build: ", noAsmReason("loong64"))
+	}
+	t.Logf("CPUCFG 2 %#x, 4 %d, 5 %#x on %s", cpucfg(2), cpucfg(4), cpucfg(5), runtime.GOARCH)
+	rate, err := stableCounterRate(cpucfg)
+	require.NoError(t, err)
+	src, origin, _, err := probeStableCounter()
+	require.NoError(t, err)
+	assert.Equal(t, rate, src.Rate)
+	assert.Equal(t, rateCPUCFG, origin)
+}
+
+func TestStableCounterRate(t *testing.T) {
+	words := func(cfg2, cfg4, cfg5 uint32) func(uint32) uint32 {
+		return func(leaf uint32) uint32 { return map[uint32]uint32{2: cfg2, 4: cfg4, 5: cfg5}[leaf] }
+	}
+	rate, err := stableCounterRate(words(1<<14, 100_000_000, 1<<16|1))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(100_000_000), rate)
+
+	for _, tt := range []struct {
+		name             string
+		cfg2, cfg4, cfg5 uint32
+		msg              string
+	}{
+		{"no constant-frequency timer", 0, 100_000_000, 1<<16 | 1,
+			`schedclock: counter not trusted "stablecounter": timebase: no counter rate: CPUCFG 2 (0x0) has no constant-frequency timer (LLFTP, bit 14)`},
+		{"no base clock", 1 << 14, 0, 1<<16 | 1,
+			`schedclock: counter not trusted "stablecounter": timebase: no counter rate: CPUCFG gives base 0 Hz, multiplier 1, divisor 1 (firmware left one at 0)`},
+		{"no divisor", 1 << 14, 100_000_000, 1,
+			`schedclock: counter not trusted "stablecounter": timebase: no counter rate: CPUCFG gives base 100000000 Hz, multiplier 1, divisor 0 (firmware left one at 0)`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rate, err := stableCounterRate(words(tt.cfg2, tt.cfg4, tt.cfg5))
+			assert.ErrorIs(t, err, errUntrusted)
+			assert.EqualError(t, err, tt.msg)
+			assert.Zero(t, rate)
+		})
 	}
 }
