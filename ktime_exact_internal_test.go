@@ -437,11 +437,11 @@ func TestLineSinceFollowsSwitches(t *testing.T) {
 	}
 }
 
-// TestKernelTimeOnATSCLine: a line that reads the TSC (a conversion of
-// its own, 2.994 GHz) on a kernel whose vDSO converts the TSC (clock
-// mode 1) maps a reading to the kernel's time at the counter value it
-// was taken at, to within the ns the reading rounded.
-func TestKernelTimeOnATSCLine(t *testing.T) {
+// newTSCTimeData is fake time data whose conversion (returned) converts
+// the TSC (vDSO clock mode 1), and a line that reads the TSC through a
+// conversion of its own (2.994 GHz), 1,000,000 counts before that
+// conversion's cycle_last.
+func newTSCTimeData(t *testing.T) (*fakeTimeData, pvclock.Conv, line) {
 	f := newFakeTimeData(t)
 	tsc := pvclock.Conv{Seq: 100, Mode: pvclock.ModeTSC, CycleLast: 9_000_000_000, Mult: 5_603_000, Shift: 24,
 		Base: [2]pvclock.Timestamp{{Sec: 3, Nsec: 1 << 23}, {Sec: 4, Nsec: 1 << 23}}}
@@ -450,10 +450,17 @@ func TestKernelTimeOnATSCLine(t *testing.T) {
 	f.k.tscRead = funcPtr(func() uint64 { return 0 })
 	conv, err := newConversion(Source{Name: "t", Read: ptrFunc(f.k.tscRead), Bits: 64, Rate: 2_994_000_000})
 	require.NoError(t, err)
-	c := &Clock{clockState: &clockState{}}
-	c.cur = line{read: ptrFunc(f.k.tscRead), conv: conv, epochCyc: tsc.CycleLast - 1_000_000, epochNs: 7e9, frac: 12345}
-	c.lineSince.Store(c.cur.epochNs)
-	c.latch.publish(&c.cur, func(string) {})
+	return f, tsc, line{read: ptrFunc(f.k.tscRead), conv: conv, epochCyc: tsc.CycleLast - 1_000_000, epochNs: 7e9, frac: 12345}
+}
+
+// TestKernelTimeOnATSCLine: a line that reads the TSC (a conversion of
+// its own, 2.994 GHz) on a kernel whose vDSO converts the TSC (clock
+// mode 1) maps a reading to the kernel's time at the counter value it
+// was taken at, to within the ns the reading rounded.
+func TestKernelTimeOnATSCLine(t *testing.T) {
+	f, tsc, tscLine := newTSCTimeData(t)
+	c := &Clock{clockState: &clockState{step: func(string) {}}}
+	c.publishLocked(tscLine)
 	for _, cyc := range []uint64{tsc.CycleLast + 3, tsc.CycleLast + 4, tsc.CycleLast + 5, tsc.CycleLast + 12_345_678} {
 		reading, _ := c.cur.at(cyc)
 		kt, how := c.exactKernelTime(f.k, 0, reading)
@@ -529,16 +536,8 @@ func TestKernelTimeOnThePortableLine(t *testing.T) {
 // map. The default clock's first-use read is the portable source's
 // counter.
 func TestKernelTimeOfThePastLine(t *testing.T) {
-	f := newFakeTimeData(t)
-	tsc := pvclock.Conv{Seq: 100, Mode: pvclock.ModeTSC, CycleLast: 9_000_000_000, Mult: 5_603_000, Shift: 24,
-		Base: [2]pvclock.Timestamp{{Sec: 3, Nsec: 1 << 23}, {Sec: 4, Nsec: 1 << 23}}}
-	f.put(tsc)
-	f.k.pvclockRead = nil
-	f.k.tscRead = funcPtr(func() uint64 { return 0 })
-	conv, err := newConversion(Source{Name: "t", Read: ptrFunc(f.k.tscRead), Bits: 64, Rate: 2_994_000_000})
-	require.NoError(t, err)
+	f, tsc, first := newTSCTimeData(t)
 	c := &Clock{clockState: &clockState{step: func(string) {}}}
-	first := line{read: ptrFunc(f.k.tscRead), conv: conv, epochCyc: tsc.CycleLast - 1_000_000, epochNs: 7e9, frac: 12345}
 	c.publishLocked(first)
 	cyc := tsc.CycleLast + 12_345_678
 	reading, _ := first.at(cyc)
@@ -546,7 +545,7 @@ func TestKernelTimeOfThePastLine(t *testing.T) {
 	require.Equal(t, kernelExact, how)
 
 	other := func() uint64 { return 0 }
-	next := line{read: other, conv: conv, epochCyc: 5, epochNs: reading + 1000}
+	next := line{read: other, conv: first.conv, epochCyc: 5, epochNs: reading + 1000}
 	c.publishLocked(next)
 	kt, how := c.exactKernelTime(f.k, 0, reading)
 	assert.Equal(t, kernelExact, how, "a reading of the line left")
