@@ -18,7 +18,7 @@ type counter struct {
 	// arch is the GOARCH the counter exists on; the walk skips the others.
 	arch string
 	// probe returns the counter as a Source without blocking (it runs
-	// during package initialisation): Rate 0 with rateMeasured when the
+	// in the default clock's set-up, before its choice): Rate 0 with rateMeasured when the
 	// rate must be measured, which the default clock does in the
 	// background against CLOCK_MONOTONIC_RAW; or an error wrapping
 	// ErrUnsupported or errUntrusted that says why the counter cannot
@@ -38,8 +38,8 @@ type counter struct {
 	// the kernel's verdict for life: "" while it holds, else why not (a
 	// paravirtual page whose stable bit cleared).
 	evidence func() string
-	// prepare, if not nil, runs at start-up (cheaply: it runs during
-	// package initialisation) and returns the Source to use (a read
+	// prepare, if not nil, runs in the set-up once the counter is chosen
+	// (cheaply: the choice waits for it) and returns the Source to use (a read
 	// function with a workaround) and the counter's own check, run in the
 	// background before the counter's rate is adopted: what it found, for
 	// Info.Evidence.CounterCheck, and an error if the counter must not be used.
