@@ -19,8 +19,8 @@ import (
 // allows: the largest shift whose mult fits 32 bits and still leaves at
 // least eight seconds of cycles before delta*mult overflows, so the
 // refresh period, half of that, is four seconds or more. A fold is one
-// goroutine wake-up, and a wake-up costs (about 250 µs of CPU in a KVM
-// guest, measured): four seconds keeps an idle process's wake-ups rare
+// goroutine wake-up, and a wake-up costs CPU (docs/default-clock.md
+// measures it): four seconds keeps an idle process's wake-ups rare
 // while mult keeps at least 29 significant bits, so its rounding stays
 // below 0.002 ppm for every rate from 1 Hz to 10 GHz
 // (TestMultShiftPrecision). A refresh later than the overflow horizon
@@ -140,10 +140,8 @@ const maxConversionPPM = 1.0
 // that never yield, a due timer's goroutine starts only once sysmon has
 // preempted them (forcePreemptNS is 10 ms, and sysmon polls at up to
 // 10 ms intervals), and the OS adds its own delays on a busy machine.
-// Measured with an 8-50 ms timer and 1-8 busy goroutines at GOMAXPROCS 1
-// and 2 on a 2-vCPU EPYC KVM guest with Go 1.26.8: at most 38 ms late
-// on an idle machine, and up to 310 ms at a load average of 13 (other
-// processes competing for the two CPUs).
+// docs/guarantees.md has how late it ran beside busy goroutines and a
+// loaded machine.
 // TestNarrowCounterSurvivesABusyGoroutine runs the narrowest counters
 // accepted beside a goroutine that never yields.
 const maxRefreshLateness = 500 * time.Millisecond

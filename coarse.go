@@ -121,7 +121,7 @@ func (c *Clock) Coarse() Instant {
 }
 
 // coarseIdleTicks is how many ticks without a Coarse stop the goroutine:
-// each tick is a wake-up (about 250µs of CPU in a KVM guest), and after
+// each tick is a wake-up (CPU: docs/default-clock.md), and after
 // the last read every one is waste; a reader that pauses longer pays a
 // restart (its Coarse reads Now and has the goroutine started again).
 const coarseIdleTicks = 3

@@ -29,7 +29,7 @@ import (
 //
 // Which one that was is not cycle_last's to say: an update accumulates
 // whole ticks into cycle_last, which stays behind the counter value the
-// kernel read for it (by 0.5-1 ms here), and the conversion before it
+// kernel read for it (by up to a tick), and the conversion before it
 // went on serving readers until it was replaced. What says it is the
 // arithmetic of the update (timekeeping_advance and
 // timekeeping_apply_adjustment): the new conversion agrees with the old
@@ -201,9 +201,8 @@ const kernelModeMonotonic = -1
 
 // kernelLoadTries bounds the tries at the time data while the kernel
 // writes it (the vDSO spins there, for as long as it takes; a writer
-// preempted half-way would hold a reader here): some 50 µs, past which
-// the conversions recorded answer. An update's write takes a few
-// hundred ns, about 64 tries.
+// preempted half-way would hold a reader here): past that many, the
+// conversions recorded answer. An update's write takes a few tries.
 const kernelLoadTries = 1 << 14
 
 // kernelMapping is what the exact path made of a reading.

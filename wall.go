@@ -87,7 +87,7 @@ const (
 	wallQuickSamples = 3
 	// wallTolerance is how far the map may drift from a pairing before a
 	// new segment re-aims it: below the spread of time.Now's own
-	// brackets (about 100 ns here), so that WallNow stays at their
+	// brackets, so that WallNow stays at their
 	// middle; a map whose slope is right stays within it for several
 	// periods, and a segment per period while Time is called keeps the
 	// history's 4096 segments for at least 7 minutes.
