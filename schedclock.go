@@ -86,7 +86,11 @@ type clockState struct {
 	// adoptCoarseLocked).
 	coarseExact atomic.Bool
 
-	wallState
+	// wall is the wall map (wall.go); wallOrigin, on a clock on a Bubble
+	// Source, is the wall time of its reading 0: Time is that plus the
+	// reading, no map.
+	wall       pairedMap
+	wallOrigin atomic.Pointer[int64]
 	// kernel are the maps onto the kernel's clocks (see ktime.go);
 	// kernelInfo describes them for Info, as of their last pairing.
 	kernel     kernelMaps

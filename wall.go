@@ -593,11 +593,3 @@ type pairedMap struct {
 	first    wallMap
 	firstSeg [1]wallSegment
 }
-
-// wallState is the Clock's side of the wall map.
-type wallState struct {
-	wall pairedMap
-	// wallOrigin, on a clock on a Bubble Source, is the wall time of
-	// its reading 0: Time is that plus the reading, no map.
-	wallOrigin atomic.Pointer[int64]
-}
