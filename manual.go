@@ -142,8 +142,8 @@ func countsFor(d time.Duration, rate, carry uint64) (counts, rem uint64) {
 	return bits.Div64(hi, lo, uint64(time.Second))
 }
 
-// attach records c as a Clock on this counter, for Advance to fold.
-func (m *manual) attach(c *Clock) {
+// attach records c, a Clock on this counter, for Advance to fold.
+func (m *manual) attach(c clockRef) {
 	m.clocksMu.Lock()
 	defer m.clocksMu.Unlock()
 	live := m.clocks[:0]
@@ -152,7 +152,7 @@ func (m *manual) attach(c *Clock) {
 			live = append(live, w)
 		}
 	}
-	m.clocks = append(live, weakClock(c))
+	m.clocks = append(live, c)
 }
 
 // foldAcross moves a narrow counter on by counts, any number of wraps,

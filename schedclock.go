@@ -211,7 +211,7 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 	}
 	c.manual.Store(src.manual)
 	if src.manual != nil {
-		src.manual.attach(c)
+		src.manual.attach(weakClock(c))
 	}
 	c.adoptCoarseLocked(src)
 	c.publishLocked(line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask})
@@ -558,7 +558,10 @@ func (c *Clock) tickDueLocked(now time.Time) (next time.Time) {
 	if c.stoppedLocked() {
 		return now.Add(time.Hour)
 	}
-	policyDue := c.policy.tickLocked(c, now)
+	policyDue, fallBack := c.policy.tickLocked(now, c.suspended, c.track != nil && c.track.adopted)
+	if fallBack != "" {
+		c.fallBackLocked(fallBack)
+	}
 	if tr := c.track; tr != nil && !c.suspended {
 		c.trackSafelyLocked(tr, now)
 	}

@@ -81,7 +81,12 @@ func (c *Clock) Register(src Source) error {
 	if src.Rate < c.declared {
 		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.src.Name, c.declared)
 	}
-	undo := c.policy.registerLocked(c, src)
+	endTrack, undo := c.policy.registerLocked(src, c.track)
+	if tr := c.track; endTrack {
+		c.track = nil
+		undoPolicy := undo
+		undo = func() { c.track = tr; undoPolicy() }
+	}
 	switched := false
 	defer func() {
 		if !switched { // refused, or the goroutine exits (see goexit)
@@ -95,7 +100,7 @@ func (c *Clock) Register(src Source) error {
 	c.declared = src.Rate
 	c.manual.Store(src.manual)
 	if src.manual != nil {
-		src.manual.attach(c)
+		src.manual.attach(weakClock(c))
 	}
 	c.adoptCoarseLocked(src)
 	c.adoptWallOriginLocked(src)

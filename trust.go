@@ -65,19 +65,19 @@ type trustPolicy struct {
 	usedAt    atomic.Int64
 }
 
-// tickLocked asks the verdict when it is due, falling back when it has
-// gone, and returns when the background goroutine must wake for the next
-// one (zero: no need). The verdict rides on the watch's ticks when there
-// are any (at most maxWatchPeriod late on a 5 s poll), so that an idle
-// process wakes once per watch period. A suspended clock does not poll
-// it (nor watch): its due time may have passed, and must not wake the
-// goroutine.
-func (p *trustPolicy) tickLocked(c *Clock, now time.Time) (due time.Time) {
+// tickLocked asks the verdict when it is due and returns why the clock
+// must fall back where it has gone, and when the background goroutine
+// must wake for the next one (zero: no need). The verdict rides on the
+// watch's ticks when there are any (watching: at most maxWatchPeriod
+// late on a 5 s poll), so that an idle process wakes once per watch
+// period. A suspended clock does not poll it (nor watch): its due time
+// may have passed, and must not wake the goroutine.
+func (p *trustPolicy) tickLocked(now time.Time, suspended, watching bool) (due time.Time, fallBack string) {
 	if p == nil || p.verdict == nil {
-		return time.Time{}
+		return time.Time{}, ""
 	}
-	if c.suspended {
-		return time.Time{} // neither polled nor scheduled
+	if suspended {
+		return time.Time{}, "" // neither polled nor scheduled
 	}
 	if !now.Before(p.verdictDue) {
 		p.verdictDue = now.Add(verdictPeriod)
@@ -85,14 +85,13 @@ func (p *trustPolicy) tickLocked(c *Clock, now time.Time) (due time.Time) {
 			p.counterCheck = p.describe()
 		}
 		if why := p.verdict(); why != "" {
-			c.fallBackLocked(why)
-			return time.Time{}
+			return time.Time{}, why
 		}
 	}
-	if watching := c.track != nil && c.track.adopted; watching {
-		return time.Time{}
+	if watching {
+		return time.Time{}, ""
 	}
-	return p.verdictDue
+	return p.verdictDue, ""
 }
 
 // rejectLocked records why the default clock does not run on its
@@ -116,23 +115,22 @@ func (p *trustPolicy) adoptedLocked(name string) {
 }
 
 // registerLocked is a caller's Register(src) taking the default clock
-// over: its calibration and watch of the hardware counter end, and so
-// does its following of the kernel's verdict. It returns what undoes
-// that, for a Register that fails.
-func (p *trustPolicy) registerLocked(c *Clock, src Source) (undo func()) {
+// over, tr being the clock's calibration and watch: endTrack says they
+// end (those of the hardware counter), and with them the following of
+// the kernel's verdict. undo puts the policy back, for a Register that
+// fails.
+func (p *trustPolicy) registerLocked(src Source, tr *tracker) (endTrack bool, undo func()) {
 	if p != nil && p.deferred && !p.chosen {
 		// Before the hardware choice: it will find the clock taken over.
 		prev := p.takenOver
 		p.takenOver = src.Name
-		return func() { p.takenOver = prev }
+		return false, func() { p.takenOver = prev }
 	}
-	tr := c.track
 	if tr == nil || !tr.endsOnRegister {
-		return func() {}
+		return false, func() {}
 	}
-	c.track = nil
 	if p == nil {
-		return func() { c.track = tr }
+		return true, func() {}
 	}
 	verdict, rejected, pending := p.verdict, p.rejected, p.pending
 	p.verdict = nil
@@ -141,9 +139,7 @@ func (p *trustPolicy) registerLocked(c *Clock, src Source) (undo func()) {
 		p.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", tr.src.Name, src.Name)
 		p.pending = ""
 	}
-	return func() {
-		c.track, p.verdict, p.rejected, p.pending = tr, verdict, rejected, pending
-	}
+	return true, func() { p.verdict, p.rejected, p.pending = verdict, rejected, pending }
 }
 
 // closeLocked stops following the kernel's verdict.
