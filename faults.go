@@ -83,8 +83,8 @@ func (c *Clock) lockWriter(method string) error {
 //
 // Go has no goroutine-local state to tell the holder from another
 // goroutine, so the holder is named by its goroutine ID, read from its
-// stack trace's header: a traceback, microseconds. It is paid only where a Read or reference
-// is user code (see ownCode): the package's own counters and references
+// stack trace's header: a traceback, microseconds. It is paid only
+// where a Read or reference is user code (see ownCode): the package's own counters and references
 // never call a writer method, so the default clock's writers never pay
 // it; a waiter pays it only while a named holder holds the lock. The check is exact: writerG is set only by the
 // holder while it holds the lock and cleared before it lets go
