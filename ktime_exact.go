@@ -335,23 +335,27 @@ func kernelPivot(prev, next *pvclock.Conv) uint64 {
 	return next.CycleLast + uint64(rem)
 }
 
-// pastLine is a line readers have left, as exactKernelTime inverts it:
-// the readings from since up to the next line's start were taken on it
-// (a switch's anchor is never below what the old line's readers
-// returned).
-type pastLine struct {
-	since           int64
+// lineView is a line as exactKernelTime inverts it: its bank's values.
+type lineView struct {
 	read            unsafe.Pointer
 	epochCyc, base  uint64
 	scale           uint64
 	epochNs, offset int64
 }
 
+// pastLine is a line readers have left: the readings from since up to
+// the next line's start were taken on it (a switch's anchor is never
+// below what the old line's readers returned).
+type pastLine struct {
+	lineView
+	since int64
+}
+
 // past is ln as a pastLine for the readings from since on.
 func (ln *line) past(since int64) *pastLine {
-	return &pastLine{since: since, read: funcPtr(ln.read), epochCyc: ln.epochCyc,
+	return &pastLine{since: since, lineView: lineView{read: funcPtr(ln.read), epochCyc: ln.epochCyc,
 		base: ln.frac - ln.epochCyc*uint64(ln.conv.mult), scale: packScale(ln.conv.mult, ln.conv.shift, uint64(bitsOf(ln.conv.mask))),
-		epochNs: ln.epochNs, offset: ln.pureOffset()}
+		epochNs: ln.epochNs, offset: ln.pureOffset()}}
 }
 
 // invertLine is the least counter value at which a bank (epochCyc,
@@ -409,52 +413,62 @@ func invertLine(delta int64, epochCyc, base, scale uint64) (uint64, bool) {
 // kernel's current conversion) is this one function and Convert: every
 // call is a few ns of a budget of half a Now.
 func (c *Clock) exactKernelTime(k *kernelConvs, i int, ns int64) (int64, kernelMapping) {
-	// The line, read as readers read it: its counter, and the counter
-	// value at which it reads ns (the epoch's for a reading before it).
-	var cyc uint64
-	var mode int32
-	before := false
+	// The line, read as readers read it.
+	var ln lineView
+	var since int64
 	for {
 		seq := c.latch.seq.Load()
 		b := &c.latch.banks[seq&1]
-		read := atomic.LoadPointer(&b.read)
-		since, offset := c.lineSince.Load(), b.offset.Load()
-		var epochCyc, base, scale uint64
-		var epochNs int64
-		if offset == 0 {
-			epochCyc, epochNs = b.epochCyc.Load(), b.epochNs.Load()
-			base, scale = b.base.Load(), b.scale.Load()
+		ln.read = atomic.LoadPointer(&b.read)
+		since, ln.offset = c.lineSince.Load(), b.offset.Load()
+		if ln.offset == 0 {
+			ln.epochCyc, ln.epochNs = b.epochCyc.Load(), b.epochNs.Load()
+			ln.base, ln.scale = b.base.Load(), b.scale.Load()
 		}
-		if c.latch.seq.Load() != seq {
-			continue
-		}
-		if ns < since {
-			// From before the line: taken on the one before it, or
-			// older, of which the line says nothing. (publishLocked stores
-			// pastLine before lineSince: a pastLine newer than since
-			// starts at since or later, and ns is below that.)
-			if p := c.pastLine.Load(); p != nil && ns >= p.since {
-				read, offset = p.read, p.offset
-				epochCyc, epochNs, base, scale = p.epochCyc, p.epochNs, p.base, p.scale
-			} else {
-				ns, before = since, true
-			}
-		}
-		if mode = c.kernelMode(k, read); mode == 0 {
-			return 0, kernelNone
-		}
-		if offset != 0 {
-			// A pure offset (the pvclock page's line): the counter value
-			// is the reading less the offset, within the counter's width
-			// (fastMax keeps its readings below it).
-			cyc = uint64(ns - offset)
+		if c.latch.seq.Load() == seq {
 			break
 		}
+	}
+	if ns >= since {
+		return c.lineKernelTime(k, i, &ln, ns, false)
+	}
+	// From before the line. Taken on the one before it, where both lines
+	// read counters the kernel converts: through that line, exactly.
+	// (publishLocked stores pastLine before lineSince: a pastLine newer
+	// than since starts at since or later, and ns is below that.) Where
+	// one of them does not, the paired map answers for readings on either
+	// side of the switch alike.
+	if p := c.pastLine.Load(); p != nil && ns >= p.since && c.kernelMode(k, ln.read) != 0 {
+		if kt, how := c.lineKernelTime(k, i, &p.lineView, ns, false); how == kernelExact {
+			return kt, how
+		}
+	}
+	// Older, or not exact: the paired map's, at most the time at the
+	// line's start.
+	return c.lineKernelTime(k, i, &ln, since, true)
+}
+
+// lineKernelTime is exactKernelTime's answer for a reading ns taken on
+// line ln: the kernel's own conversion of the counter value at which ln
+// reads ns, where ln reads a counter the kernel converts. before says ns
+// is ln's start standing for an older reading: the answer is then a
+// bound.
+func (c *Clock) lineKernelTime(k *kernelConvs, i int, ln *lineView, ns int64, before bool) (int64, kernelMapping) {
+	mode := c.kernelMode(k, ln.read)
+	if mode == 0 {
+		return 0, kernelNone
+	}
+	var cyc uint64
+	if ln.offset != 0 {
+		// A pure offset (the pvclock page's line): the counter value is
+		// the reading less the offset, within the counter's width
+		// (fastMax keeps its readings below it).
+		cyc = uint64(ns - ln.offset)
+	} else {
 		var ok bool
-		if cyc, ok = invertLine(ns-epochNs, epochCyc, base, scale); !ok {
+		if cyc, ok = invertLine(ns-ln.epochNs, ln.epochCyc, ln.base, ln.scale); !ok {
 			return 0, kernelNone
 		}
-		break
 	}
 	if mode == kernelModeMonotonic {
 		return k.monotonicAt(i, int64(cyc)+monoBase, before)

@@ -530,11 +530,13 @@ func TestKernelTimeOnThePortableLine(t *testing.T) {
 }
 
 // TestKernelTimeOfThePastLine: readings taken on a line the clock has
-// left (a switch to another counter) map through that line, as exactly
-// as before the switch; readings older than it, and readings of the new
-// line where its counter is not the kernel's, are left to the paired
-// map. The default clock's first-use read is the portable source's
-// counter.
+// left (a switch to another line of a counter the kernel converts) map
+// through that line, as exactly as before the switch; readings older
+// than it are bounded by the new line's start. Where either line reads a
+// counter the kernel does not convert, readings on both sides of the
+// switch are left to the paired map (bounded before the new line where
+// it is the kernel's), so that a later reading never maps earlier. The
+// default clock's first-use read is the portable source's counter.
 func TestKernelTimeOfThePastLine(t *testing.T) {
 	f, tsc, first := newTSCTimeData(t)
 	c := &Clock{clockState: &clockState{step: func(string) {}}}
@@ -544,16 +546,47 @@ func TestKernelTimeOfThePastLine(t *testing.T) {
 	before, how := c.exactKernelTime(f.k, 0, reading)
 	require.Equal(t, kernelExact, how)
 
-	other := func() uint64 { return 0 }
-	next := line{read: other, conv: first.conv, epochCyc: 5, epochNs: reading + 1000}
+	// A new rate of the same counter: a line that does not continue it.
+	next := first
+	next.conv.mult++
+	next.epochCyc, next.epochNs, next.frac = cyc+1000, reading+1000, 0
 	c.publishLocked(next)
 	kt, how := c.exactKernelTime(f.k, 0, reading)
 	assert.Equal(t, kernelExact, how, "a reading of the line left")
 	assert.Equal(t, before, kt)
-	_, how = c.exactKernelTime(f.k, 0, first.epochNs-1)
-	assert.Equal(t, kernelNone, how, "older than the line left: the new line's counter is not the kernel's")
-	_, how = c.exactKernelTime(f.k, 0, next.epochNs)
-	assert.Equal(t, kernelNone, how, "a reading of the new line")
+	start, _ := c.exactKernelTime(f.k, 0, next.epochNs)
+	kt, how = c.exactKernelTime(f.k, 0, first.epochNs-1)
+	assert.Equal(t, kernelBounded, how, "older than the line left")
+	assert.Equal(t, start, kt, "older than the line left: at most the new line's start")
+
+	// Another rate again: a reading of the first line is now two lines
+	// back, which the clock does not keep: bounded, not mapped through
+	// the line between.
+	third := next
+	third.conv.mult++
+	third.epochCyc, third.epochNs = cyc+3000, reading+3000
+	c.publishLocked(third)
+	start, _ = c.exactKernelTime(f.k, 0, third.epochNs)
+	kt, how = c.exactKernelTime(f.k, 0, reading)
+	assert.Equal(t, kernelBounded, how, "two lines back")
+	assert.Equal(t, start, kt, "two lines back: at most the newest line's start")
+	next = third
+
+	// A switch to a counter the kernel does not convert: both sides to
+	// the paired map.
+	other := func() uint64 { return 0 }
+	c.publishLocked(line{read: other, conv: first.conv, epochCyc: 5, epochNs: next.epochNs + 1e6})
+	_, how = c.exactKernelTime(f.k, 0, next.epochNs+10)
+	assert.Equal(t, kernelNone, how, "a reading of the line left, the new one not the kernel's")
+
+	// And back: the line left is not the kernel's, its readings bounded.
+	back := next
+	back.epochCyc, back.epochNs = cyc+5000, next.epochNs+2e6
+	c.publishLocked(back)
+	start, _ = c.exactKernelTime(f.k, 0, back.epochNs)
+	kt, how = c.exactKernelTime(f.k, 0, next.epochNs+1e6+10)
+	assert.Equal(t, kernelBounded, how, "a reading of a line the kernel does not convert")
+	assert.Equal(t, start, kt)
 
 	// The default clock's first-use read reads the portable source.
 	c.policy = &trustPolicy{firstRead: other}
