@@ -36,41 +36,7 @@ const idleFor = 10 * time.Second
 // for about 20 timer wake-ups at the 250 µs each costs in this KVM guest.
 // Both children run at once, so the test takes idleFor and a second.
 func TestIdleCostAfterCoarse(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 11 s: make test measures it natively, in its ordering target")
-	}
-	if cpu.Emulated() {
-		// What an idle process spends under user-mode emulation is the
-		// emulator's, and a child forked under qemu-user can hang on a
-		// lock another of its threads held (one did, for 8m36s, under
-		// qemu-ppc64le, while the other idle test's children ran).
-		t.Skip("under an emulator: the idle CPU would be qemu's; make test measures it natively")
-	}
-	t.Parallel() // its children idle: the other idle test's beside them changes nothing they measure
-	line := regexp.MustCompile(`idlecpu (\w+) (\d+)`)
-	var wg sync.WaitGroup
-	spent := map[string]time.Duration{}
-	var mu sync.Mutex
-	for _, mode := range []string{"use", "none"} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, err := runTestChild(t, idleEnv+"="+mode)
-			if !assert.NoError(t, err, "child:\n%s", out) {
-				return
-			}
-			m := line.FindSubmatch(out)
-			if !assert.NotNil(t, m, "child:\n%s", out) {
-				return
-			}
-			ns, _ := strconv.ParseInt(string(m[2]), 10, 64)
-			mu.Lock()
-			spent[mode] = time.Duration(ns)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	require.Len(t, spent, 2)
+	spent := idleCosts(t, "use", "none")
 	t.Logf("CPU over %v idle: %v after a second of Now and Coarse, %v never reading the clock", idleFor, spent["use"], spent["none"])
 	// The bar is for a native build (make test runs this test natively
 	// too, in its ordering target). Under the race detector every
@@ -107,4 +73,47 @@ func idleChild(mode string) int {
 	time.Sleep(idleFor)
 	fmt.Printf("idlecpu %s %d\n", mode, processCPUTime()-before)
 	return 0
+}
+
+// idleCosts runs a child process of this test binary in each idle mode
+// (idleChild), all at once, and returns the CPU each spent in its idle
+// window. It skips, saying why, under -short and under an emulator, and
+// runs in parallel with the other idle test (the children only idle).
+func idleCosts(t *testing.T, modes ...string) map[string]time.Duration {
+	if testing.Short() {
+		t.Skip("takes 11 s: make test measures it natively, in its ordering target")
+	}
+	if cpu.Emulated() {
+		// What an idle process spends under user-mode emulation is the
+		// emulator's, and a child forked under qemu-user can hang on a
+		// lock another of its threads held (one did, for 8m36s, under
+		// qemu-ppc64le, while the other idle test's children ran).
+		t.Skip("under an emulator: the idle CPU would be qemu's; make test measures it natively")
+	}
+	t.Parallel()
+	line := regexp.MustCompile(`idlecpu (\w+) (\d+)`)
+	var wg sync.WaitGroup
+	spent := map[string]time.Duration{}
+	var mu sync.Mutex
+	for _, mode := range modes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := runTestChild(t, idleEnv+"="+mode)
+			if !assert.NoError(t, err, "child:\n%s", out) {
+				return
+			}
+			m := line.FindSubmatch(out)
+			if !assert.NotNil(t, m, "child:\n%s", out) {
+				return
+			}
+			ns, _ := strconv.ParseInt(string(m[2]), 10, 64)
+			mu.Lock()
+			spent[mode] = time.Duration(ns)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	require.Len(t, spent, len(modes))
+	return spent
 }

@@ -3,15 +3,11 @@
 package schedclock_test
 
 import (
-	"regexp"
 	"slices"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock"
 	"github.com/schedclock/schedclock/internal/cpu"
@@ -108,41 +104,7 @@ func TestWallNowInsideTimeNowBrackets(t *testing.T) {
 // beyond the period or two after its last read. All three children run
 // at once, so the test takes idleFor and a second.
 func TestIdleCostAfterWallNow(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 11 s: make test measures it natively, in its ordering target")
-	}
-	if cpu.Emulated() {
-		// What an idle process spends under user-mode emulation is the
-		// emulator's, and a child forked under qemu-user can hang on a
-		// lock another of its threads held (one did, for 8m36s, under
-		// qemu-ppc64le, while the other idle test's children ran).
-		t.Skip("under an emulator: the idle CPU would be qemu's; make test measures it natively")
-	}
-	t.Parallel() // its children idle: the other idle test's beside them changes nothing they measure
-	line := regexp.MustCompile(`idlecpu (\w+) (\d+)`)
-	var wg sync.WaitGroup
-	spent := map[string]time.Duration{}
-	var mu sync.Mutex
-	for _, mode := range []string{"wall", "use", "none"} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, err := runTestChild(t, idleEnv+"="+mode)
-			if !assert.NoError(t, err, "child:\n%s", out) {
-				return
-			}
-			m := line.FindSubmatch(out)
-			if !assert.NotNil(t, m, "child:\n%s", out) {
-				return
-			}
-			ns, _ := strconv.ParseInt(string(m[2]), 10, 64)
-			mu.Lock()
-			spent[mode] = time.Duration(ns)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	require.Len(t, spent, 3)
+	spent := idleCosts(t, "wall", "use", "none")
 	t.Logf("CPU over %v idle: %v after a second of Now, Coarse and WallNow, %v after Now and Coarse, %v never reading the clock",
 		idleFor, spent["wall"], spent["use"], spent["none"])
 	bar := 2500 * time.Microsecond
