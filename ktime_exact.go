@@ -81,8 +81,8 @@ type kernelConvs struct {
 	pvclockRead, tscRead unsafe.Pointer
 	pvclockSrc           **paravirtSource
 	// portableRead is readMono as a bank holds it: the portable
-	// source's counter is CLOCK_MONOTONIC itself (runtime.nanotime, less
-	// monoBase), which needs no conversion at all.
+	// source's counter is CLOCK_MONOTONIC itself (runtime.nanotime),
+	// which needs no conversion at all.
 	portableRead unsafe.Pointer
 	// head counts the conversions recorded; record n (from 1) is in
 	// slots[(n-1)%kernelHistoryLen] while that slot's gen is n.
@@ -196,7 +196,7 @@ func (c *Clock) kernelMode(k *kernelConvs, read unsafe.Pointer) int32 {
 }
 
 // kernelModeMonotonic is modeOf's mode for the portable source: its
-// counter values plus monoBase are CLOCK_MONOTONIC's.
+// counter values are CLOCK_MONOTONIC's.
 const kernelModeMonotonic = -1
 
 // kernelLoadTries bounds the tries at the time data while the kernel
@@ -471,7 +471,7 @@ func (c *Clock) lineKernelTime(k *kernelConvs, i int, ln *lineView, ns int64, be
 		}
 	}
 	if mode == kernelModeMonotonic {
-		return k.monotonicAt(i, int64(cyc)+monoBase, before)
+		return k.monotonicAt(i, int64(cyc), before)
 	}
 	if !before {
 		kt, seq, kmode, ok := k.td.Convert(k.layout, i, cyc)

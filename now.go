@@ -32,7 +32,7 @@ func otherNow(c *Clock) int64 {
 		if atomic.LoadPointer(&b.read) != portableReadPtr {
 			return c.now()
 		}
-		cyc := uint64(runtimeNano() - monoBase)
+		cyc := uint64(runtimeNano())
 		orderAfter(cyc)
 		scale := b.scale.Load()
 		ns, fast := b.fastNanos(cyc, scale)

@@ -169,15 +169,11 @@ func (s Source) validate() error {
 //go:linkname runtimeNano runtime.nanotime
 func runtimeNano() int64
 
-// monoBase anchors the portable source; it is set once, at package
-// initialisation, and only read afterwards.
-var monoBase = runtimeNano()
-
 // readMono reads Go's monotonic clock, ordered before the caller's later
 // loads (see orderAfter). Clock.Now recognises it (portableReadPtr) and reads
 // runtimeNano inline.
 func readMono() uint64 {
-	v := uint64(runtimeNano() - monoBase)
+	v := uint64(runtimeNano())
 	orderAfter(v)
 	return v
 }
@@ -216,7 +212,7 @@ var orderSink [2]atomic.Uint64
 // (Intel SDM Vol. 3A 9.2.2, "Reads are not reordered with other reads"),
 // and on arm64 it is an acquire (LDAR), which orders every later load
 // after it. v>>63 is 0 for every value it is given (nanoseconds since
-// the package started), but neither the compiler nor the CPU can know
+// the machine started), but neither the compiler nor the CPU can know
 // that before v. The hardware counters' readers do the same in assembly;
 // the portable source, which reads the clock through the Go runtime, uses
 // this, in every build (purego included).
