@@ -187,7 +187,7 @@ type clockSample struct {
 // narrow (its width is negative), and is left out.
 func (c *Clock) sampleClock(tr *tracker) clockSample {
 	best := clockSample{halfWidth: math.MaxInt64}
-	ln := c.cur
+	ln := c.st.cur
 	for i := 0; i < watchSamples; i++ {
 		first := ln.read()
 		r := tr.ref()
@@ -259,7 +259,7 @@ func referenceOff(refElapsed, monoElapsed int64) string {
 // distrustLocked records that the reference misbehaved and starts the
 // tracking afresh from the next tick.
 func (c *Clock) distrustLocked(tr *tracker, why string) {
-	c.watch.reference = fmt.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", why, stamp(time.Now()))
+	c.st.watch.reference = fmt.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", why, stamp(time.Now()))
 	tr.restart = true
 }
 
@@ -326,12 +326,12 @@ func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 		// fold of its own would adopt whatever the counter read then
 		// (a narrow counter is folded more often than the watch's
 		// longest period).
-		if now.Before(tr.watchDue) && now.Before(c.fold.due) {
+		if now.Before(tr.watchDue) && now.Before(c.st.fold.due) {
 			return
 		}
 		tr.watchDue = now.Add(tr.watchEvery)
 		c.watchLocked(tr, now)
-		if c.track != tr || tr.restart || tr.probe != nil {
+		if c.st.track != tr || tr.restart || tr.probe != nil {
 			return
 		}
 	}
@@ -386,15 +386,15 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 	hz, errPPM, err := rateBetween(base, p)
 	if err != nil || hz < 1 {
 		if !tr.adopted && tr.src.Rate == 0 {
-			c.policy.rejectLocked(fmt.Sprintf("%s: measuring its rate against the reference failed: %v", tr.src.Name, err))
-			c.track = nil
+			c.st.policy.rejectLocked(fmt.Sprintf("%s: measuring its rate against the reference failed: %v", tr.src.Name, err))
+			c.st.track = nil
 		}
 		return
 	}
 	conv, err := conversionFor(tr.src.Name, hz, tr.src.Bits)
 	if err != nil {
-		c.policy.rejectLocked(err.Error())
-		c.track = nil
+		c.st.policy.rejectLocked(err.Error())
+		c.st.track = nil
 		return
 	}
 	// The conversion's own rounding is part of the error.
@@ -402,7 +402,7 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 	src := tr.src
 	src.Rate = uint64(math.Round(hz))
 	if !tr.adopted {
-		if c.policy != nil && c.policy.trustPending {
+		if c.st.policy != nil && c.st.policy.trustPending {
 			// The counter's checks have not passed yet: measure again
 			// when they end (trustSettledLocked), from the same baseline,
 			// rather than wake every few milliseconds for a minute and
@@ -416,27 +416,27 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 		}
 		tr.adopted = true
 		if err := c.switchLocked(src, conv, next); err != nil {
-			c.policy.rejectLocked(err.Error())
-			c.track = nil
+			c.st.policy.rejectLocked(err.Error())
+			c.st.track = nil
 			return
 		}
-		c.policy.adoptedLocked(tr.src.Name)
+		c.st.policy.adoptedLocked(tr.src.Name)
 		tr.src = src
 		tr.watchDue = now
 		return
 	}
-	if c.rate.origin == rateNanoseconds {
+	if c.st.rate.origin == rateNanoseconds {
 		return // exact by construction: a measurement can only add its own error (the watch still compares)
 	}
-	current := c.rate.errPPM
-	if c.rate.origin == rateDeclared {
+	current := c.st.rate.errPPM
+	if c.st.rate.origin == rateDeclared {
 		current = math.Inf(1) // a caller's word, which the reference is here to check
 	}
 	if !sliding && next.errPPM >= current {
 		return
 	}
-	if conv == c.conv {
-		c.rate, c.src.Rate = next, src.Rate
+	if conv == c.st.conv {
+		c.st.rate, c.st.src.Rate = next, src.Rate
 		return
 	}
 	_ = c.switchLocked(src, conv, next) // the same counter, read many times just now
@@ -487,15 +487,15 @@ func (c *Clock) watchLocked(tr *tracker, now time.Time) {
 	c.foldLocked(s.cyc, s.cycMono)
 	// The watch's fold restarts the refresh period: a clock with a
 	// reference is folded by its watch alone, with no wake-ups of its own.
-	c.fold.due = now.Add(c.conv.refreshPeriod())
+	c.st.fold.due = now.Add(c.st.conv.refreshPeriod())
 }
 
 // watchTolerance is the largest disagreement over elapsed reference
 // nanoseconds that the rate's estimated error, drift, the brackets and
 // the counter's resolution explain.
 func (c *Clock) watchTolerance(elapsed int64, a, b clockSample) int64 {
-	ppm := c.rate.errPPM + watchDriftPPM
-	tick := int64(c.conv.nanos(1)) + 1
+	ppm := c.st.rate.errPPM + watchDriftPPM
+	tick := int64(c.st.conv.nanos(1)) + 1
 	return int64(ppm*1e-6*math.Abs(float64(elapsed))) + a.halfWidth + b.halfWidth + 2*tick + int64(watchFloor)
 }
 
@@ -507,7 +507,7 @@ func (c *Clock) watchTolerance(elapsed int64, a, b clockSample) int64 {
 // first point, finishReanchorLocked, rateProbe later, the second and the
 // rest, so that the writer lock is never held through a sleep.
 func (c *Clock) beginReanchorLocked(tr *tracker, now time.Time, g clockSample, gap, elapsed int64) {
-	tr.probe = &reanchorProbe{g: g, gap: gap, elapsed: elapsed, p1: tr.point(c.src.Read)}
+	tr.probe = &reanchorProbe{g: g, gap: gap, elapsed: elapsed, p1: tr.point(c.st.src.Read)}
 	tr.probeDue = now.Add(rateProbe)
 }
 
@@ -515,7 +515,7 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 	pr := tr.probe
 	tr.probe = nil
 	g, gap, elapsed, p1 := pr.g, pr.gap, pr.elapsed, pr.p1
-	src, conv, rate := c.src, c.conv, c.rate
+	src, conv, rate := c.st.src, c.st.conv, c.st.rate
 	from := rate.hz
 	p2 := tr.point(src.Read)
 	if why := referenceOff(subSat(p2.ns, p1.ns), p2.mono-p1.mono); why != "" {
@@ -535,23 +535,23 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 	if c.switchAnchoredLocked(src, conv, rate, timelineAnchor(src.Read, tr.ref, g, &refused)) != nil {
 		return // the counter's Read panicked: the clock is as it was
 	}
-	c.watch.reanchors++
+	c.st.watch.reanchors++
 	switch {
 	case refused.ahead > 0:
-		c.watch.counterFaults++
+		c.st.watch.counterFaults++
 		what := fmt.Sprintf("%v ahead of the reference", time.Duration(refused.ahead))
 		if refused.saturated {
 			what = fmt.Sprintf("past math.MaxInt64 (%s)", what)
 		}
-		c.watch.lastCounterFault = fmt.Sprintf("%s: read %s, which counted %v since the last comparison: a reading it cannot have produced, not adopted; the clock is back on the reference's timeline (at %s)",
+		c.st.watch.lastCounterFault = fmt.Sprintf("%s: read %s, which counted %v since the last comparison: a reading it cannot have produced, not adopted; the clock is back on the reference's timeline (at %s)",
 			src.Name, what, time.Duration(refused.elapsed), stamp(time.Now()))
-		c.watch.lastReanchor = fmt.Sprintf("%s: read %v ahead of the reference's timeline at the re-anchoring: not adopted (see LastCounterFault)", src.Name, time.Duration(refused.ahead))
+		c.st.watch.lastReanchor = fmt.Sprintf("%s: read %v ahead of the reference's timeline at the re-anchoring: not adopted (see LastCounterFault)", src.Name, time.Duration(refused.ahead))
 	case rerated:
-		c.watch.lastReanchor = fmt.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, from, hz, (hz/from-1)*100)
+		c.st.watch.lastReanchor = fmt.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, from, hz, (hz/from-1)*100)
 	case gap < 0:
-		c.watch.lastReanchor = fmt.Sprintf("%s: fell %v behind the reference in %v (stepped back or stalled)", src.Name, time.Duration(-gap), time.Duration(elapsed))
+		c.st.watch.lastReanchor = fmt.Sprintf("%s: fell %v behind the reference in %v (stepped back or stalled)", src.Name, time.Duration(-gap), time.Duration(elapsed))
 	default:
-		c.watch.lastReanchor = fmt.Sprintf("%s: ran %v ahead of the reference in %v (jumped forward)", src.Name, time.Duration(gap), time.Duration(elapsed))
+		c.st.watch.lastReanchor = fmt.Sprintf("%s: ran %v ahead of the reference in %v (jumped forward)", src.Name, time.Duration(gap), time.Duration(elapsed))
 	}
 	tr.src = src
 	tr.startLocked(now)
@@ -582,8 +582,8 @@ const (
 // hardware counter have ended, and has a counter waiting for them
 // measured at once.
 func (c *Clock) trustSettledLocked(now time.Time) {
-	c.policy.trustPending = false
-	if tr := c.track; tr != nil && !tr.adopted {
+	c.st.policy.trustPending = false
+	if tr := c.st.track; tr != nil && !tr.adopted {
 		tr.refineDue = now
 	}
 	c.kick()

@@ -96,8 +96,8 @@ func defaultLike(t *testing.T, hw Source) *Clock {
 	c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared},
 		&tracker{ref: rawNow, src: hw, endsOnRegister: true})
 	require.NoError(t, err)
-	c.mu.Lock()
-	c.policy = &trustPolicy{hw: hw, pending: measurePending(hw.Name)}
+	c.st.mu.Lock()
+	c.st.policy = &trustPolicy{hw: hw, pending: measurePending(hw.Name)}
 	c.unlock()
 	c.start()
 	t.Cleanup(func() { _ = c.Close() })
@@ -170,8 +170,8 @@ func TestCallerRegisterEndsCalibration(t *testing.T) {
 		assert.Equal(t, src.Name, in.Source, "calibration switched away from a registered source")
 		assert.Equal(t, fmt.Sprintf("hw: not adopted: Register(%q) took the clock over first", src.Name), in.Evidence.Rejected)
 		assert.Empty(t, in.Evidence.Pending)
-		c.mu.Lock()
-		assert.Nil(t, c.track)
+		c.st.mu.Lock()
+		assert.Nil(t, c.st.track)
 		c.unlock()
 	}
 }
@@ -254,8 +254,8 @@ func TestAPanickingReferenceNeverStopsTheFolds(t *testing.T) {
 				prev = now
 			}
 		}
-		c.mu.Lock()
-		in, wakes := c.infoLocked(), c.wakes
+		c.st.mu.Lock()
+		in, wakes := c.infoLocked(), c.st.loop.wakes
 		c.unlock()
 		t.Logf("10 s: %d faults, %d wake-ups, clock %v, %d steps back", in.Faults, wakes, time.Duration(prev), back)
 		assert.Zero(t, back, "Now went back")
@@ -274,9 +274,9 @@ func BenchmarkRefine(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	c.mu.Lock()
+	c.st.mu.Lock()
 	defer c.unlock()
-	tr := c.track
+	tr := c.st.track
 	tr.startLocked(time.Now())
 	tr.step = len(calibrationSchedule) // the sliding phase: always adopts
 	tr.history = []ratePoint{tr.baseline}
@@ -571,7 +571,7 @@ func TestANarrowCountersGarbageIsNeverFolded(t *testing.T) {
 				require.NoError(t, err)
 				c.start()
 				defer c.Close()
-				require.Less(t, c.conv.refreshPeriod(), maxWatchPeriod)
+				require.Less(t, c.st.conv.refreshPeriod(), maxWatchPeriod)
 				time.Sleep(3900 * time.Millisecond)
 				off := c.nanos() - ref()
 				time.Sleep(at + 3*time.Second - 3900*time.Millisecond)
@@ -617,9 +617,9 @@ func TestAStepWithinTheRateProbeIsNoRate(t *testing.T) {
 		time.Sleep(time.Second)
 		step.Add(-int64(time.Second))
 		probing := func() bool {
-			c.mu.Lock()
+			c.st.mu.Lock()
 			defer c.unlock()
-			return c.track != nil && c.track.probe != nil
+			return c.st.track != nil && c.st.track.probe != nil
 		}
 		for !probing() {
 			time.Sleep(time.Millisecond)

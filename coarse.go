@@ -130,14 +130,14 @@ const coarseIdleTicks = 3
 // stores it unless another goroutine stored one first, and makes sure the
 // ticking goroutine runs.
 func (c *Clock) coarseSlow() int64 {
-	if c.clockState == nil {
+	if c.st == nil {
 		return 0 // a zero Clock
 	}
-	if c.coarseExact.Load() {
+	if c.st.exact.coarse.Load() {
 		return c.nanos()
 	}
 	c.wakeFirstUse()
-	if !c.policy.started() {
+	if !c.st.policy.started() {
 		// No goroutine will clear a stored value (a first use inside a
 		// testing/synctest bubble starts none): read Now each time.
 		return c.nanos()
@@ -153,10 +153,10 @@ func (c *Clock) coarseSlow() int64 {
 			continue // another goroutine stored one, or a tick cleared it, in between
 		}
 		atomic.StoreUint64(&c.coarse.seen, stamp)
-		if !c.coarseRunning.Load() && c.coarseRunning.CompareAndSwap(false, true) {
+		if !c.st.ticker.running.Load() && c.st.ticker.running.CompareAndSwap(false, true) {
 			// The clock's own goroutine starts the ticker: a goroutine
 			// started here would join the caller's synctest bubble.
-			c.coarseWanted.Store(true)
+			c.st.ticker.wanted.Store(true)
 			c.kick()
 		}
 		return now
@@ -171,7 +171,7 @@ func (c *Clock) coarseSlow() int64 {
 // the next Coarse reads Now.
 func (c *Clock) adoptCoarseLocked(src Source) {
 	exact := src.manual != nil || src.bubble != nil
-	c.coarseExact.Store(exact)
+	c.st.exact.coarse.Store(exact)
 	if exact {
 		atomic.StoreInt64(&c.coarse.value, 0)
 	}
@@ -180,20 +180,20 @@ func (c *Clock) adoptCoarseLocked(src Source) {
 // startCoarse starts the ticking goroutine if Coarse asked for it. Only
 // the clock's own goroutines call it (one started by Coarse's caller would
 // join its synctest bubble), and they do so before Close has waited for
-// them, so coarseWG.Add comes before Close's Wait. They call it as soon as
+// them, so ticker.wg.Add comes before Close's Wait. They call it as soon as
 // they are woken, before any other work: until the ticker runs, the value
 // the first Coarse stored is not refreshed.
 func startCoarse(w clockRef, st *clockState) {
-	if !st.coarseWanted.Swap(false) {
+	if !st.ticker.wanted.Swap(false) {
 		return
 	}
 	select {
-	case <-st.stop:
+	case <-st.loop.stop:
 		return
 	default:
 	}
-	st.coarseWG.Add(1)
-	go tickCoarse(w, st, st.coarseEvery)
+	st.ticker.wg.Add(1)
+	go tickCoarse(w, st, st.ticker.every)
 }
 
 // tickCoarse clears the coarse value at every tick, and when it starts if
@@ -210,15 +210,15 @@ func startCoarse(w clockRef, st *clockState) {
 // holds the Clock weakly, as the background goroutine does, and stops
 // when nothing else holds it.
 func tickCoarse(w clockRef, st *clockState, every time.Duration) {
-	defer st.coarseWG.Done()
+	defer st.ticker.wg.Done()
 	if every < kernelTickMax {
 		// Beside the ticker, not before it: the look reads
 		// /proc/self/maps (under an emulator, translating its code first
 		// takes tens of milliseconds), and the ticker's first clear must
 		// not wait for it. Close waits for it as for the ticker.
-		st.coarseWG.Add(1)
+		st.ticker.wg.Add(1)
 		go func() {
-			defer st.coarseWG.Done()
+			defer st.ticker.wg.Done()
 			if td := kernelTicks.get().td; td != nil {
 				if c := clockOf(w); c != nil {
 					c.coarse.tick.Store(td)
@@ -236,7 +236,7 @@ func tickCoarse(w clockRef, st *clockState, every time.Duration) {
 	idle := 0
 	for {
 		select {
-		case <-st.stop:
+		case <-st.loop.stop:
 			return
 		case <-ticker.C:
 			ticker.Reset(every)
@@ -252,8 +252,8 @@ func tickCoarse(w clockRef, st *clockState, every time.Duration) {
 		if idle++; idle < coarseIdleTicks {
 			continue
 		}
-		st.coarseRunning.Store(false)
-		if atomic.LoadInt64(&c.coarse.value) == 0 || !st.coarseRunning.CompareAndSwap(false, true) {
+		st.ticker.running.Store(false)
+		if atomic.LoadInt64(&c.coarse.value) == 0 || !st.ticker.running.CompareAndSwap(false, true) {
 			return
 		}
 		idle = 0 // read just now: go on ticking

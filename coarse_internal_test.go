@@ -30,7 +30,7 @@ func TestCoarseTickerStartsAtOnce(t *testing.T) {
 					time.Sleep(firstUseGrace / 5)
 				}
 				stored := c.Coarse()
-				time.Sleep(c.coarseEvery + 1)
+				time.Sleep(c.st.ticker.every + 1)
 				assert.NotEqual(t, stored, c.Coarse(), "Coarse not refreshed one resolution after its first call")
 			})
 		})
@@ -52,10 +52,10 @@ func TestCoarseTickerClearsAnOldValueWhenItStarts(t *testing.T) {
 		c, err := New(Source{Name: "fake time", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(start)) }}, WithCoarseResolution(kernelTickMax))
 		require.NoError(t, err)
 		defer func() { require.NoError(t, c.Close()) }()
-		c.coarseRunning.Store(true) // Coarse asks for no ticker
+		c.st.ticker.running.Store(true) // Coarse asks for no ticker
 		stored := c.Coarse()
-		time.Sleep(5 * c.coarseEvery)
-		c.coarseWanted.Store(true)
+		time.Sleep(5 * c.st.ticker.every)
+		c.st.ticker.wanted.Store(true)
 		c.kick()
 		synctest.Wait() // the ticker starts
 		assert.Equal(t, c.Now(), c.Coarse(), "the value stored at %v outlived the ticker's start", time.Duration(stored))

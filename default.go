@@ -88,9 +88,9 @@ func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, in *Info, table 
 	// growing the initialising goroutine's stack (a copy, and fresh pages
 	// to fault in) in every process that imports the package.
 	st.src, st.conv, st.rate, st.declared = src, conv, rating{hz: 1e9, origin: rateDeclared}, src.Rate
-	st.wake, st.stop, st.stopped = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
-	st.step, st.coarseEvery, st.policy = noStep, defaultCoarseResolution, p
-	c.clockState = st
+	st.loop.wake, st.loop.stop, st.loop.stopped = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	st.writer.step, st.ticker.every, st.policy = noStep, defaultCoarseResolution, p
+	c.st = st
 	st.initRefs()
 	p.table, p.deferred, p.clock = table, true, c
 	p.pending = choicePending
@@ -103,12 +103,12 @@ func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, in *Info, table 
 	} else {
 		p.firstRead = p.readFirstUse
 	}
-	c.src.Read = p.firstRead
-	c.publishLocked(line{read: c.src.Read, conv: conv, epochCyc: readMono() & conv.mask})
-	c.fold.due = time.Now().Add(conv.refreshPeriod())
-	c.fold.lastMono = runtimeNano()
+	c.st.src.Read = p.firstRead
+	c.publishLocked(line{read: c.st.src.Read, conv: conv, epochCyc: readMono() & conv.mask})
+	c.st.fold.due = time.Now().Add(conv.refreshPeriod())
+	c.st.fold.lastMono = runtimeNano()
 	*in = c.infoLocked()
-	c.info.Store(in)
+	c.st.info.Store(in)
 	return c
 }
 
@@ -183,16 +183,16 @@ func gatherEvidence(table []*counter) evidence {
 // counter's background checks must run. It runs once, at the set-up;
 // tests call it to make the choice at once.
 func (c *Clock) chooseHardware() {
-	p := c.policy
-	if c.mu.Lock(); p.chosen {
-		c.mu.Unlock()
+	p := c.st.policy
+	if c.st.mu.Lock(); p.chosen {
+		c.st.mu.Unlock()
 		return
 	}
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 	ev := gatherEvidence(p.table)
-	c.mu.Lock()
+	c.st.mu.Lock()
 	defer c.unlock()
-	if p.chosen || c.closed {
+	if p.chosen || c.st.loop.closed {
 		return
 	}
 	p.chosen = true
@@ -211,7 +211,7 @@ func (c *Clock) chooseHardware() {
 		p.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", hw.Name, p.takenOver)
 		return
 	case hw.Rate == 0 || !ev.kernelTrusts:
-		c.track = &tracker{ref: rawNow, src: hw, endsOnRegister: true, restart: true}
+		c.st.track = &tracker{ref: rawNow, src: hw, endsOnRegister: true, restart: true}
 		if !ev.kernelTrusts {
 			p.rejected = fmt.Sprintf("%s: not trusted yet: %s, and the cross-CPU check has not passed", hw.Name, p.kernel)
 			p.pending = "the cross-CPU check"
@@ -229,9 +229,9 @@ func (c *Clock) chooseHardware() {
 			p.rejected = fmt.Sprintf("%s: unusable: %v", hw.Name, err)
 			return
 		}
-		c.declared = hw.Rate
+		c.st.declared = hw.Rate
 		c.adoptWallOriginLocked(hw)
-		c.track = &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true, restart: true}
+		c.st.track = &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true, restart: true}
 	}
 	// The hardware counter is in use or about to be: the kernel's
 	// verdict is followed for life, and the checks that need time run

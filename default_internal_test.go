@@ -52,7 +52,7 @@ func waitInfo(d time.Duration, cond func(Info) bool) Info {
 func TestDefaultClockAdoptsAndRefinesTheHardwareCounter(t *testing.T) {
 	hw, ok := hardwareExpected(t)
 	if !ok {
-		Default().policy.startSetUp() // the choice is made in the background from the first use on
+		Default().st.policy.startSetUp() // the choice is made in the background from the first use on
 		in := waitInfo(5*time.Second, func(in Info) bool { return in.Evidence.Rejected != "" })
 		assert.Equal(t, "portable", in.Source)
 		assert.NotEmpty(t, in.Evidence.Rejected, "a rejected counter must say why")
@@ -84,7 +84,7 @@ func TestDefaultClockAdoptsAndRefinesTheHardwareCounter(t *testing.T) {
 	stepNs := float64(counterStep(hw.Read)) / float64(Default().Info().Rate) * 1e9
 	need := max(2*time.Second, time.Duration(8e6*stepNs))
 	t.Logf("counter step %.0f ns: 1 ppm expected within %v of the first use", stepNs, need)
-	in = waitInfo(need-time.Duration(runtimeNano()-Default().policy.usedAt.Load()), func(in Info) bool {
+	in = waitInfo(need-time.Duration(runtimeNano()-Default().st.policy.usedAt.Load()), func(in Info) bool {
 		return in.RateOrigin == rateRefined.String() && in.RateErrorPPM <= 1
 	})
 	assert.Equal(t, rateRefined.String(), in.RateOrigin)
@@ -165,19 +165,19 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 		c, err := newClock(hw, rating{hz: 2.1e9, origin: rateCPUID, errPPM: 1}, tr)
 		require.NoError(t, err)
 		polls := 0
-		c.policy = &trustPolicy{verdict: func() string { polls++; return "" }}
+		c.st.policy = &trustPolicy{verdict: func() string { polls++; return "" }}
 		c.start()
 		defer c.Close()
 		c.nanos()
 		c.Coarse()
 		c.WallTime(c.Now())
 		time.Sleep(time.Second)
-		c.mu.Lock()
-		before, pollsBefore := c.wakes, polls
+		c.st.mu.Lock()
+		before, pollsBefore := c.st.loop.wakes, polls
 		c.unlock()
 		time.Sleep(10 * time.Second)
-		c.mu.Lock()
-		wakes, in := c.wakes-before, c.infoLocked()
+		c.st.mu.Lock()
+		wakes, in := c.st.loop.wakes-before, c.infoLocked()
 		polled := polls - pollsBefore
 		c.unlock()
 		t.Logf("%d wake-ups in 10 s idle (watch every %v at the end; %d verdict polls; rate %s ±%.3f ppm)",
@@ -191,8 +191,8 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 		assert.Zero(t, in.Reanchors, in.LastReanchor)
 		// Coarse's ticker and the wall map's refreshing stopped once
 		// nothing read them.
-		assert.False(t, c.coarseRunning.Load(), "Coarse's ticker still runs")
-		assert.True(t, c.wall.asleep.Load(), "the wall map is still refreshed every period")
+		assert.False(t, c.st.ticker.running.Load(), "Coarse's ticker still runs")
+		assert.True(t, c.st.wall.asleep.Load(), "the wall map is still refreshed every period")
 	})
 }
 

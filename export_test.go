@@ -31,12 +31,12 @@ func (f *FakeCounter) Source(name string, bits int, rate uint64) Source {
 
 // SetStep installs a hook that the writer calls between its steps.
 func SetStep(c *Clock, step func(string)) {
-	c.mu.Lock()
+	c.st.mu.Lock()
 	defer c.unlock()
 	if step == nil {
 		step = noStep
 	}
-	c.step = step
+	c.st.writer.step = step
 }
 
 // CoarseFollowsTheKernel says whether c's Coarse checks the kernel's vDSO

@@ -58,17 +58,17 @@ func exitOrPanic(r any, returned bool) any {
 // lockAsWriter): the preamble of every writer method (the caller defers
 // c.unlock()).
 func (c *Clock) lockWriter(method string) error {
-	if c == nil || c.clockState == nil {
+	if c == nil || c.st == nil {
 		return fmt.Errorf("%w: %s on a zero Clock", ErrClosed, method)
 	}
-	c.policy.startSetUp() // the default clock's background work must run: see firstuse.go
+	c.st.policy.startSetUp() // the default clock's background work must run: see firstuse.go
 	if !c.lockAsWriter() {
 		return reentered(method)
 	}
-	c.faults.exiting = false
-	if c.closed {
-		c.writerG.Store(0)
-		c.mu.Unlock()
+	c.st.faults.exiting = false
+	if c.st.loop.closed {
+		c.st.writer.g.Store(0)
+		c.st.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrClosed, method)
 	}
 	return nil
@@ -86,18 +86,18 @@ func (c *Clock) lockWriter(method string) error {
 // stack trace's header: a traceback, microseconds. It is paid only
 // where a Read or reference is user code (see ownCode): the package's own counters and references
 // never call a writer method, so the default clock's writers never pay
-// it; a waiter pays it only while a named holder holds the lock. The check is exact: writerG is set only by the
+// it; a waiter pays it only while a named holder holds the lock. The check is exact: writer.g is set only by the
 // holder while it holds the lock and cleared before it lets go
 // (unlock), so it equals a waiter's ID only when the waiter is the
 // holder.
 func (c *Clock) lockAsWriter() bool {
-	if !c.mu.TryLock() {
-		if h := c.writerG.Load(); h != 0 && h == goroutineID() {
+	if !c.st.mu.TryLock() {
+		if h := c.st.writer.g.Load(); h != 0 && h == goroutineID() {
 			return false
 		}
-		c.mu.Lock()
+		c.st.mu.Lock()
 	}
-	if c.userSrc || c.userRef {
+	if c.st.writer.userSrc || c.st.writer.userRef {
 		c.nameWriterLocked()
 	}
 	return true
@@ -105,7 +105,7 @@ func (c *Clock) lockAsWriter() bool {
 
 // nameWriterLocked records the calling goroutine, which holds the writer
 // lock, as its holder (see lockAsWriter).
-func (c *Clock) nameWriterLocked() { c.writerG.Store(goroutineID()) }
+func (c *Clock) nameWriterLocked() { c.st.writer.g.Store(goroutineID()) }
 
 // modulePath is this module's: code whose function names start with it
 // (and a dot or /internal/) is the package's own. A fork under another
@@ -164,7 +164,7 @@ func (c *Clock) lockWriterUnless(method string, suspended bool) (locked bool, er
 	if err := c.lockWriter(method); err != nil {
 		return false, err
 	}
-	if c.suspended == suspended {
+	if c.st.suspended == suspended {
 		c.unlock()
 		return false, nil
 	}
@@ -176,16 +176,16 @@ func (c *Clock) lockWriterUnless(method string, suspended bool) (locked bool, er
 // deferred functions it unwinds through.
 func (c *Clock) recordFaultLocked(where string, r any) {
 	if _, exit := faultValue(r).(goexit); exit {
-		if c.faults.exiting {
+		if c.st.faults.exiting {
 			return
 		}
-		c.faults.exiting = true
-		c.faults.count++
-		c.faults.last = fmt.Sprintf("%s: %v (at %s)", where, goexit{}, stamp(time.Now()))
+		c.st.faults.exiting = true
+		c.st.faults.count++
+		c.st.faults.last = fmt.Sprintf("%s: %v (at %s)", where, goexit{}, stamp(time.Now()))
 		return
 	}
-	c.faults.count++
-	c.faults.last = fmt.Sprintf("%s: panic: %v (at %s)", where, faultValue(r), stamp(time.Now()))
+	c.st.faults.count++
+	c.st.faults.last = fmt.Sprintf("%s: panic: %v (at %s)", where, faultValue(r), stamp(time.Now()))
 }
 
 // guard runs f, which calls user code (a Source's Read, a reference),
@@ -221,7 +221,7 @@ func (c *Clock) faultError(method string, r any) error {
 	if r == nil {
 		return nil
 	}
-	return fmt.Errorf("%w: %q: Read panicked during %s: %v", ErrFault, c.src.Name, method, faultValue(r))
+	return fmt.Errorf("%w: %q: Read panicked during %s: %v", ErrFault, c.st.src.Name, method, faultValue(r))
 }
 
 // culprit carries a panic out of a switch with what panicked, so that

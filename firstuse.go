@@ -91,7 +91,7 @@ func (p *trustPolicy) startSetUp() {
 }
 
 // wakeFirstUse: see trustPolicy.wakeFirstUse.
-func (c *Clock) wakeFirstUse() { c.policy.wakeFirstUse() }
+func (c *Clock) wakeFirstUse() { c.st.policy.wakeFirstUse() }
 
 // started reports whether the set-up has started (or never waited for a
 // first use): whether the clock's background goroutine runs, or will.
@@ -128,15 +128,15 @@ func (c *Clock) setUp() {
 			select {
 			case <-chosen:
 				return
-			case <-st.wake:
+			case <-st.loop.wake:
 				startCoarse(w, st)
 			}
 		}
-	}(weakClock(c), c.clockState)
+	}(weakClock(c), c.st)
 	c.chooseHardware()
 	close(chosen)
-	c.mu.Lock()
-	checks := c.policy.checks && !c.closed
+	c.st.mu.Lock()
+	checks := c.st.policy.checks && !c.st.loop.closed
 	c.dropFirstUseReadLocked() // also where the choice was made before (tests), or the clock closed
 	c.unlock()
 	if checks {
@@ -151,12 +151,12 @@ func (c *Clock) setUp() {
 // suspended clock's line reads the stand-in; Resume publishes the
 // Source's read function.
 func (c *Clock) dropFirstUseReadLocked() {
-	first := funcPtr(c.policy.firstRead)
-	if funcPtr(c.src.Read) == first {
-		c.src.Read = readMono
+	first := funcPtr(c.st.policy.firstRead)
+	if funcPtr(c.st.src.Read) == first {
+		c.st.src.Read = readMono
 	}
-	if funcPtr(c.cur.read) == first {
-		ln := c.cur
+	if funcPtr(c.st.cur.read) == first {
+		ln := c.st.cur
 		ln.read = readMono
 		c.publishLocked(ln)
 	}

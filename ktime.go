@@ -66,20 +66,20 @@ const (
 // result saturates to the int64 range.
 func (c *Clock) KernelTime(k KernelClock, t Instant) (int64, bool) {
 	ns := int64(t)
-	if c == nil || c.clockState == nil {
+	if c == nil || c.st == nil {
 		return 0, false
 	}
 	i := kernelIndex(k)
 	if i < 0 {
 		return 0, false
 	}
-	if !c.kernelOn.Load() {
+	if !c.st.kernel.on.Load() {
 		if c.notRealTime() {
 			return 0, false
 		}
 		c.useKernelMaps()
 	}
-	r := &c.kernel[i]
+	r := &c.st.kernel.maps[i]
 	// The exact path first: a line on a kernel counter is real time (a
 	// Manual's or a Bubble's line reads another counter).
 	if k := kernelConvsOn.Load(); k != nil && i < len(pvclock.Conv{}.Base) {
@@ -115,7 +115,7 @@ func (c *Clock) KernelTime(k KernelClock, t Instant) (int64, bool) {
 // for one older than the kernel's last update, on the development
 // machine: BenchmarkFromKernelTime).
 func (c *Clock) FromKernelTime(k KernelClock, kt int64) (Instant, bool) {
-	if c == nil || c.clockState == nil {
+	if c == nil || c.st == nil {
 		return 0, false
 	}
 	now := c.Now()
@@ -157,7 +157,7 @@ func (c *Clock) FromKernelTime(k KernelClock, kt int64) (Instant, bool) {
 // notRealTime says the clock's readings are not real time: a Manual
 // counter's, a Bubble's.
 func (c *Clock) notRealTime() bool {
-	return c.manual.Load() != nil || c.wallOrigin.Load() != nil
+	return c.st.exact.manual.Load() != nil || c.st.exact.wallOrigin.Load() != nil
 }
 
 // keepMap has the paired map r made and kept fresh, as a mapping through
@@ -193,7 +193,7 @@ type kernelRef struct {
 }
 
 // kernelRefs are the kernel clocks KernelTime maps to; their order is
-// that of clockState.kernel.
+// that of clockState.kernel.maps.
 var kernelRefs = [...]kernelRef{
 	{KernelMonotonic, "CLOCK_MONOTONIC", refClock{read: monotonicNow, quick: monotonicQuick}, kernelClocksHere},
 	{KernelBoottime, "CLOCK_BOOTTIME", refClock{read: boottimeNow, quick: boottimeQuick}, kernelClocksHere},
@@ -295,30 +295,30 @@ func (c *Clock) useKernelMaps() {
 	// readings taken meanwhile cannot say when in the switch they were
 	// taken. A program that maps onto the kernel's clocks wants that
 	// behind it before the events it traces.
-	c.policy.startSetUp()
+	c.st.policy.startSetUp()
 	if k := kernelConvsOnce.get(); k != nil { // reads /proc/self/maps: not under the lock
 		kernelConvsOn.CompareAndSwap(nil, k)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.kernelTick != nil {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	if c.st.kernel.tick != nil {
 		return
 	}
-	for i := range c.kernel {
-		c.kernel[i].ref, c.kernel[i].monotone = kernelRefs[i].ref, true
+	for i := range c.st.kernel.maps {
+		c.st.kernel.maps[i].ref, c.st.kernel.maps[i].monotone = kernelRefs[i].ref, true
 	}
-	c.kernelTick = (*Clock).tickKernelMapsLocked
-	c.kernelOn.Store(true)
+	c.st.kernel.tick = (*Clock).tickKernelMapsLocked
+	c.st.kernel.on.Store(true)
 }
 
 // tickKernelMapsLocked is the background goroutine's work on the kernel
 // maps at now; it returns when they are next due, or next if earlier.
 func (c *Clock) tickKernelMapsLocked(now, next time.Time) time.Time {
-	for i := range c.kernel {
-		r := &c.kernel[i]
+	for i := range c.st.kernel.maps {
+		r := &c.st.kernel.maps[i]
 		if r.dueLocked(now) {
 			c.tickLocked(r, now)
-			c.kernelInfo = c.describeKernelMapsLocked()
+			c.st.kernel.info = c.describeKernelMapsLocked()
 		}
 		if !r.due.IsZero() && r.due.Before(next) {
 			next = r.due
@@ -338,7 +338,7 @@ func (c *Clock) describeKernelMapsLocked() string {
 		}
 		b.WriteString(k.name)
 		b.WriteString(": ")
-		r := &c.kernel[i]
+		r := &c.st.kernel.maps[i]
 		switch {
 		case k.clock == KernelPerf && perfOpened.Load() && !perfAvailable():
 			b.WriteString("not exported here (" + perfPage.get().why + ")")

@@ -58,7 +58,7 @@ import (
 // kept maps through the paired map, never later than the oldest
 // conversion's start (so the map stays monotonic), and so does a
 // reading from before the clock's line reached this counter
-// (lineSince: a fold or a re-anchor without a step continues the line,
+// (lines.since: a fold or a re-anchor without a step continues the line,
 // whose inverse then reaches back before its epoch; a switch starts it
 // again).
 
@@ -189,7 +189,7 @@ func (k *kernelConvs) modeOf(read unsafe.Pointer) int32 {
 // clock's first-use read (the portable source's counter) included.
 func (c *Clock) kernelMode(k *kernelConvs, read unsafe.Pointer) int32 {
 	mode := k.modeOf(read)
-	if mode == 0 && c.policy != nil && read == funcPtr(c.policy.firstRead) {
+	if mode == 0 && c.st.policy != nil && read == funcPtr(c.st.policy.firstRead) {
 		return kernelModeMonotonic
 	}
 	return mode
@@ -420,7 +420,7 @@ func (c *Clock) exactKernelTime(k *kernelConvs, i int, ns int64) (int64, kernelM
 		seq := c.latch.seq.Load()
 		b := &c.latch.banks[seq&1]
 		ln.read = atomic.LoadPointer(&b.read)
-		since, ln.offset = c.lineSince.Load(), b.offset.Load()
+		since, ln.offset = c.st.lines.since.Load(), b.offset.Load()
 		if ln.offset == 0 {
 			ln.epochCyc, ln.epochNs = b.epochCyc.Load(), b.epochNs.Load()
 			ln.base, ln.scale = b.base.Load(), b.scale.Load()
@@ -434,11 +434,11 @@ func (c *Clock) exactKernelTime(k *kernelConvs, i int, ns int64) (int64, kernelM
 	}
 	// From before the line. Taken on the one before it, where both lines
 	// read counters the kernel converts: through that line, exactly.
-	// (publishLocked stores pastLine before lineSince: a pastLine newer
+	// (publishLocked stores lines.past before lines.since: a past line newer
 	// than since starts at since or later, and ns is below that.) Where
 	// one of them does not, the paired map answers for readings on either
 	// side of the switch alike.
-	if p := c.pastLine.Load(); p != nil && ns >= p.since && c.kernelMode(k, ln.read) != 0 {
+	if p := c.st.lines.past.Load(); p != nil && ns >= p.since && c.kernelMode(k, ln.read) != 0 {
 		if kt, how := c.lineKernelTime(k, i, &p.lineView, ns, false); how == kernelExact {
 			return kt, how
 		}
@@ -571,7 +571,7 @@ func (c *Clock) exactKernelLocked(i int) string {
 	if k == nil || i >= len(pvclock.Conv{}.Base) {
 		return ""
 	}
-	mode := c.kernelMode(k, funcPtr(c.cur.read))
+	mode := c.kernelMode(k, funcPtr(c.st.cur.read))
 	if mode == kernelModeMonotonic {
 		return "exact: the clock reads CLOCK_MONOTONIC itself (the portable source)"
 	}

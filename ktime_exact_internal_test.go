@@ -198,9 +198,9 @@ func TestKernelTimeBoundsTheMapBeforeTheExactPath(t *testing.T) {
 	c := newPvclockLineClock(t, f.k)
 	saved := kernelConvsOn.Swap(f.k) // no other test maps meanwhile: none runs in parallel
 	t.Cleanup(func() { kernelConvsOn.Store(saved) })
-	c.kernelTick = (*Clock).tickKernelMapsLocked
-	c.kernelOn.Store(true)
-	r := &c.kernel[0]
+	c.st.kernel.tick = (*Clock).tickKernelMapsLocked
+	c.st.kernel.on.Store(true)
+	r := &c.st.kernel.maps[0]
 	r.firstSeg[0] = wallSegment{at: 0, wall: 1 << 60} // far ahead
 	r.first.segs = r.firstSeg[:]
 	r.m.Store(&r.first)
@@ -297,7 +297,7 @@ func TestKernelFastPathNeedsTheCurrentPivot(t *testing.T) {
 	// So are readings from before the line's start, however recent:
 	// they map no later than the start.
 	since := int64(now) + pvclockLineOffset
-	c.lineSince.Store(since)
+	c.st.lines.since.Store(since)
 	kt, how := c.exactKernelTime(f.k, 0, since-1000)
 	assert.Equal(t, kernelBounded, how)
 	assert.Equal(t, n.At(0, now), kt)
@@ -314,12 +314,12 @@ func newPvclockLineClock(t *testing.T, k *kernelConvs) *Clock {
 	k.tscRead = nil
 	src := &paravirtSource{}
 	k.pvclockSrc = &src
-	c := &Clock{clockState: &clockState{}}
+	c := &Clock{st: &clockState{}}
 	ln := line{read: ptrFunc(k.pvclockRead), conv: conversion{mult: 1 << 23, shift: 23, mask: 1<<63 - 1},
 		epochCyc: firstConv.CycleLast, epochNs: int64(firstConv.CycleLast) + pvclockLineOffset}
-	c.cur = ln
-	c.lineSince.Store(ln.epochNs)
-	c.latch.publish(&c.cur, func(string) {})
+	c.st.cur = ln
+	c.st.lines.since.Store(ln.epochNs)
+	c.latch.publish(&c.st.cur, func(string) {})
 	return c
 }
 
@@ -414,16 +414,16 @@ func TestLineSinceFollowsSwitches(t *testing.T) {
 	other := func() uint64 { return 1 }
 	conv, err := newConversion(Source{Name: "t", Read: read, Bits: 64, Rate: 2_994_000_000})
 	require.NoError(t, err)
-	c := &Clock{clockState: &clockState{step: func(string) {}}}
+	c := &Clock{st: &clockState{writer: writerState{step: func(string) {}}}}
 	first := line{read: read, conv: conv, epochCyc: 1000, epochNs: 5e9, frac: 12345}
 	c.publishLocked(first)
-	assert.Equal(t, first.epochNs, c.lineSince.Load())
+	assert.Equal(t, first.epochNs, c.st.lines.since.Load())
 
 	fold := first
 	fold.epochCyc = 1000 + 7_777_777
 	fold.epochNs, fold.frac = first.at(fold.epochCyc)
 	c.publishLocked(fold)
-	assert.Equal(t, first.epochNs, c.lineSince.Load(), "a fold continues the line")
+	assert.Equal(t, first.epochNs, c.st.lines.since.Load(), "a fold continues the line")
 
 	for _, next := range []line{
 		{read: other, conv: fold.conv, epochCyc: fold.epochCyc + 10, epochNs: fold.epochNs + 3},
@@ -431,9 +431,9 @@ func TestLineSinceFollowsSwitches(t *testing.T) {
 		{read: read, conv: conv, epochCyc: fold.epochCyc + 10, epochNs: fold.epochNs + 1000, frac: fold.frac},
 	} {
 		c.publishLocked(fold)
-		c.lineSince.Store(first.epochNs)
+		c.st.lines.since.Store(first.epochNs)
 		c.publishLocked(next)
-		assert.Equal(t, next.epochNs, c.lineSince.Load())
+		assert.Equal(t, next.epochNs, c.st.lines.since.Load())
 	}
 }
 
@@ -459,10 +459,10 @@ func newTSCTimeData(t *testing.T) (*fakeTimeData, pvclock.Conv, line) {
 // was taken at, to within the ns the reading rounded.
 func TestKernelTimeOnATSCLine(t *testing.T) {
 	f, tsc, tscLine := newTSCTimeData(t)
-	c := &Clock{clockState: &clockState{step: func(string) {}}}
+	c := &Clock{st: &clockState{writer: writerState{step: func(string) {}}}}
 	c.publishLocked(tscLine)
 	for _, cyc := range []uint64{tsc.CycleLast + 3, tsc.CycleLast + 4, tsc.CycleLast + 5, tsc.CycleLast + 12_345_678} {
-		reading, _ := c.cur.at(cyc)
+		reading, _ := c.st.cur.at(cyc)
 		kt, how := c.exactKernelTime(f.k, 0, reading)
 		require.Equal(t, kernelExact, how)
 		want := tsc.At(0, cyc)
@@ -485,10 +485,10 @@ func TestKernelTimeOnThePortableLine(t *testing.T) {
 	q.Base[1].Sec = q.Base[0].Sec + 4
 	f.put(q)
 	f.k.slowAt(0, q.CycleLast, pvclock.ModePvclock) // recorded
-	c := &Clock{clockState: &clockState{}}
-	c.cur = line{read: readMono, conv: conversion{mult: 1 << 23, shift: 23, mask: 1<<63 - 1}, epochCyc: 0, epochNs: 1000}
-	c.lineSince.Store(c.cur.epochNs)
-	c.latch.publish(&c.cur, func(string) {})
+	c := &Clock{st: &clockState{}}
+	c.st.cur = line{read: readMono, conv: conversion{mult: 1 << 23, shift: 23, mask: 1<<63 - 1}, epochCyc: 0, epochNs: 1000}
+	c.st.lines.since.Store(c.st.cur.epochNs)
+	c.latch.publish(&c.st.cur, func(string) {})
 	qMono, qOffset := q.At(0, q.CycleLast), q.At(1, q.CycleLast)-q.At(0, q.CycleLast)
 	reading := qMono + 1000 + 5 // 5 ns after q's start
 	kt, how := c.exactKernelTime(f.k, 0, reading)
@@ -539,7 +539,7 @@ func TestKernelTimeOnThePortableLine(t *testing.T) {
 // default clock's first-use read is the portable source's counter.
 func TestKernelTimeOfThePastLine(t *testing.T) {
 	f, tsc, first := newTSCTimeData(t)
-	c := &Clock{clockState: &clockState{step: func(string) {}}}
+	c := &Clock{st: &clockState{writer: writerState{step: func(string) {}}}}
 	c.publishLocked(first)
 	cyc := tsc.CycleLast + 12_345_678
 	reading, _ := first.at(cyc)
@@ -589,7 +589,7 @@ func TestKernelTimeOfThePastLine(t *testing.T) {
 	assert.Equal(t, start, kt)
 
 	// The default clock's first-use read reads the portable source.
-	c.policy = &trustPolicy{firstRead: other}
+	c.st.policy = &trustPolicy{firstRead: other}
 	assert.Equal(t, int32(kernelModeMonotonic), c.kernelMode(f.k, funcPtr(other)))
 	assert.Equal(t, int32(0), c.kernelMode(f.k, funcPtr(func() uint64 { return 1 })))
 }
@@ -602,7 +602,7 @@ func TestKernelTimeStartsTheSetUp(t *testing.T) {
 	c := newDefaultClock(nil)
 	defer c.Close()
 	c.Now()
-	require.False(t, c.policy.started(), "Now alone starts nothing")
+	require.False(t, c.st.policy.started(), "Now alone starts nothing")
 	c.KernelTime(KernelMonotonic, c.Now())
-	assert.True(t, c.policy.started(), "KernelTime started no set-up")
+	assert.True(t, c.st.policy.started(), "KernelTime started no set-up")
 }

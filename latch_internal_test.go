@@ -140,11 +140,11 @@ func orderingReaders(t *testing.T) []orderingReader {
 	fast := newClock(Source{Name: "hw", Read: hw, Bits: 64, Rate: 1e9})
 	slow := newClock(Source{Name: "hw", Read: hw, Bits: 64, Rate: 1e9})
 	_ = slow.Close() // no refresh: the anchor must stay where it is put
-	slow.mu.Lock()
-	ln := slow.cur
+	slow.st.mu.Lock()
+	ln := slow.st.cur
 	ln.epochCyc = hw() - 2*ln.conv.overflowFrom()
 	slow.publishLocked(ln)
-	slow.mu.Unlock()
+	slow.st.mu.Unlock()
 	readers = append(readers,
 		orderingReader{name: "Now/hw", read: func() uint64 { return uint64(fast.nanos()) }, hardware: true},
 		orderingReader{name: "now/hw (Go reader)", read: func() uint64 { return uint64(fast.now()) }, hardware: true},
@@ -515,7 +515,7 @@ func runPublications(t *testing.T, w *pubWriter, read func(*Clock) int64, cpus [
 	go func() {
 		defer wg.Done()
 		defer lockToCPU(t, cpus[0])()
-		w.c.mu.Lock()
+		w.c.st.mu.Lock()
 		defer w.c.unlock()
 		j := uint64(1)
 		for ; !readersDone.Load(); j++ {

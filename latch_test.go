@@ -214,7 +214,7 @@ func FuzzLine(f *testing.F) {
 		if got, _ := ln.at(cyc); got != want {
 			t.Fatalf("line.at(%d) = %d, want %d (%+v)", cyc, got, want, ln)
 		}
-		c.mu.Lock()
+		c.st.mu.Lock()
 		c.publishLocked(ln)
 		c.unlock()
 		counter.Set(cyc)
@@ -232,7 +232,7 @@ func FuzzLine(f *testing.F) {
 		// definition at counter values read just before and just after.
 		ln.read = hw.Read
 		ln.epochCyc = (hw.Read() - epochCyc) & conv.mask
-		c.mu.Lock()
+		c.st.mu.Lock()
 		c.publishLocked(ln)
 		c.unlock()
 		c1 := hw.Read()

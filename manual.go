@@ -172,9 +172,9 @@ func (m *manual) foldAcross(counts uint64) {
 	m.clocksMu.Unlock()
 	n := 0
 	for _, c := range held {
-		c.mu.Lock()
-		if c.stoppedLocked() || c.suspended || c.manual.Load() != m {
-			c.mu.Unlock()
+		c.st.mu.Lock()
+		if c.stoppedLocked() || c.st.suspended || c.st.exact.manual.Load() != m {
+			c.st.mu.Unlock()
 			continue
 		}
 		c.updateLocked() // the epoch is now the counter before the move
@@ -183,11 +183,11 @@ func (m *manual) foldAcross(counts uint64) {
 	}
 	m.value.Add(counts)
 	for _, c := range held[:n] {
-		next := c.cur
-		next.epochNs, next.frac = c.cur.atDelta(counts)
+		next := c.st.cur
+		next.epochNs, next.frac = c.st.cur.atDelta(counts)
 		next.epochCyc = m.Read()
 		c.publishLocked(next)
-		c.fold.lastMono = runtimeNano()
+		c.st.fold.lastMono = runtimeNano()
 		c.unlock()
 	}
 }

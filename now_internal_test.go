@@ -64,8 +64,8 @@ func TestNowPathsAgree(t *testing.T) {
 
 	// Counter values the fast paths refuse: below the epoch (clamped to
 	// it), and far enough ahead that delta*mult overflows 64 bits.
-	c.mu.Lock()
-	ln := c.cur
+	c.st.mu.Lock()
+	ln := c.st.cur
 	ln.epochCyc = hw.Read() + uint64(hw.Rate)*1000
 	ln.epochNs = 1234
 	c.publishLocked(ln)
@@ -73,7 +73,7 @@ func TestNowPathsAgree(t *testing.T) {
 	assert.Equal(t, int64(1234), c.nanos())
 	assert.Equal(t, int64(1234), c.now())
 
-	c.mu.Lock()
+	c.st.mu.Lock()
 	ln.epochCyc = hw.Read() - ln.conv.overflowFrom()*3
 	c.publishLocked(ln)
 	c.unlock()
@@ -88,7 +88,7 @@ func TestNowPathsAgree(t *testing.T) {
 
 // publishLine makes ln the clock's line, as a writer would.
 func publishLine(c *Clock, ln line) {
-	c.mu.Lock()
+	c.st.mu.Lock()
 	defer c.unlock()
 	c.publishLocked(ln)
 }
@@ -154,9 +154,9 @@ func TestGenericReaderRechecksSeq(t *testing.T) {
 	c, err := New(a.Source("a", 64, 1e9))
 	require.NoError(t, err)
 	require.NoError(t, c.Close()) // only this test publishes
-	lineB := line{read: b.Read, conv: c.cur.conv, epochCyc: 5_000_000, epochNs: 1 << 40}
+	lineB := line{read: b.Read, conv: c.st.cur.conv, epochCyc: 5_000_000, epochNs: 1 << 40}
 	published := false
-	ln := c.cur
+	ln := c.st.cur
 	ln.read = func() uint64 {
 		v := a.Read()
 		if !published {
@@ -294,22 +294,22 @@ func (lg *stressLog) line(k uint64) *stressLine {
 // ".fixed" step the writer has just pinned it (switch.go, freeze): the
 // freezer now reads the pinned counter value for good.
 func (lg *stressLog) attach(c *Clock) (detach func()) {
-	c.mu.Lock()
+	c.st.mu.Lock()
 	defer c.unlock()
-	prev := c.step
-	lg.record(c.cur)
+	prev := c.st.writer.step
+	lg.record(c.st.cur)
 	dice := uint64(0x9e3779b97f4a7c15) // only the writer, holding c.mu, rolls it
-	c.step = func(step string) {
+	c.st.writer.step = func(step string) {
 		switch {
 		case step == "bank.read" && c.latch.seq.Load()%2 == 0:
-			lg.record(c.cur)
+			lg.record(c.st.cur)
 		case strings.HasSuffix(step, ".fixed"):
 			rec := lg.line(lg.count.Load() - 1)
 			if rec == nil || rec.kind != stressFreezer {
 				lg.confused.Store(true)
 				break
 			}
-			rec.pinnedV.Store(stressAt(&c.cur, c.cur.read()))
+			rec.pinnedV.Store(stressAt(&c.st.cur, c.st.cur.read()))
 			rec.pinned.Store(true)
 		}
 		// Stay a while at one step in eight, at random: a writer stopped
@@ -328,9 +328,9 @@ func (lg *stressLog) attach(c *Clock) (detach func()) {
 		prev(step)
 	}
 	return func() {
-		c.mu.Lock()
+		c.st.mu.Lock()
 		defer c.unlock()
-		c.step = prev
+		c.st.writer.step = prev
 	}
 }
 
@@ -491,13 +491,13 @@ func TestStressCheckerCatchesBrokenClocks(t *testing.T) {
 		var mu sync.Mutex
 		var stale line
 		func(c *Clock) {
-			c.mu.Lock()
+			c.st.mu.Lock()
 			defer c.unlock()
-			inner := c.step
-			c.step = func(step string) {
+			inner := c.st.writer.step
+			c.st.writer.step = func(step string) {
 				if step == "suspend.frozen" {
 					mu.Lock()
-					stale = c.cur
+					stale = c.st.cur
 					stale.read = readMono
 					mu.Unlock()
 				}
@@ -931,10 +931,10 @@ func stressCases(t *testing.T) []stressCase {
 			if err := f.Register(sources[switches%2]); err != nil {
 				panic(err)
 			}
-			f.mu.Lock()
-			defer f.mu.Unlock()
+			f.st.mu.Lock()
+			defer f.st.mu.Unlock()
 			// Only down, or the next Register would be refused as slower.
-			refined := f.src
+			refined := f.st.src
 			refined.Rate = 24_000_000 - uint64(switches%2)
 			conv, err := newConversion(refined)
 			if err == nil {

@@ -48,8 +48,8 @@ func TestReadersWriteNothing(t *testing.T) {
 			for _, far := range []bool{false, true} {
 				if far {
 					// An epoch far behind: the slow path (tscSlow, 128 bits).
-					c.mu.Lock()
-					ln := c.cur
+					c.st.mu.Lock()
+					ln := c.st.cur
 					ln.epochCyc -= ln.conv.overflowFrom() * 3
 					c.publishLocked(ln)
 					c.unlock()

@@ -30,10 +30,10 @@ type Clock struct {
 	// coarse has a cache line of its own: it is written at every coarse
 	// tick, and readers of Now must not see their line invalidated then.
 	coarse coarseLine
-	// The writer's side lives apart: nothing a reader loads shares its
+	// st is the writer's side, apart: nothing a reader loads shares its
 	// lines. It is nil in a zero Clock.
-	*clockState
-	_ [clockSize - 128 - unsafe.Sizeof(coarseLine{}) - unsafe.Sizeof(&clockState{})]byte
+	st *clockState
+	_  [clockSize - 128 - unsafe.Sizeof(coarseLine{}) - unsafe.Sizeof(&clockState{})]byte
 }
 
 // clockSize is a Go size class that is a multiple of 64, and at most 512
@@ -42,7 +42,8 @@ type Clock struct {
 // (TestLatchLayout checks it).
 const clockSize = 256
 
-// clockState is the writer's side of a Clock.
+// clockState is the writer's side of a Clock: the source and line it
+// publishes, and each concern's own state.
 type clockState struct {
 	mu        sync.Mutex
 	cur       line // what readers are given, as the writer knows it
@@ -50,13 +51,9 @@ type clockState struct {
 	conv      conversion // src's conversion (cur.conv differs only while suspended)
 	rate      rating     // src's rate, exactly as estimated, and where it came from
 	suspended bool
-	closed    bool
 	// declared is the current Source's Rate as it was given (the "rate
 	// wins" rule compares it; refinement changes src.Rate).
 	declared uint64
-	// manual is the Manual counter the clock runs on, if it does: Coarse
-	// and Time then answer exactly from the counter (see manual.go).
-	manual atomic.Pointer[manual]
 	// info is the snapshot Info returns, taken as each writer unlocks, so
 	// that Info never waits for a writer (or user code it calls).
 	info atomic.Pointer[Info]
@@ -75,56 +72,87 @@ type clockState struct {
 	// for clocks made by New (see trust.go).
 	policy *trustPolicy
 
-	// coarseEvery is Coarse's resolution; coarseRunning says the ticking
-	// goroutine runs (or is being started), coarseWanted asks the
-	// background goroutine to start it, coarseWG waits for it at Close.
-	coarseEvery   time.Duration
-	coarseRunning atomic.Bool
-	coarseWanted  atomic.Bool
-	coarseWG      sync.WaitGroup
-	// coarseExact says Coarse is Now (a Manual or Bubble counter: see
-	// adoptCoarseLocked).
-	coarseExact atomic.Bool
+	exact  exactState  // a counter that answers Coarse and Time exactly
+	ticker tickerState // Coarse's ticking goroutine
+	// wall is the wall map (wall.go).
+	wall   pairedMap
+	kernel kernelState // the maps onto the kernel's clocks (ktime.go)
+	lines  lineLog     // the lines published before the current one
+	loop   loopState   // the background goroutine
+	writer writerState // who holds mu, and the hook between its steps
+}
 
-	// wall is the wall map (wall.go); wallOrigin, on a clock on a Bubble
-	// Source, is the wall time of its reading 0: Time is that plus the
-	// reading, no map.
-	wall       pairedMap
+// exactState is what a clock on a counter that answers exactly (a
+// Manual, a Bubble) keeps: Coarse and Time then need no ticker and no map.
+type exactState struct {
+	// manual is the Manual counter the clock runs on, if it does: Coarse
+	// and Time then answer exactly from the counter (see manual.go).
+	manual atomic.Pointer[manual]
+	// wallOrigin, on a clock on a Bubble Source, is the wall time of its
+	// reading 0: Time is that plus the reading, no map.
 	wallOrigin atomic.Pointer[int64]
-	// kernel are the maps onto the kernel's clocks (see ktime.go);
-	// kernelInfo describes them for Info, as of their last pairing.
-	kernel     kernelMaps
-	kernelInfo string
-	// kernelTick keeps the kernel maps fresh, from the first KernelTime
-	// on (nil before: see useKernelMaps); kernelOn says it is set.
-	kernelTick func(c *Clock, now, next time.Time) time.Time
-	kernelOn   atomic.Bool
-	// lineSince is the least reading the current line's counter values
-	// extend back to exactly: the epoch of the first of the lines that
-	// continued each other up to it (publishLocked). KernelTime's exact
-	// path inverts the current line for readings from it on.
-	lineSince atomic.Int64
-	// pastLine is the line before it, for the readings taken on it
-	// (publishLocked).
-	pastLine atomic.Pointer[pastLine]
+	// coarse says Coarse is Now (a Manual or Bubble counter: see
+	// adoptCoarseLocked).
+	coarse atomic.Bool
+}
+
+// tickerState is Coarse's ticking goroutine: every is Coarse's
+// resolution; running says the goroutine runs (or is being started),
+// wanted asks the background goroutine to start it, wg waits for it at
+// Close.
+type tickerState struct {
+	every   time.Duration
+	running atomic.Bool
+	wanted  atomic.Bool
+	wg      sync.WaitGroup
+}
+
+// kernelState is the maps onto the kernel's clocks (see ktime.go).
+type kernelState struct {
+	maps kernelMaps
+	// info describes the maps for Info, as of their last pairing.
+	info string
+	// tick keeps the maps fresh, from the first KernelTime on (nil
+	// before: see useKernelMaps); on says it is set.
+	tick func(c *Clock, now, next time.Time) time.Time
+	on   atomic.Bool
+}
+
+// lineLog is what the writer keeps of the lines it published before the
+// current one (publishLocked).
+type lineLog struct {
 	// live is the last line published that was not a freezer's.
 	live line
+	// since is the least reading the current line's counter values
+	// extend back to exactly: the epoch of the first of the lines that
+	// continued each other up to it. KernelTime's exact path inverts the
+	// current line for readings from it on.
+	since atomic.Int64
+	// past is the line before it, for the readings taken on it.
+	past atomic.Pointer[pastLine]
+}
 
-	wakes   int           // how often the background goroutine woke: each is CPU an idle process pays
-	wake    chan struct{} // tells the background goroutine to look again
+// loopState is the background goroutine's: how often it woke (each is
+// CPU an idle process pays), the channel that tells it to look again,
+// and Close's.
+type loopState struct {
+	wakes   int
+	wake    chan struct{}
 	stop    chan struct{}
 	stopped chan struct{}
+	closed  bool
+}
 
-	// step is called between the writer's steps; tests use it to stop the
-	// writer at each of them. It is a no-op otherwise.
-	step func(string)
-
-	// writerG is the goroutine that holds mu, if it named itself (see
-	// lockAsWriter); 0 otherwise. userSrc and userRef say the source's
-	// Read and the reference are user code, which may call writer
-	// methods from inside the writer (see ownCode).
-	writerG          atomic.Uint64
+// writerState says who the writer is. g is the goroutine that holds mu,
+// if it named itself (see lockAsWriter); 0 otherwise. userSrc and
+// userRef say the source's Read and the reference are user code, which
+// may call writer methods from inside the writer (see ownCode). step is
+// called between the writer's steps; tests use it to stop the writer at
+// each of them. It is a no-op otherwise.
+type writerState struct {
+	g                atomic.Uint64
 	userSrc, userRef bool
+	step             func(string)
 }
 
 // foldState is the refresh's schedule and what it found.
@@ -177,14 +205,14 @@ func New(src Source, opts ...Option) (*Clock, error) {
 		return nil, err
 	}
 	if o.coarseEvery != 0 {
-		c.coarseEvery = o.coarseEvery
+		c.st.ticker.every = o.coarseEvery
 	}
-	c.mu.Lock()
+	c.st.mu.Lock()
 	c.unlock()
 	c.start()
 	// Dropped without Close, the clock stops its goroutines: they hold it
 	// only weakly (see runBackground), and this wakes them.
-	runtime.AddCleanup(c, stopUnreachable, c.clockState)
+	runtime.AddCleanup(c, stopUnreachable, c.st)
 	return c, nil
 }
 
@@ -199,31 +227,31 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Clock{clockState: &clockState{
+	c := &Clock{st: &clockState{
 		src: src, conv: conv, rate: rate, track: tr, declared: src.Rate,
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
-		step: noStep, coarseEvery: defaultCoarseResolution,
-		userSrc: !ownCode(src.Read), userRef: tr != nil && !ownCode(tr.ref),
+		loop:   loopState{wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})},
+		ticker: tickerState{every: defaultCoarseResolution},
+		writer: writerState{step: noStep, userSrc: !ownCode(src.Read), userRef: tr != nil && !ownCode(tr.ref)},
 	}}
-	c.initRefs()
+	c.st.initRefs()
 	if tr != nil {
 		tr.restart = true
 	}
-	c.manual.Store(src.manual)
+	c.st.exact.manual.Store(src.manual)
 	if src.manual != nil {
 		src.manual.attach(weakClock(c))
 	}
 	c.adoptCoarseLocked(src)
 	c.publishLocked(line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask})
 	c.adoptWallOriginLocked(src)
-	c.fold.due = time.Now().Add(conv.refreshPeriod())
-	c.fold.lastMono = runtimeNano()
+	c.st.fold.due = time.Now().Add(conv.refreshPeriod())
+	c.st.fold.lastMono = runtimeNano()
 	in := c.infoLocked() // Info's snapshot exists before any writer runs
-	c.info.Store(&in)
+	c.st.info.Store(&in)
 	return c, nil
 }
 
-func (c *Clock) start() { go runBackground(weakClock(c), c.clockState, 0) }
+func (c *Clock) start() { go runBackground(weakClock(c), c.st, 0) }
 
 // clockRef is a weak reference to a Clock, made on its latch: the
 // Clock's first field, at the Clock's own address, so that it holds the
@@ -266,41 +294,41 @@ func (c *Clock) Update() (err error) {
 // counter's rate disagreeing, which a wrap of at least 667 ms makes
 // impossible to mistake). Lost wraps are counted in Info.
 func (c *Clock) updateLocked() {
-	cyc := c.cur.read()
+	cyc := c.st.cur.read()
 	c.foldLocked(cyc, runtimeNano())
 }
 
 // foldLocked is updateLocked at a counter value cyc read when the
 // runtime's clock read mono.
 func (c *Clock) foldLocked(cyc uint64, mono int64) {
-	next := c.cur
-	delta := (cyc - c.cur.epochCyc) & c.cur.conv.mask
-	clamped := clampDelta(delta, c.cur.conv.mask)
+	next := c.st.cur
+	delta := (cyc - c.st.cur.epochCyc) & c.st.cur.conv.mask
+	clamped := clampDelta(delta, c.st.cur.conv.mask)
 	var lost uint64
 	saturated := false
 	// A Manual's wraps are Advance's to fold (see Manual.foldAcross):
 	// its counter follows no clock, so the runtime's says nothing of it.
-	if c.cur.conv.wraps() && !c.suspended && c.manual.Load() == nil {
+	if c.st.cur.conv.wraps() && !c.st.suspended && c.st.exact.manual.Load() == nil {
 		var forward bool
-		if lost, forward = lateFold(c.cur, cyc, mono-c.fold.lastMono); forward {
+		if lost, forward = lateFold(c.st.cur, cyc, mono-c.st.fold.lastMono); forward {
 			clamped = delta
 		}
 	}
 	if lost > 0 {
 		// The lost wraps are counts like the rest of the delta, converted
 		// with it: the fold stays exact, remainder included.
-		hi, lo := bits.Mul64(lost, c.cur.conv.mask+1)
+		hi, lo := bits.Mul64(lost, c.st.cur.conv.mask+1)
 		lo, carry := bits.Add64(lo, clamped, 0)
 		clamped, saturated = lo, hi != 0 || carry != 0
-		c.fold.lostWraps += int(lost)
+		c.st.fold.lostWraps += int(lost)
 	}
-	next.epochNs, next.frac = c.cur.atDelta(clamped)
+	next.epochNs, next.frac = c.st.cur.atDelta(clamped)
 	if saturated { // more than 2^64 counts since the last fold
 		next.epochNs, next.frac = math.MaxInt64, 0
 	}
-	next.epochCyc = cyc & c.cur.conv.mask
+	next.epochCyc = cyc & c.st.cur.conv.mask
 	c.publishLocked(next)
-	c.fold.lastMono = mono
+	c.st.fold.lastMono = mono
 }
 
 // lateFold reads a fold of ln's counter at cyc, elapsed runtime
@@ -346,18 +374,18 @@ func (c *Clock) publishLocked(ln line) {
 	// published after it continues the one before it or not (a switch
 	// to the same counter at the same rate continues it).
 	if !ln.frozen {
-		if !c.live.continuedBy(&ln) {
+		if !c.st.lines.live.continuedBy(&ln) {
 			// Before the publication: a reader of the new line sees them
-			// (pastLine first: see exactKernelTime).
-			if c.live.read != nil {
-				c.pastLine.Store(c.live.past(c.lineSince.Load()))
+			// (lines.past first: see exactKernelTime).
+			if c.st.lines.live.read != nil {
+				c.st.lines.past.Store(c.st.lines.live.past(c.st.lines.since.Load()))
 			}
-			c.lineSince.Store(ln.epochNs)
+			c.st.lines.since.Store(ln.epochNs)
 		}
-		c.live = ln
+		c.st.lines.live = ln
 	}
-	c.cur = ln
-	c.latch.publish(&c.cur, c.step)
+	c.st.cur = ln
+	c.latch.publish(&c.st.cur, c.st.writer.step)
 }
 
 // reratedLocked tells the clock's maps that its readings run at another
@@ -369,11 +397,11 @@ func (c *Clock) reratedLocked(old *conversion) {
 	ratio := 0.0
 	if old != nil && old.mult != 0 {
 		// ns per count, new over old
-		ratio = float64(c.cur.conv.mult) / float64(old.mult) * math.Ldexp(1, int(old.shift)-int(c.cur.conv.shift))
+		ratio = float64(c.st.cur.conv.mult) / float64(old.mult) * math.Ldexp(1, int(old.shift)-int(c.st.cur.conv.shift))
 	}
-	mapped := c.wall.rerated(c.cur.epochNs, ratio)
-	for i := range c.kernel {
-		mapped = c.kernel[i].rerated(c.cur.epochNs, ratio) || mapped
+	mapped := c.st.wall.rerated(c.st.cur.epochNs, ratio)
+	for i := range c.st.kernel.maps {
+		mapped = c.st.kernel.maps[i].rerated(c.st.cur.epochNs, ratio) || mapped
 	}
 	if mapped {
 		c.kick() // the writer may not be the background goroutine
@@ -406,7 +434,7 @@ func (ln *line) continuedBy(next *line) bool {
 // A Clock made inside a testing/synctest bubble must be closed there, so
 // that its goroutines leave the bubble before it ends.
 func (c *Clock) Close() error {
-	if c == nil || c.clockState == nil {
+	if c == nil || c.st == nil {
 		return ErrClosed
 	}
 	if c == defaultClock {
@@ -416,20 +444,20 @@ func (c *Clock) Close() error {
 		return reentered("Close")
 	}
 	if c.stoppedLocked() {
-		c.writerG.Store(0)
-		c.mu.Unlock()
+		c.st.writer.g.Store(0)
+		c.st.mu.Unlock()
 		return ErrClosed
 	}
-	c.closed = true
-	c.track = nil
-	c.policy.closeLocked()
-	close(c.stop)
-	if c.policy.claimUnused() {
-		close(c.stopped) // no set-up ever started: nothing to wait for
+	c.st.loop.closed = true
+	c.st.track = nil
+	c.st.policy.closeLocked()
+	close(c.st.loop.stop)
+	if c.st.policy.claimUnused() {
+		close(c.st.loop.stopped) // no set-up ever started: nothing to wait for
 	}
 	c.unlock()
-	<-c.stopped
-	c.coarseWG.Wait()
+	<-c.st.loop.stopped
+	c.st.ticker.wg.Wait()
 	// No ticker clears Coarse's value any more, and the kernel's ticks
 	// no longer refresh it: hold it at a reading taken now if the last
 	// tick cleared it, so that it stands still.
@@ -440,12 +468,12 @@ func (c *Clock) Close() error {
 }
 
 // stoppedLocked reports whether the clock takes no more changes.
-func (c *Clock) stoppedLocked() bool { return c.closed }
+func (c *Clock) stoppedLocked() bool { return c.st.loop.closed }
 
 // kick makes the background goroutine look at its schedule again.
 func (c *Clock) kick() {
 	select {
-	case c.wake <- struct{}{}:
+	case c.st.loop.wake <- struct{}{}:
 	default:
 	}
 }
@@ -455,7 +483,7 @@ func (c *Clock) kick() {
 // conversion.refreshPeriod), and, on a clock with a reference, calibrates
 // and watches the counter (see calibrate.go). It runs on the goroutine
 // that calls it (the default clock's parked one).
-func (c *Clock) background() { runBackground(weakClock(c), c.clockState, 0) }
+func (c *Clock) background() { runBackground(weakClock(c), c.st, 0) }
 
 // runBackground is a clock's background goroutine. It holds the Clock
 // only weakly, and strongly only during a tick, so that a Clock nothing
@@ -471,13 +499,13 @@ func runBackground(w clockRef, st *clockState, delay time.Duration) {
 			go runBackground(w, st, st.faults.retry)
 			return
 		}
-		close(st.stopped)
+		close(st.loop.stopped)
 	}()
 	timer := newWakeTimer(delay)
 	defer timer.Stop()
 	if delay > 0 {
 		select {
-		case <-st.stop:
+		case <-st.loop.stop:
 			exited = false
 			return
 		case <-timer.C:
@@ -492,10 +520,10 @@ func runBackground(w clockRef, st *clockState, delay time.Duration) {
 		}
 		timer.Reset(time.Until(next))
 		select {
-		case <-st.stop:
+		case <-st.loop.stop:
 			exited = false
 			return
-		case <-st.wake:
+		case <-st.loop.wake:
 		case <-timer.C:
 		}
 	}
@@ -522,9 +550,9 @@ func stopUnreachable(st *clockState) {
 	defer func() { _ = recover() }()
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if !st.closed {
-		st.closed = true
-		close(st.stop)
+	if !st.loop.closed {
+		st.loop.closed = true
+		close(st.loop.stop)
 	}
 }
 
@@ -534,21 +562,21 @@ func stopUnreachable(st *clockState) {
 // the work is tried again a watch period later, backing off while the
 // faults go on, but never later than the refresh period.
 func (c *Clock) tick(now time.Time) (next time.Time) {
-	c.mu.Lock()
-	if c.userSrc || c.userRef {
+	c.st.mu.Lock()
+	if c.st.writer.userSrc || c.st.writer.userRef {
 		// A user's Read or reference run below gets errReentered from a
 		// writer method of this clock, instead of hanging this goroutine
 		// (see lockAsWriter).
 		c.nameWriterLocked()
 	}
 	defer c.unlock()
-	c.faults.exiting = false
-	c.wakes++
+	c.st.faults.exiting = false
+	c.st.loop.wakes++
 	c.guard("background", func() { next = c.tickDueLocked(now) }, func(r any) {
 		c.recordFaultLocked("background", r)
-		c.faults.streak++
-		c.faults.retry = min(watchPeriod<<min(c.faults.streak-1, 6), c.conv.refreshPeriod(), verdictPeriod)
-		next = now.Add(c.faults.retry)
+		c.st.faults.streak++
+		c.st.faults.retry = min(watchPeriod<<min(c.st.faults.streak-1, 6), c.st.conv.refreshPeriod(), verdictPeriod)
+		next = now.Add(c.st.faults.retry)
 	})
 	return next
 }
@@ -558,34 +586,34 @@ func (c *Clock) tickDueLocked(now time.Time) (next time.Time) {
 	if c.stoppedLocked() {
 		return now.Add(time.Hour)
 	}
-	policyDue, fallBack := c.policy.tickLocked(now, c.suspended, c.track != nil && c.track.adopted)
+	policyDue, fallBack := c.st.policy.tickLocked(now, c.st.suspended, c.st.track != nil && c.st.track.adopted)
 	if fallBack != "" {
 		c.fallBackLocked(fallBack)
 	}
-	if tr := c.track; tr != nil && !c.suspended {
+	if tr := c.st.track; tr != nil && !c.st.suspended {
 		c.trackSafelyLocked(tr, now)
 	}
-	if !now.Before(c.fold.due) {
-		if !c.suspended {
+	if !now.Before(c.st.fold.due) {
+		if !c.st.suspended {
 			c.updateLocked()
 		}
-		c.fold.due = now.Add(c.conv.refreshPeriod())
+		c.st.fold.due = now.Add(c.st.conv.refreshPeriod())
 	}
-	c.faults.streak = 0
-	next = c.fold.due
-	if r := &c.wall; r.dueLocked(now) {
+	c.st.faults.streak = 0
+	next = c.st.fold.due
+	if r := &c.st.wall; r.dueLocked(now) {
 		c.tickLocked(r, now)
 	}
-	if !c.wall.due.IsZero() && c.wall.due.Before(next) {
-		next = c.wall.due
+	if !c.st.wall.due.IsZero() && c.st.wall.due.Before(next) {
+		next = c.st.wall.due
 	}
-	if c.kernelTick != nil {
-		next = c.kernelTick(c, now, next)
+	if c.st.kernel.tick != nil {
+		next = c.st.kernel.tick(c, now, next)
 	}
 	if !policyDue.IsZero() && policyDue.Before(next) {
 		next = policyDue
 	}
-	if tr := c.track; tr != nil && !c.suspended && tr.nextDue().Before(next) {
+	if tr := c.st.track; tr != nil && !c.st.suspended && tr.nextDue().Before(next) {
 		next = tr.nextDue()
 	}
 	return next
@@ -594,9 +622,9 @@ func (c *Clock) tickDueLocked(now time.Time) (next time.Time) {
 // unlock takes the snapshot Info returns and releases the writer lock.
 func (c *Clock) unlock() {
 	in := c.infoLocked()
-	c.info.Store(&in)
-	c.writerG.Store(0) // before the lock is free: see lockAsWriter
-	c.mu.Unlock()
+	c.st.info.Store(&in)
+	c.st.writer.g.Store(0) // before the lock is free: see lockAsWriter
+	c.st.mu.Unlock()
 }
 
 // Info describes a Clock's configuration: what it runs on, at what rate
@@ -704,25 +732,25 @@ type Evidence struct {
 // last writer finished, so Info never waits for a writer, nor for the user
 // code (a Read, a reference) a writer may be blocked in.
 func (c *Clock) Info() Info {
-	if c == nil || c.clockState == nil {
+	if c == nil || c.st == nil {
 		return Info{Closed: true}
 	}
-	c.policy.wakeFirstUse()
-	if c.mu.TryLock() {
+	c.st.policy.wakeFirstUse()
+	if c.st.mu.TryLock() {
 		// Fresh when no writer holds the lock; otherwise the snapshot the
 		// last writer left, so that a writer stuck in user code (a
 		// reference that blocks) never blocks Info. A snapshot that
 		// has not changed is kept (a first Info allocates nothing).
 		in := c.infoLocked()
-		if last := c.info.Load(); last == nil || *last != in {
+		if last := c.st.info.Load(); last == nil || *last != in {
 			fresh := new(Info)
 			*fresh = in
-			c.info.Store(fresh)
+			c.st.info.Store(fresh)
 		}
-		c.mu.Unlock()
+		c.st.mu.Unlock()
 		return in
 	}
-	if in := c.info.Load(); in != nil {
+	if in := c.st.info.Load(); in != nil {
 		return *in
 	}
 	return Info{}
@@ -730,43 +758,43 @@ func (c *Clock) Info() Info {
 
 func (c *Clock) infoLocked() Info {
 	var bracket time.Duration
-	if c.track != nil {
-		bracket = time.Duration(c.track.bracket)
+	if c.st.track != nil {
+		bracket = time.Duration(c.st.track.bracket)
 	}
 	var period time.Duration
-	if c.conv.mult != 0 { // zero for a zero Clock
-		period = c.conv.refreshPeriod()
+	if c.st.conv.mult != 0 { // zero for a zero Clock
+		period = c.st.conv.refreshPeriod()
 	}
 	var convErr float64
-	if c.conv.mult != 0 {
-		convErr = c.conv.errorPPM(c.rate.hz)
+	if c.st.conv.mult != 0 {
+		convErr = c.st.conv.errorPPM(c.st.rate.hz)
 	}
 	in := Info{
-		Source:             c.src.Name,
-		Rate:               c.src.Rate,
-		RateOrigin:         c.rate.origin.String(),
-		RateErrorPPM:       c.rate.errPPM,
+		Source:             c.st.src.Name,
+		Rate:               c.st.src.Rate,
+		RateOrigin:         c.st.rate.origin.String(),
+		RateErrorPPM:       c.st.rate.errPPM,
 		ConversionErrorPPM: convErr,
-		Reanchors:          c.watch.reanchors,
-		LastReanchor:       c.watch.lastReanchor,
-		CounterFaults:      c.watch.counterFaults,
-		LastCounterFault:   c.watch.lastCounterFault,
-		Reference:          c.watch.reference,
-		Faults:             c.faults.count,
-		LastFault:          c.faults.last,
-		LostWraps:          c.fold.lostWraps,
+		Reanchors:          c.st.watch.reanchors,
+		LastReanchor:       c.st.watch.lastReanchor,
+		CounterFaults:      c.st.watch.counterFaults,
+		LastCounterFault:   c.st.watch.lastCounterFault,
+		Reference:          c.st.watch.reference,
+		Faults:             c.st.faults.count,
+		LastFault:          c.st.faults.last,
+		LostWraps:          c.st.fold.lostWraps,
 		ReferenceBracket:   bracket,
-		Bits:               c.src.Bits,
-		Mult:               c.conv.mult,
-		Shift:              c.conv.shift,
+		Bits:               c.st.src.Bits,
+		Mult:               c.st.conv.mult,
+		Shift:              c.st.conv.shift,
 		RefreshPeriod:      period,
-		Suspended:          c.suspended,
+		Suspended:          c.st.suspended,
 		Closed:             c.stoppedLocked(),
-		KernelTime:         c.kernelInfo,
+		KernelTime:         c.st.kernel.info,
 	}
 	if in.KernelTime == "" {
 		in.KernelTime = kernelUnmapped
 	}
-	c.policy.fillInfo(&in)
+	c.st.policy.fillInfo(&in)
 	return in
 }

@@ -27,8 +27,8 @@ func TestUpdateMasksTheEpoch(t *testing.T) {
 	defer c.Close()
 	counter.Set(7<<16 | 1234) // bits above the counter's 16
 	c.Update()
-	c.mu.Lock()
-	cur := c.cur
+	c.st.mu.Lock()
+	cur := c.st.cur
 	c.unlock()
 	bank := c.latch.snapshot()
 	assert.Equal(t, uint64(1234), cur.epochCyc, "the line's epoch")
@@ -50,7 +50,7 @@ func TestAFoldLateByWholeWrapsAddsThemBack(t *testing.T) {
 	// newClock starts no goroutine: only this test folds.
 	c, err := newClock(Source{Name: "narrow", Read: read, Bits: 16, Rate: rate}, rating{hz: rate}, nil)
 	require.NoError(t, err)
-	wrap := c.conv.wrap()
+	wrap := c.st.conv.wrap()
 	t0, n0 := runtimeNano(), c.nanos()
 	for time.Duration(runtimeNano()-t0) < 2*wrap+wrap/2 {
 		time.Sleep(wrap / 4)
@@ -96,21 +96,21 @@ func TestLateFoldsAreExact(t *testing.T) {
 			counter.Set(0)
 			c, err := newClock(counter.Source("n16", 16, rate), rating{hz: rate}, nil)
 			require.NoError(t, err)
-			wrap := c.conv.wrap()
+			wrap := c.st.conv.wrap()
 			moved := uint64(tc.age * (1 << 16))
 			if tc.counts != 0 {
 				moved = tc.counts
 			}
 			counter.Set(moved & 0xffff)
-			c.mu.Lock()
-			c.fold.lastMono = runtimeNano() - int64(tc.age*float64(wrap))
+			c.st.mu.Lock()
+			c.st.fold.lastMono = runtimeNano() - int64(tc.age*float64(wrap))
 			c.unlock()
 			require.NoError(t, c.Update())
 			want := int64(moved)
 			if tc.want >= 0 {
 				want = tc.want
 			}
-			wantNs := int64(c.conv.nanos(uint64(want)))
+			wantNs := int64(c.st.conv.nanos(uint64(want)))
 			assert.InDelta(t, wantNs, c.nanos(), 1, "the fold is %v wraps late", tc.age)
 			assert.Equal(t, int(tc.lost), c.Info().LostWraps)
 		})

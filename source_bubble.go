@@ -62,9 +62,9 @@ type bubbleOrigin struct{ wall int64 }
 // for any other Source.
 func (c *Clock) adoptWallOriginLocked(src Source) {
 	if src.bubble == nil {
-		c.wallOrigin.Store(nil)
+		c.st.exact.wallOrigin.Store(nil)
 		return
 	}
-	o := addSat(src.bubble.wall, int64(c.cur.epochCyc)-c.cur.epochNs)
-	c.wallOrigin.Store(&o)
+	o := addSat(src.bubble.wall, int64(c.st.cur.epochCyc)-c.st.cur.epochNs)
+	c.st.exact.wallOrigin.Store(&o)
 }

@@ -61,8 +61,8 @@ func TestNowConvertsThePageByItsLine(t *testing.T) {
 		src.Rate = rate
 		c, err := New(src)
 		require.NoError(t, err)
-		c.mu.Lock()
-		ln := c.cur
+		c.st.mu.Lock()
+		ln := c.st.cur
 		ln.epochCyc = readPvclock() - 1_000_000_000
 		c.publishLocked(ln)
 		c.unlock()
@@ -96,8 +96,8 @@ func TestNowOnAPageLineOutsideItsWindow(t *testing.T) {
 	c, err := New(src)
 	require.NoError(t, err)
 	defer c.Close()
-	c.mu.Lock()
-	ln := c.cur
+	c.st.mu.Lock()
+	ln := c.st.cur
 	ln.epochCyc = readPvclock() + uint64(1000*time.Second)
 	ln.epochNs = 1234
 	c.publishLocked(ln)
@@ -106,7 +106,7 @@ func TestNowOnAPageLineOutsideItsWindow(t *testing.T) {
 	assert.Equal(t, int64(1234), c.nanos())
 	assert.Equal(t, int64(1234), genericNow(c))
 
-	c.mu.Lock()
+	c.st.mu.Lock()
 	ln.epochCyc = readPvclock() - ln.conv.overflowFrom()*3
 	c.publishLocked(ln)
 	c.unlock()
@@ -141,14 +141,14 @@ func onSyntheticPvclockWith(t *testing.T, first *pvclock.Pvclock, raw func() int
 	require.NoError(t, err)
 	// The default clock's Info reads the shared state under its lock
 	// (pvclockStatus), from its background goroutine too: swap it there.
-	defaultClock.mu.Lock()
+	defaultClock.st.mu.Lock()
 	saved := pvclockShared
 	pvclockShared.page, pvclockShared.src = pg, s
-	defaultClock.mu.Unlock()
+	defaultClock.st.mu.Unlock()
 	defer func() {
-		defaultClock.mu.Lock()
+		defaultClock.st.mu.Lock()
 		pvclockShared = saved
-		defaultClock.mu.Unlock()
+		defaultClock.st.mu.Unlock()
 	}()
 	c, err := New(src)
 	require.NoError(t, err)

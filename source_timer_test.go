@@ -250,7 +250,7 @@ func TestTimerCountersAreAdoptedOnTheKernelsWord(t *testing.T) {
 				c := newChosenDefaultClock([]*counter{{arch: runtime.GOARCH, probe: probe,
 					verdict: func() kernel.Verdict { return kernel.ReadVerdict(path, e.entry.verdict().Want) }}})
 				defer func() { require.NoError(t, c.Close()) }()
-				in := *c.info.Load()
+				in := *c.st.info.Load()
 				assert.Contains(t, in.Evidence.Kernel, "kernel clocksource is "+current)
 				if current == e.want {
 					assert.Equal(t, e.name, in.Source)

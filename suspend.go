@@ -26,13 +26,13 @@ func (c *Clock) Suspend() (err error) {
 		return err
 	}
 	defer c.unlock()
-	before := c.cur
+	before := c.st.cur
 	return c.faultError("Suspend", c.guard("Suspend", func() {
-		frozen := c.cur
+		frozen := c.st.cur
 		_, frozen.epochNs, frozen.frac = c.freeze("suspend")
-		c.publishLocked(frozenLine(frozen, c.conv))
-		c.suspended = true
-		c.step("suspend.published")
+		c.publishLocked(frozenLine(frozen, c.st.conv))
+		c.st.suspended = true
+		c.st.writer.step("suspend.published")
 	}, func(r any) {
 		c.publishLocked(before)
 		c.recordFaultLocked("Suspend", r)
@@ -52,19 +52,19 @@ func (c *Clock) Resume() (err error) {
 	// Anchoring at a counter value read before the publication means
 	// every reader of the new line reads at least V.
 	var cyc uint64
-	if r := c.guard("Resume", func() { cyc = c.src.Read() }, nil); r != nil {
+	if r := c.guard("Resume", func() { cyc = c.st.src.Read() }, nil); r != nil {
 		return c.faultError("Resume", r)
 	}
-	c.publishLocked(line{read: c.src.Read, conv: c.conv, epochCyc: cyc & c.conv.mask, epochNs: c.cur.epochNs, frac: c.cur.frac})
-	c.suspended = false
-	c.fold.lastMono = runtimeNano() // the suspended interval is not the counter's
-	c.fold.due = time.Now().Add(c.conv.refreshPeriod())
-	if c.track != nil {
+	c.publishLocked(line{read: c.st.src.Read, conv: c.st.conv, epochCyc: cyc & c.st.conv.mask, epochNs: c.st.cur.epochNs, frac: c.st.cur.frac})
+	c.st.suspended = false
+	c.st.fold.lastMono = runtimeNano() // the suspended interval is not the counter's
+	c.st.fold.due = time.Now().Add(c.st.conv.refreshPeriod())
+	if c.st.track != nil {
 		// The counter may have reset, stopped or run on while suspended:
 		// calibration and the watch start afresh.
-		c.track.restart = true
+		c.st.track.restart = true
 		c.kick()
 	}
-	c.step("resume.published")
+	c.st.writer.step("resume.published")
 	return nil
 }

@@ -78,14 +78,14 @@ func (c *Clock) Register(src Source) error {
 	if !ownCode(src.Read) {
 		c.nameWriterLocked() // src's Read runs under the lock too
 	}
-	if src.Rate < c.declared {
-		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.src.Name, c.declared)
+	if src.Rate < c.st.declared {
+		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.st.src.Name, c.st.declared)
 	}
-	endTrack, undo := c.policy.registerLocked(src, c.track)
-	if tr := c.track; endTrack {
-		c.track = nil
+	endTrack, undo := c.st.policy.registerLocked(src, c.st.track)
+	if tr := c.st.track; endTrack {
+		c.st.track = nil
 		undoPolicy := undo
-		undo = func() { c.track = tr; undoPolicy() }
+		undo = func() { c.st.track = tr; undoPolicy() }
 	}
 	switched := false
 	defer func() {
@@ -97,17 +97,17 @@ func (c *Clock) Register(src Source) error {
 		return err
 	}
 	switched = true
-	c.declared = src.Rate
-	c.manual.Store(src.manual)
+	c.st.declared = src.Rate
+	c.st.exact.manual.Store(src.manual)
 	if src.manual != nil {
 		src.manual.attach(weakClock(c))
 	}
 	c.adoptCoarseLocked(src)
 	c.adoptWallOriginLocked(src)
-	if c.track != nil {
+	if c.st.track != nil {
 		// A clock made by New with a reference: calibration and the
 		// watch move to src.
-		c.track.src, c.track.adopted, c.track.restart = src, true, true
+		c.st.track.src, c.st.track.adopted, c.st.track.restart = src, true, true
 		c.kick()
 	}
 	return nil
@@ -165,8 +165,8 @@ func relateAnchor(old line, next func() uint64) anchorFunc {
 // source: a new rate of the same counter anchors at the pinned value, a
 // different counter is related to the old one (relateAnchor).
 func (c *Clock) switchLocked(src Source, conv conversion, rate rating) error {
-	anchor := relateAnchor(c.cur, src.Read)
-	if funcPtr(src.Read) == funcPtr(c.src.Read) && conv.mask == c.conv.mask {
+	anchor := relateAnchor(c.st.cur, src.Read)
+	if funcPtr(src.Read) == funcPtr(c.st.src.Read) && conv.mask == c.st.conv.mask {
 		anchor = sameCounterAnchor
 	}
 	return c.switchAnchoredLocked(src, conv, rate, anchor)
@@ -182,8 +182,8 @@ func (c *Clock) switchLocked(src Source, conv conversion, rate rating) error {
 func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, anchor anchorFunc) (err error) {
 	// The same counter (a new rate for it, a re-anchoring) is the current
 	// source: a panic of its Read is a fault, not an invalid Source.
-	same := funcPtr(src.Read) == funcPtr(c.src.Read)
-	before := c.cur
+	same := funcPtr(src.Read) == funcPtr(c.st.src.Read)
+	before := c.st.cur
 	r := c.guard("switch to "+src.Name, func() {
 		if _, err = readOnce(src); err != nil {
 			if p, ok := asPanic(err); same && ok {
@@ -192,19 +192,19 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 			}
 			return
 		}
-		if c.suspended {
-			c.publishLocked(frozenLine(c.cur, conv))
+		if c.st.suspended {
+			c.publishLocked(frozenLine(c.st.cur, conv))
 		} else {
 			c.switchLine(src.Read, conv, anchor)
-			old := &c.conv
+			old := &c.st.conv
 			if !same {
 				old = nil
 			}
 			c.reratedLocked(old)
 		}
-		c.src, c.conv, c.rate = src, conv, rate
-		c.userSrc = !ownCode(src.Read)
-		c.fold.due = time.Now().Add(conv.refreshPeriod())
+		c.st.src, c.st.conv, c.st.rate = src, conv, rate
+		c.st.writer.userSrc = !ownCode(src.Read)
+		c.st.fold.due = time.Now().Add(conv.refreshPeriod())
 		c.kick()
 	}, func(r any) {
 		// Readers saw at most the old line's value at the pin; the old
@@ -226,7 +226,7 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 	case marked && f.reference:
 		return fmt.Errorf("%w: the reference panicked while anchoring %q: %v", ErrFault, src.Name, f.v)
 	case marked || same:
-		return fmt.Errorf("%w: %q: Read panicked during the switch to %q: %v", ErrFault, c.src.Name, src.Name, faultValue(r))
+		return fmt.Errorf("%w: %q: Read panicked during the switch to %q: %v", ErrFault, c.st.src.Name, src.Name, faultValue(r))
 	}
 	return fmt.Errorf("%w %q: Read panicked: %v", ErrInvalidSource, src.Name, r)
 }
@@ -236,9 +236,9 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 func (c *Clock) switchLine(next func() uint64, conv conversion, anchor anchorFunc) {
 	pinnedCyc, ns, frac := c.freeze("switch")
 	cyc, ns, frac := anchor(pinnedCyc, ns, frac)
-	ns, frac = rescaleFrac(ns, frac, c.cur.conv.shift, conv.shift)
+	ns, frac = rescaleFrac(ns, frac, c.st.cur.conv.shift, conv.shift)
 	ln := line{read: next, conv: conv, epochCyc: cyc & conv.mask, epochNs: ns, frac: frac}
-	c.step("switch.anchored")
+	c.st.writer.step("switch.anchored")
 	mono := runtimeNano()
 	if conv.wraps() {
 		// The anchor's counter value may be old by now: the writer can
@@ -253,8 +253,8 @@ func (c *Clock) switchLine(next func() uint64, conv conversion, anchor anchorFun
 	c.publishLocked(ln)
 	// The new line's epoch is its last fold: the next fold measures its
 	// lateness from here, not from the old line's (see lateFold).
-	c.fold.lastMono = mono
-	c.step("switch.published")
+	c.st.fold.lastMono = mono
+	c.st.writer.step("switch.published")
 }
 
 // freeze is steps 1 and 2 of the switch, shared with Suspend: it
@@ -263,12 +263,12 @@ func (c *Clock) switchLine(next func() uint64, conv conversion, anchor anchorFun
 // line's shift).
 func (c *Clock) freeze(stepPrefix string) (pinnedCyc uint64, ns int64, frac uint64) {
 	fz := c.newFreezer()
-	frozen := c.cur
+	frozen := c.st.cur
 	frozen.read, frozen.frozen = fz.read, true
 	c.publishLocked(frozen)
-	c.step(stepPrefix + ".frozen")
+	c.st.writer.step(stepPrefix + ".frozen")
 	pinnedCyc = blamed(false, fz.read)
-	c.step(stepPrefix + ".fixed")
+	c.st.writer.step(stepPrefix + ".fixed")
 	ns, frac = frozen.at(pinnedCyc)
 	return pinnedCyc, ns, frac
 }
@@ -315,7 +315,7 @@ type freezer struct {
 // newFreezer returns a freezer of the current line, armed by the
 // publication the writer is about to make.
 func (c *Clock) newFreezer() *freezer {
-	return &freezer{old: c.cur.read, epochCyc: c.cur.epochCyc, mask: c.cur.conv.mask,
+	return &freezer{old: c.st.cur.read, epochCyc: c.st.cur.epochCyc, mask: c.st.cur.conv.mask,
 		seq: &c.latch.seq, armedAt: c.latch.seq.Load() + 1}
 }
 

@@ -39,13 +39,13 @@ func writerCases(tl *timeline) []writerCase {
 	jiffy := tl.counter("jiffy", 32, 100, 100)
 	tsc := tl.counter("tsc", 64, 2_100_000_000, 2_100_000_000)
 	retune := func(c *Clock, rate uint64) {
-		src := c.src
+		src := c.st.src
 		src.Rate = rate
 		conv, err := newConversion(src)
 		if err != nil {
 			panic(err)
 		}
-		c.mu.Lock()
+		c.st.mu.Lock()
 		defer c.unlock()
 		c.switchLocked(src, conv, rating{hz: float64(rate), origin: rateRefined})
 	}
@@ -61,7 +61,7 @@ func writerCases(tl *timeline) []writerCase {
 		{"fine counter to another", tsc, register(fast), time.Second},
 		{"fine counter to jiffies (slower, internal)", fast, func(c *Clock) {
 			conv, _ := newConversion(jiffy)
-			c.mu.Lock()
+			c.st.mu.Lock()
 			defer c.unlock()
 			c.switchLocked(jiffy, conv, rating{hz: 100})
 		}, time.Second},
@@ -217,9 +217,9 @@ func TestNarrowSwitchWithTheWriterStopped(t *testing.T) {
 					read()
 				}
 			})
-			c.mu.Lock()
+			c.st.mu.Lock()
 			if same {
-				src := c.src
+				src := c.st.src
 				src.Rate = 1000
 				conv, err := newConversion(src)
 				require.NoError(t, err)
@@ -351,7 +351,7 @@ func TestASameCounterSwitchCountsItsFaults(t *testing.T) {
 				skip.Store(tc.skip)
 				panics.Store(1)
 			}
-			c.mu.Lock()
+			c.st.mu.Lock()
 			err = c.switchAnchoredLocked(next, conv, rate, anchor)
 			c.unlock()
 			panics.Store(0)
@@ -385,8 +385,8 @@ func TestASwitchRestartsTheFoldClock(t *testing.T) {
 	src := narrow.Source("n16", 16, 98_000)
 	conv, err := newConversion(src)
 	require.NoError(t, err)
-	c.mu.Lock()
-	c.fold.lastMono = runtimeNano() - int64(3*conv.wrap()) // the old line, folded three wraps ago
+	c.st.mu.Lock()
+	c.st.fold.lastMono = runtimeNano() - int64(3*conv.wrap()) // the old line, folded three wraps ago
 	c.unlock()
 	require.NoError(t, c.Register(src))
 	before := c.nanos()

@@ -178,15 +178,15 @@ func (p *trustPolicy) fillInfo(in *Info) {
 // kernel verdict could not be read is adopted only after a check that
 // ran and found no warp.
 func (c *Clock) checkTrust() {
-	p := c.policy
+	p := c.st.policy
 	hw := p.hw
 	var found string
 	var ownErr error
 	if p.ownCheck != nil {
 		found, ownErr = p.ownCheck()
 	}
-	c.mu.Lock()
-	if c.closed {
+	c.st.mu.Lock()
+	if c.st.loop.closed {
 		c.unlock()
 		return // closed before its first use ended: nothing to check for
 	}
@@ -198,7 +198,7 @@ func (c *Clock) checkTrust() {
 		first = vouchedRetryAfter
 	}
 	for i, wait := 0, first; rep.Verdict == warp.Unchecked && !rep.Never && i < warpRetries; i, wait = i+1, 2*wait {
-		c.mu.Lock()
+		c.st.mu.Lock()
 		p.crossCPU = fmt.Sprintf("%s; again in %v (try %d of %d)", rep, wait, i+2, warpRetries+1)
 		if !p.vouched {
 			p.pending = fmt.Sprintf("the cross-CPU check, again in %v (try %d of %d)", wait, i+2, warpRetries+1)
@@ -209,7 +209,7 @@ func (c *Clock) checkTrust() {
 		}
 		rep = warp.Check(hw.Read, hw.Rate, warp.DefaultBudget)
 	}
-	c.mu.Lock()
+	c.st.mu.Lock()
 	defer c.unlock()
 	c.trustSettledLocked(time.Now())
 	p.pending = ""
@@ -217,7 +217,7 @@ func (c *Clock) checkTrust() {
 	if p.ownCheck != nil {
 		p.counterCheck = found
 	}
-	if c.closed || c.track == nil || c.track.src.Name != hw.Name {
+	if c.st.loop.closed || c.st.track == nil || c.st.track.src.Name != hw.Name {
 		return // closed, or a caller took the clock over
 	}
 	err := warpUntrusted(rep, hw.Name)
@@ -258,7 +258,7 @@ func (c *Clock) sleepUnlessClosed(d time.Duration) bool {
 	select {
 	case <-timer.C:
 		return true
-	case <-c.stop:
+	case <-c.st.loop.stop:
 		return false
 	}
 }
@@ -266,10 +266,10 @@ func (c *Clock) sleepUnlessClosed(d time.Duration) bool {
 // fallBackLocked leaves the hardware counter for the portable source, for
 // the reason why, and stops calibrating, watching and following it.
 func (c *Clock) fallBackLocked(why string) {
-	c.track = nil
-	c.policy.closeLocked()
-	c.policy.rejectLocked(why)
-	if funcPtr(c.src.Read) == portableReadPtr {
+	c.st.track = nil
+	c.st.policy.closeLocked()
+	c.st.policy.rejectLocked(why)
+	if funcPtr(c.st.src.Read) == portableReadPtr {
 		return
 	}
 	src := Portable()
@@ -278,7 +278,7 @@ func (c *Clock) fallBackLocked(why string) {
 		err = c.switchLocked(src, conv, rating{hz: 1e9, origin: rateDeclared})
 	}
 	if err != nil {
-		c.policy.rejectLocked(fmt.Sprintf("%s; switching to the portable source failed: %v", why, err))
+		c.st.policy.rejectLocked(fmt.Sprintf("%s; switching to the portable source failed: %v", why, err))
 	}
 }
 

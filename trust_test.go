@@ -32,8 +32,8 @@ func TestKernelVerdictForLife(t *testing.T) {
 	c, err := newClock(hw, rating{hz: 1e9, origin: rateCPUID}, &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true})
 	require.NoError(t, err)
 	var demoted atomic.Bool
-	c.policy = &trustPolicy{}
-	c.policy.verdict = func() string {
+	c.st.policy = &trustPolicy{}
+	c.st.policy.verdict = func() string {
 		if demoted.Load() {
 			return "hw: the kernel's clocksource changed to hpet"
 		}
@@ -45,16 +45,16 @@ func TestKernelVerdictForLife(t *testing.T) {
 	require.Equal(t, "hw", c.Info().Source)
 	before := c.nanos()
 	demoted.Store(true)
-	c.mu.Lock()
-	c.policy.verdictDue = time.Now()
+	c.st.mu.Lock()
+	c.st.policy.verdictDue = time.Now()
 	c.unlock()
 	c.kick()
 	require.Eventually(t, func() bool { return c.Info().Source == "portable" }, 2*time.Second, time.Millisecond)
 	assert.Contains(t, c.Info().Evidence.Rejected, "hpet")
 	assert.GreaterOrEqual(t, c.nanos(), before)
-	c.mu.Lock()
-	assert.Nil(t, c.track)
-	assert.Nil(t, c.policy.verdict)
+	c.st.mu.Lock()
+	assert.Nil(t, c.st.track)
+	assert.Nil(t, c.st.policy.verdict)
 	c.unlock()
 }
 
@@ -129,8 +129,8 @@ func TestDefaultClockFallsBackOnAWarp(t *testing.T) {
 		adopt bool
 	}{{warped, false}, {realtime1GHz(), true}} {
 		c := defaultLike(t, tc.hw)
-		c.mu.Lock()
-		c.policy.trustPending = true
+		c.st.mu.Lock()
+		c.st.policy.trustPending = true
 		c.unlock()
 		time.Sleep(firstMeasurement + 30*time.Millisecond)
 		assert.Equal(t, "portable", c.Info().Source, "adopted before the checks passed")
@@ -151,8 +151,8 @@ func TestDefaultClockFallsBackOnAWarp(t *testing.T) {
 		assert.Contains(t, in.Evidence.Rejected, "behind")
 		time.Sleep(firstMeasurement + 30*time.Millisecond)
 		assert.Equal(t, "portable", c.Info().Source)
-		c.mu.Lock()
-		assert.Nil(t, c.track, "calibration of a warped counter must end")
+		c.st.mu.Lock()
+		assert.Nil(t, c.st.track, "calibration of a warped counter must end")
 		c.unlock()
 	}
 }
@@ -171,9 +171,9 @@ func TestASuspendedClockSleeps(t *testing.T) {
 	// Suspend (it did under qemu-riscv64: "Should be zero, but was 1").
 	require.NoError(t, c.Suspend())
 	now := time.Now()
-	c.mu.Lock()
-	c.policy = &trustPolicy{verdict: func() string { polls++; return "" }}
-	c.policy.verdictDue = now.Add(-time.Second) // fell due while suspended
+	c.st.mu.Lock()
+	c.st.policy = &trustPolicy{verdict: func() string { polls++; return "" }}
+	c.st.policy.verdictDue = now.Add(-time.Second) // fell due while suspended
 	c.unlock()
 	next := c.tick(now)
 	assert.False(t, next.Before(now.Add(time.Second)), "a suspended clock's next tick is %v from now", next.Sub(now))
@@ -192,17 +192,17 @@ func TestPendingTrustDoesNotSpin(t *testing.T) {
 		hw := Source{Name: "hw", Bits: 64, Read: func() uint64 { return uint64(fake()) }}
 		c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared}, &tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
 		require.NoError(t, err)
-		c.policy = &trustPolicy{trustPending: true}
+		c.st.policy = &trustPolicy{trustPending: true}
 		c.start()
 		defer c.Close()
 		time.Sleep(10 * time.Second)
-		c.mu.Lock()
-		wakes := c.wakes
+		c.st.mu.Lock()
+		wakes := c.st.loop.wakes
 		c.unlock()
 		t.Logf("%d wake-ups in 10 s with the trust checks pending", wakes)
 		assert.LessOrEqual(t, wakes, 6)
 		assert.Equal(t, "portable", c.Info().Source)
-		c.mu.Lock()
+		c.st.mu.Lock()
 		c.trustSettledLocked(time.Now())
 		c.unlock()
 		time.Sleep(time.Millisecond)
@@ -250,7 +250,7 @@ func TestTheTSCIsTrustedOnlyOnEvidence(t *testing.T) {
 			defer func() {
 				require.NoError(t, c.Close()) // unused: its checks never start
 			}()
-			in := *c.info.Load() // the snapshot, without the first use that Info makes
+			in := *c.st.info.Load() // the snapshot, without the first use that Info makes
 			assert.Contains(t, in.Evidence.Kernel, tc.kernel)
 			if tc.trusted {
 				assert.Equal(t, "tsc", in.Source)
@@ -261,8 +261,8 @@ func TestTheTSCIsTrustedOnlyOnEvidence(t *testing.T) {
 			assert.Equal(t, "portable", in.Source, "trusted on CPUID alone")
 			assert.Contains(t, in.Evidence.Rejected, "tsc: not trusted yet: "+tc.kernel)
 			assert.Equal(t, "the cross-CPU check", in.Evidence.Pending)
-			c.mu.Lock()
-			assert.True(t, c.policy.trustPending, "the measured rate would be adopted before any check")
+			c.st.mu.Lock()
+			assert.True(t, c.st.policy.trustPending, "the measured rate would be adopted before any check")
 			c.unlock()
 		})
 	}
@@ -283,7 +283,7 @@ func TestAnUncheckedTSCIsNeverAdopted(t *testing.T) {
 		c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared},
 			&tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
 		require.NoError(t, err)
-		c.policy = &trustPolicy{hw: hw, kernel: "kernel clocksource unknown (hidden)", trustPending: true, needsEvidence: true}
+		c.st.policy = &trustPolicy{hw: hw, kernel: "kernel clocksource unknown (hidden)", trustPending: true, needsEvidence: true}
 		c.start()
 		defer c.Close()
 		done := make(chan struct{})
@@ -325,14 +325,14 @@ func TestARefusedRegisterKeepsTheDefaultClocksChecks(t *testing.T) {
 	tr := &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true}
 	c, err := newClock(hw, rating{hz: 1e9, origin: rateMeasured}, tr)
 	require.NoError(t, err)
-	c.policy = &trustPolicy{verdict: func() string { return "" }}
+	c.st.policy = &trustPolicy{verdict: func() string { return "" }}
 	err = c.Register(Source{Name: "broken", Bits: 64, Rate: 2e9, Read: func() uint64 { panic("broken counter") }})
 	assert.ErrorIs(t, err, ErrInvalidSource)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	assert.Same(t, tr, c.track, "the calibration and the watch go on")
-	assert.NotNil(t, c.policy.verdict, "the kernel's verdict is still followed")
-	assert.Equal(t, "hw", c.src.Name)
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	assert.Same(t, tr, c.st.track, "the calibration and the watch go on")
+	assert.NotNil(t, c.st.policy.verdict, "the kernel's verdict is still followed")
+	assert.Equal(t, "hw", c.st.src.Name)
 }
 
 // TestTheCountersOwnEvidenceIsFollowedForLife builds the default clock as
@@ -368,8 +368,8 @@ func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
 	assert.Contains(t, in.Evidence.Kernel, "kvm-clock")
 	before := c.nanos()
 	cleared.Store(true)
-	c.mu.Lock()
-	c.policy.verdictDue = time.Now()
+	c.st.mu.Lock()
+	c.st.policy.verdictDue = time.Now()
 	c.unlock()
 	c.kick()
 	require.Eventually(t, func() bool { return c.Info().Source == "portable" }, 5*time.Second, time.Millisecond)
@@ -377,8 +377,8 @@ func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
 	assert.Contains(t, in.Evidence.Rejected, "page: PVCLOCK_TSC_STABLE_BIT is clear")
 	assert.Equal(t, "test page, stable false", in.Evidence.CounterCheck)
 	assert.GreaterOrEqual(t, c.nanos(), before)
-	c.mu.Lock()
-	assert.Nil(t, c.track, "the page is no longer watched")
-	assert.Nil(t, c.policy.verdict, "nor followed")
+	c.st.mu.Lock()
+	assert.Nil(t, c.st.track, "the page is no longer watched")
+	assert.Nil(t, c.st.policy.verdict, "nor followed")
 	c.unlock()
 }

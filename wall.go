@@ -223,16 +223,16 @@ func (m *wallMap) with(gs ...wallSegment) *wallMap {
 // change of its slew costs that change times 3 s at most).
 func (c *Clock) WallTime(t Instant) time.Time {
 	ns := int64(t)
-	if c == nil || c.clockState == nil {
+	if c == nil || c.st == nil {
 		return time.Time{} // a zero or nil Clock has no wall time
 	}
-	if mc := c.manual.Load(); mc != nil {
+	if mc := c.st.exact.manual.Load(); mc != nil {
 		return time.Unix(0, mc.wallAt(ns))
 	}
-	if o := c.wallOrigin.Load(); o != nil {
+	if o := c.st.exact.wallOrigin.Load(); o != nil {
 		return time.Unix(0, addSat(*o, ns))
 	}
-	return time.Unix(0, c.mapAt(&c.wall, ns))
+	return time.Unix(0, c.mapAt(&c.st.wall, ns))
 }
 
 // mapAt maps the reading ns through r, made at its first use (a
@@ -280,10 +280,10 @@ func (c *Clock) startMap(r *pairedMap) *wallMap {
 	// The first use's wake-up goes last: the woken thread may take this
 	// CPU at the next system call (a loaded machine of two CPUs).
 	defer c.wakeFirstUse()
-	c.mu.Lock()
+	c.st.mu.Lock()
 	// Nothing Info shows changes here: no snapshot to take (c.unlock
 	// allocates one, and a first call that allocates touches fresh pages).
-	defer c.mu.Unlock()
+	defer c.st.mu.Unlock()
 	if m := r.m.Load(); m != nil {
 		return m
 	}

@@ -48,9 +48,9 @@ func wallClock(t *testing.T, fake *fakeWall) *Clock {
 	c, err := New(Portable())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	c.mu.Lock()
+	c.st.mu.Lock()
 	fakeNs := func() int64 { return fake.now().UnixNano() }
-	c.wall.ref = refClock{read: fakeNs, quick: fakeNs}
+	c.st.wall.ref = refClock{read: fakeNs, quick: fakeNs}
 	c.unlock()
 	return c
 }
@@ -78,8 +78,8 @@ func TestWallFollowsSlewAndSteps(t *testing.T) {
 			}
 			// The background goroutine's pairings, as they come: how far
 			// apart they are bounds how stale the map's slope can be.
-			c.mu.Lock()
-			pairedAt := c.wall.lastPair[0]
+			c.st.mu.Lock()
+			pairedAt := c.st.wall.lastPair[0]
 			c.unlock()
 			if pairedAt != lastPair {
 				if lastPair != 0 {
@@ -259,11 +259,11 @@ func TestWallAimMeetsThePairing(t *testing.T) {
 			clock0 := c.nanos() + int64(time.Hour)
 			clock1 := clock0 + int64(wallPeriod)
 			wall1 := w0 + int64(wallPeriod)*(1e6+ppm)/1e6
-			c.mu.Lock()
-			c.wall.aim(clock0, w0, c.nanos()+1, false)
-			old := c.wall.m.Load()
-			c.wall.aim(clock1, wall1+off, c.nanos()+1, false)
-			m := c.wall.m.Load()
+			c.st.mu.Lock()
+			c.st.wall.aim(clock0, w0, c.nanos()+1, false)
+			old := c.st.wall.m.Load()
+			c.st.wall.aim(clock1, wall1+off, c.nanos()+1, false)
+			m := c.st.wall.m.Load()
 			c.unlock()
 			pace := float64(wall1+off-w0) / float64(clock1-clock0)
 			end := clock1 + int64(wallLead+wallPeriod)
@@ -326,7 +326,7 @@ func TestWallFollowsARateChangeWhileIdle(t *testing.T) {
 		best, off := time.Duration(math.MaxInt64), time.Duration(0)
 		for range 20 {
 			a := fake.now()
-			w := time.Unix(0, c.wall.m.Load().wallAt(c.nanos())) // no mark: the map stays idle
+			w := time.Unix(0, c.st.wall.m.Load().wallAt(c.nanos())) // no mark: the map stays idle
 			b := fake.now()
 			if d := b.Sub(a); d < best {
 				best, off = d, w.Sub(a)-d/2
