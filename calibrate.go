@@ -122,28 +122,9 @@ type tracker struct {
 	// to the registered source.
 	endsOnRegister bool
 
-	baseline  ratePoint   // where the current measurement starts
-	baseAt    time.Time   // when it was taken
-	step      int         // the next calibrationSchedule entry
-	history   []ratePoint // sliding baselines, once the schedule is done
-	refineDue time.Time
-	restart   bool // take a new baseline at the next tick
-
-	good     clockSample // the last comparison the watch accepted
-	haveGood bool
-	// last is the last comparison the watch accepted before a restart
-	// (haveLast: there was one), kept across it: the first comparison
-	// after a restart has no good one of its own, and is checked against
-	// last for a counter gone far ahead while the watch was away.
-	last     clockSample
-	haveLast bool
-	watchDue time.Time
-	// watchEvery is the watch's period: watchPeriod for the first
-	// watchConfirm agreements, then doubled at every agreement up to
-	// maxWatchPeriod, and back to watchPeriod at every restart and
-	// re-anchoring.
-	watchEvery time.Duration
-	agreed     int
+	cal     calibration // the rate's measurement against the reference
+	restart bool        // take a new baseline at the next tick
+	watch   watchState  // the watch's comparisons
 	// faults counts the tracking's consecutive panics; retryAt is when it
 	// restarts after the last one.
 	faults  int
@@ -155,6 +136,37 @@ type tracker struct {
 	probeDue time.Time
 	// bracket is the narrowest (clock, reference, clock) bracket seen.
 	bracket int64
+}
+
+// calibration is the tracker's measurement of the rate: where it starts
+// (baseline, taken at baseAt), the next calibrationSchedule entry
+// (step), the sliding baselines once the schedule is done (history), and
+// when the next refinement is due.
+type calibration struct {
+	baseline ratePoint
+	baseAt   time.Time
+	step     int
+	history  []ratePoint
+	due      time.Time
+}
+
+// watchState is the watch's: good is the last comparison it accepted
+// (haveGood: there was one); last is the last one it accepted before a
+// restart (haveLast: there was one), kept across it: the first
+// comparison after a restart has no good one of its own, and is checked
+// against last for a counter gone far ahead while the watch was away.
+// every is the watch's period: watchPeriod for the first watchConfirm
+// agreements (agreed counts them), then doubled at every agreement up to
+// maxWatchPeriod, and back to watchPeriod at every restart and
+// re-anchoring; due is when it looks next.
+type watchState struct {
+	good     clockSample
+	haveGood bool
+	last     clockSample
+	haveLast bool
+	due      time.Time
+	every    time.Duration
+	agreed   int
 }
 
 // reanchorProbe is what the watch found when it disagreed, and the first
@@ -266,17 +278,17 @@ func (c *Clock) distrustLocked(tr *tracker, why string) {
 // startLocked takes a new baseline: calibration starts over from now,
 // and the watch takes its next comparison as its first.
 func (tr *tracker) startLocked(now time.Time) {
-	tr.baseline = tr.point(tr.src.Read)
-	tr.baseAt = now
-	tr.step = 0
-	tr.history = nil
-	tr.refineDue = now.Add(calibrationSchedule[0])
+	tr.cal.baseline = tr.point(tr.src.Read)
+	tr.cal.baseAt = now
+	tr.cal.step = 0
+	tr.cal.history = nil
+	tr.cal.due = now.Add(calibrationSchedule[0])
 	if !tr.adopted && tr.src.Rate == 0 {
-		tr.refineDue = now.Add(firstMeasurement)
+		tr.cal.due = now.Add(firstMeasurement)
 	}
-	tr.haveGood = false
-	tr.watchDue = now
-	tr.watchEvery, tr.agreed = watchPeriod, 0
+	tr.watch.haveGood = false
+	tr.watch.due = now
+	tr.watch.every, tr.watch.agreed = watchPeriod, 0
 	tr.probe = nil
 	tr.restart = false
 }
@@ -326,16 +338,16 @@ func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 		// fold of its own would adopt whatever the counter read then
 		// (a narrow counter is folded more often than the watch's
 		// longest period).
-		if now.Before(tr.watchDue) && now.Before(c.st.fold.due) {
+		if now.Before(tr.watch.due) && now.Before(c.st.fold.due) {
 			return
 		}
-		tr.watchDue = now.Add(tr.watchEvery)
+		tr.watch.due = now.Add(tr.watch.every)
 		c.watchLocked(tr, now)
 		if c.st.track != tr || tr.restart || tr.probe != nil {
 			return
 		}
 	}
-	if !now.Before(tr.refineDue) {
+	if !now.Before(tr.cal.due) {
 		c.refineLocked(tr, now)
 	}
 }
@@ -353,9 +365,9 @@ func (tr *tracker) nextDue() time.Time {
 		return tr.probeDue
 	}
 	if tr.adopted {
-		return tr.watchDue
+		return tr.watch.due
 	}
-	return tr.refineDue
+	return tr.cal.due
 }
 
 // refineLocked measures the tracked counter's rate and adopts it: the
@@ -364,19 +376,19 @@ func (tr *tracker) nextDue() time.Time {
 // the schedule, always (following drift).
 func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 	p := tr.point(tr.src.Read)
-	base, sliding := tr.baseline, tr.step >= len(calibrationSchedule)
+	base, sliding := tr.cal.baseline, tr.cal.step >= len(calibrationSchedule)
 	if sliding {
-		tr.history = append(tr.history, p)
-		for len(tr.history) > 2 && p.ns-tr.history[1].ns >= int64(slideSpan) {
-			tr.history = tr.history[1:]
+		tr.cal.history = append(tr.cal.history, p)
+		for len(tr.cal.history) > 2 && p.ns-tr.cal.history[1].ns >= int64(slideSpan) {
+			tr.cal.history = tr.cal.history[1:]
 		}
-		base = tr.history[0]
-		tr.refineDue = now.Add(slideEvery)
+		base = tr.cal.history[0]
+		tr.cal.due = now.Add(slideEvery)
 	} else {
-		tr.refineDue = tr.baseAt.Add(calibrationSchedule[tr.step])
-		tr.step++
-		if tr.step == len(calibrationSchedule) {
-			tr.history = []ratePoint{tr.baseline}
+		tr.cal.due = tr.cal.baseAt.Add(calibrationSchedule[tr.cal.step])
+		tr.cal.step++
+		if tr.cal.step == len(calibrationSchedule) {
+			tr.cal.history = []ratePoint{tr.cal.baseline}
 		}
 	}
 	if why := referenceOff(subSat(p.ns, base.ns), p.mono-base.mono); why != "" {
@@ -407,8 +419,8 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 			// when they end (trustSettledLocked), from the same baseline,
 			// rather than wake every few milliseconds for a minute and
 			// a half of retries.
-			tr.refineDue = now.Add(trustWait)
-			tr.step--
+			tr.cal.due = now.Add(trustWait)
+			tr.cal.step--
 			return
 		}
 		if tr.src.Rate == 0 {
@@ -422,7 +434,7 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 		}
 		c.st.policy.adoptedLocked(tr.src.Name)
 		tr.src = src
-		tr.watchDue = now
+		tr.watch.due = now
 		return
 	}
 	if c.st.rate.origin == rateNanoseconds {
@@ -450,8 +462,8 @@ func (c *Clock) watchLocked(tr *tracker, now time.Time) {
 	if w := 2 * s.halfWidth; tr.bracket == 0 || w < tr.bracket {
 		tr.bracket = w
 	}
-	if tr.haveGood {
-		g := tr.good
+	if tr.watch.haveGood {
+		g := tr.watch.good
 		if why := referenceOff(subSat(s.ref, g.ref), s.mono-g.mono); why != "" {
 			c.distrustLocked(tr, why)
 			return
@@ -462,11 +474,11 @@ func (c *Clock) watchLocked(tr *tracker, now time.Time) {
 			c.beginReanchorLocked(tr, now, g, gap, elapsed)
 			return
 		}
-		if tr.agreed++; tr.agreed >= watchConfirm {
-			tr.watchEvery = min(2*tr.watchEvery, maxWatchPeriod)
-			tr.watchDue = now.Add(tr.watchEvery)
+		if tr.watch.agreed++; tr.watch.agreed >= watchConfirm {
+			tr.watch.every = min(2*tr.watch.every, maxWatchPeriod)
+			tr.watch.due = now.Add(tr.watch.every)
 		}
-	} else if l := tr.last; tr.haveLast && referenceOff(subSat(s.ref, l.ref), s.mono-l.mono) == "" {
+	} else if l := tr.watch.last; tr.watch.haveLast && referenceOff(subSat(s.ref, l.ref), s.mono-l.mono) == "" {
 		// The first comparison after a restart: one far ahead of where
 		// the last good one and the reference put the clock is a
 		// counter that went far ahead meanwhile (see timelineAnchor),
@@ -478,8 +490,8 @@ func (c *Clock) watchLocked(tr *tracker, now time.Time) {
 			return
 		}
 	}
-	tr.good, tr.haveGood = s, true
-	tr.last, tr.haveLast = s, true
+	tr.watch.good, tr.watch.haveGood = s, true
+	tr.watch.last, tr.watch.haveLast = s, true
 	// The fold takes the counter value the sample paired with the
 	// reference, not a fresh read: a value the counter cannot have
 	// produced (one far ahead) read now would become the epoch, and
@@ -555,10 +567,10 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 	}
 	tr.src = src
 	tr.startLocked(now)
-	tr.baseline = p2
-	tr.good, tr.haveGood = c.sampleClock(tr), true
-	tr.last, tr.haveLast = tr.good, true
-	tr.watchDue = now.Add(watchPeriod)
+	tr.cal.baseline = p2
+	tr.watch.good, tr.watch.haveGood = c.sampleClock(tr), true
+	tr.watch.last, tr.watch.haveLast = tr.watch.good, true
+	tr.watch.due = now.Add(watchPeriod)
 }
 
 const (
@@ -584,7 +596,7 @@ const (
 func (c *Clock) trustSettledLocked(now time.Time) {
 	c.st.policy.trustPending = false
 	if tr := c.st.track; tr != nil && !tr.adopted {
-		tr.refineDue = now
+		tr.cal.due = now
 	}
 	c.kick()
 }

@@ -97,7 +97,7 @@ func defaultLike(t *testing.T, hw Source) *Clock {
 		&tracker{ref: rawNow, src: hw, endsOnRegister: true})
 	require.NoError(t, err)
 	c.st.mu.Lock()
-	c.st.policy = &trustPolicy{hw: hw, pending: measurePending(hw.Name)}
+	c.st.policy = &trustPolicy{hw: hw, report: trustReport{pending: measurePending(hw.Name)}}
 	c.unlock()
 	c.start()
 	t.Cleanup(func() { _ = c.Close() })
@@ -278,8 +278,8 @@ func BenchmarkRefine(b *testing.B) {
 	defer c.unlock()
 	tr := c.st.track
 	tr.startLocked(time.Now())
-	tr.step = len(calibrationSchedule) // the sliding phase: always adopts
-	tr.history = []ratePoint{tr.baseline}
+	tr.cal.step = len(calibrationSchedule) // the sliding phase: always adopts
+	tr.cal.history = []ratePoint{tr.cal.baseline}
 	for b.Loop() {
 		c.refineLocked(tr, time.Now())
 	}

@@ -92,18 +92,18 @@ func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, in *Info, table 
 	st.writer.step, st.ticker.every, st.policy = noStep, defaultCoarseResolution, p
 	c.st = st
 	st.initRefs()
-	p.table, p.deferred, p.clock = table, true, c
-	p.pending = choicePending
-	p.kernel = "not read yet: read at the clock's first use"
-	p.crossCPU = "not run yet: it runs at the clock's first use"
-	// The line reads Go's monotonic clock through firstRead, which starts
+	p.table, p.first.deferred, p.first.clock = table, true, c
+	p.report.pending = choicePending
+	p.report.kernel = "not read yet: read at the clock's first use"
+	p.report.crossCPU = "not run yet: it runs at the clock's first use"
+	// The line reads Go's monotonic clock through first.read, which starts
 	// the set-up; the set-up puts readMono back.
 	if p == &defaultPolicy {
-		p.firstRead = readDefaultFirstUse // static: no allocation
+		p.first.read = readDefaultFirstUse // static: no allocation
 	} else {
-		p.firstRead = p.readFirstUse
+		p.first.read = p.readFirstUse
 	}
-	c.st.src.Read = p.firstRead
+	c.st.src.Read = p.first.read
 	c.publishLocked(line{read: c.st.src.Read, conv: conv, epochCyc: readMono() & conv.mask})
 	c.st.fold.due = time.Now().Add(conv.refreshPeriod())
 	c.st.fold.lastMono = runtimeNano()
@@ -199,26 +199,26 @@ func (c *Clock) chooseHardware() {
 	defer c.dropFirstUseReadLocked()
 	hw, err := ev.hw, ev.ch.err
 	p.hw, p.ownCheck, p.describe, p.status = hw, ev.ownCheck, ev.describe, ev.status
-	p.kernel, p.counterCheck = ev.kernel, ev.counterCheck
+	p.report.kernel, p.report.counterCheck = ev.kernel, ev.counterCheck
 	p.vouched, p.needsEvidence = ev.vouched, ev.needsEvidence
-	p.pending = ""
-	p.crossCPU = "not run: no hardware counter to check"
+	p.report.pending = ""
+	p.report.crossCPU = "not run: no hardware counter to check"
 	switch {
 	case err != nil:
-		p.rejected = err.Error()
+		p.report.rejected = err.Error()
 		return
 	case p.takenOver != "":
-		p.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", hw.Name, p.takenOver)
+		p.report.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", hw.Name, p.takenOver)
 		return
 	case hw.Rate == 0 || !ev.kernelTrusts:
 		c.st.track = &tracker{ref: rawNow, src: hw, endsOnRegister: true, restart: true}
 		if !ev.kernelTrusts {
-			p.rejected = fmt.Sprintf("%s: not trusted yet: %s, and the cross-CPU check has not passed", hw.Name, p.kernel)
-			p.pending = "the cross-CPU check"
+			p.report.rejected = fmt.Sprintf("%s: not trusted yet: %s, and the cross-CPU check has not passed", hw.Name, p.report.kernel)
+			p.report.pending = "the cross-CPU check"
 		} else {
 			// Not rejected: trusted, and adopted as soon as its rate
 			// is known. Pending says so.
-			p.pending = measurePending(hw.Name)
+			p.report.pending = measurePending(hw.Name)
 		}
 	default:
 		conv, err := newConversion(hw)
@@ -226,7 +226,7 @@ func (c *Clock) chooseHardware() {
 			err = c.switchLocked(hw, conv, rating{hz: float64(hw.Rate), origin: ev.ch.origin, errPPM: ev.ch.errPPM})
 		}
 		if err != nil {
-			p.rejected = fmt.Sprintf("%s: unusable: %v", hw.Name, err)
+			p.report.rejected = fmt.Sprintf("%s: unusable: %v", hw.Name, err)
 			return
 		}
 		c.st.declared = hw.Rate
@@ -239,7 +239,7 @@ func (c *Clock) chooseHardware() {
 	// (but where the kernel vouches for it, a measured rate is adopted
 	// at once).
 	p.verdict = lostTrust(ev.ch.desc, hw.Name)
-	p.crossCPU = "not run yet: it runs in the background"
+	p.report.crossCPU = "not run yet: it runs in the background"
 	p.trustPending = !p.vouched
 	p.checks = true
 }

@@ -84,7 +84,7 @@ func TestDefaultClockAdoptsAndRefinesTheHardwareCounter(t *testing.T) {
 	stepNs := float64(counterStep(hw.Read)) / float64(Default().Info().Rate) * 1e9
 	need := max(2*time.Second, time.Duration(8e6*stepNs))
 	t.Logf("counter step %.0f ns: 1 ppm expected within %v of the first use", stepNs, need)
-	in = waitInfo(need-time.Duration(runtimeNano()-Default().st.policy.usedAt.Load()), func(in Info) bool {
+	in = waitInfo(need-time.Duration(runtimeNano()-Default().st.policy.first.at.Load()), func(in Info) bool {
 		return in.RateOrigin == rateRefined.String() && in.RateErrorPPM <= 1
 	})
 	assert.Equal(t, rateRefined.String(), in.RateOrigin)
@@ -181,11 +181,11 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 		polled := polls - pollsBefore
 		c.unlock()
 		t.Logf("%d wake-ups in 10 s idle (watch every %v at the end; %d verdict polls; rate %s ±%.3f ppm)",
-			wakes, tr.watchEvery, polled, in.RateOrigin, in.RateErrorPPM)
+			wakes, tr.watch.every, polled, in.RateOrigin, in.RateErrorPPM)
 		// The watch: 400 ms, 800 ms, 1.6 s, then 2 s; folds, refinements
 		// and verdicts on the same ticks.
 		assert.LessOrEqual(t, wakes, 8, "wake-ups in 10 s idle")
-		assert.Equal(t, maxWatchPeriod, tr.watchEvery)
+		assert.Equal(t, maxWatchPeriod, tr.watch.every)
 		assert.GreaterOrEqual(t, polled, 1, "the kernel's verdict is still polled (every %v, on the watch's ticks)", verdictPeriod)
 		assert.Equal(t, rateRefined.String(), in.RateOrigin, "refinements still run")
 		assert.Zero(t, in.Reanchors, in.LastReanchor)

@@ -3,7 +3,7 @@ package schedclock
 import "time"
 
 // The default clock's first use. Package initialisation leaves the
-// default clock on the portable source, read through firstRead. A use
+// default clock on the portable source, read through first.read. A use
 // (Now, Since, Coarse, WallNow, Time, Info) notes the first one, which
 // costs its caller one compare-and-swap, and the first use firstUseGrace
 // or more after it starts the set-up, in a goroutine of its own: it
@@ -11,7 +11,7 @@ import "time"
 // source's own read function back in the line, starts the counter's
 // checks and runs the background loop. A writer method (Register,
 // Suspend, Resume, Update) starts it at once: it may take the line
-// away from firstRead, and a registered counter needs its folds.
+// away from first.read, and a registered counter needs its folds.
 //
 // Why not start it at the first use itself: in a new process the first
 // goroutine a program starts (or the first timer it sets) costs tens of
@@ -22,7 +22,7 @@ import "time"
 // it. Until the set-up, the wall map is the first Time's provisional
 // one; the start marks it stale, so that the next Time pairs afresh.
 //
-// The read path has no "initialised?" branch: firstRead is the line's
+// The read path has no "initialised?" branch: first.read is the line's
 // read function, and once the set-up has run, no bank holds it.
 //
 // The set-up's goroutine must belong to no testing/synctest bubble (its
@@ -39,7 +39,7 @@ import "time"
 // threads, calibration).
 const firstUseGrace = 10 * time.Millisecond
 
-// readDefaultFirstUse is the default clock's firstRead: the portable
+// readDefaultFirstUse is the default clock's first.read: the portable
 // source, which starts the set-up. It is a function, not a closure, so
 // that initialisation allocates none.
 func readDefaultFirstUse() uint64 {
@@ -47,7 +47,7 @@ func readDefaultFirstUse() uint64 {
 	return readMono()
 }
 
-// readFirstUse is firstRead for the clocks of newDefaultClock.
+// readFirstUse is first.read for the clocks of newDefaultClock.
 func (p *trustPolicy) readFirstUse() uint64 {
 	p.wakeFirstUse()
 	return readMono()
@@ -59,18 +59,18 @@ func (p *trustPolicy) readFirstUse() uint64 {
 // first use waits for), once the set-up has started, and inside a
 // testing/synctest bubble.
 func (p *trustPolicy) wakeFirstUse() {
-	if p == nil || !p.deferred || p.used.Load() {
+	if p == nil || !p.first.deferred || p.first.used.Load() {
 		return
 	}
 	now := runtimeNano()
-	if first := p.usedAt.Load(); first != 0 {
+	if first := p.first.at.Load(); first != 0 {
 		if now-first >= int64(firstUseGrace) {
 			p.startSetUp()
 		}
 		return
 	}
 	if !inSynctestBubble() {
-		p.usedAt.CompareAndSwap(0, now)
+		p.first.at.CompareAndSwap(0, now)
 	}
 }
 
@@ -78,15 +78,15 @@ func (p *trustPolicy) wakeFirstUse() {
 // started or the caller is in a testing/synctest bubble: what a writer
 // method, and a use firstUseGrace after the first, do.
 func (p *trustPolicy) startSetUp() {
-	if p == nil || !p.deferred || p.used.Load() || inSynctestBubble() {
+	if p == nil || !p.first.deferred || p.first.used.Load() || inSynctestBubble() {
 		return
 	}
-	if p.used.CompareAndSwap(false, true) {
-		p.usedAt.CompareAndSwap(0, runtimeNano())
+	if p.first.used.CompareAndSwap(false, true) {
+		p.first.at.CompareAndSwap(0, runtimeNano())
 		// A wall map made before (provisional, from one quick pairing)
 		// is refined at the background loop's first look: startMap set
 		// it due.
-		go p.clock.setUp()
+		go p.first.clock.setUp()
 	}
 }
 
@@ -95,12 +95,12 @@ func (c *Clock) wakeFirstUse() { c.st.policy.wakeFirstUse() }
 
 // started reports whether the set-up has started (or never waited for a
 // first use): whether the clock's background goroutine runs, or will.
-func (p *trustPolicy) started() bool { return p == nil || !p.deferred || p.used.Load() }
+func (p *trustPolicy) started() bool { return p == nil || !p.first.deferred || p.first.used.Load() }
 
 // claimUnused marks a clock closed before its first use as used, so that
 // no set-up starts: it reports whether none had (and none will).
 func (p *trustPolicy) claimUnused() bool {
-	return p != nil && p.deferred && p.used.CompareAndSwap(false, true)
+	return p != nil && p.first.deferred && p.first.used.CompareAndSwap(false, true)
 }
 
 // inSynctestBubble reports whether the caller runs in a testing/synctest
@@ -146,12 +146,12 @@ func (c *Clock) setUp() {
 }
 
 // dropFirstUseReadLocked puts the portable source's own read function
-// back where firstRead is: in the Source, and in the line readers use
+// back where first.read is: in the Source, and in the line readers use
 // (the same counter, read the same way, so no freeze is needed). A
 // suspended clock's line reads the stand-in; Resume publishes the
 // Source's read function.
 func (c *Clock) dropFirstUseReadLocked() {
-	first := funcPtr(c.st.policy.firstRead)
+	first := funcPtr(c.st.policy.first.read)
 	if funcPtr(c.st.src.Read) == first {
 		c.st.src.Read = readMono
 	}

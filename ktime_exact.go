@@ -189,7 +189,7 @@ func (k *kernelConvs) modeOf(read unsafe.Pointer) int32 {
 // clock's first-use read (the portable source's counter) included.
 func (c *Clock) kernelMode(k *kernelConvs, read unsafe.Pointer) int32 {
 	mode := k.modeOf(read)
-	if mode == 0 && c.st.policy != nil && read == funcPtr(c.st.policy.firstRead) {
+	if mode == 0 && c.st.policy != nil && read == funcPtr(c.st.policy.first.read) {
 		return kernelModeMonotonic
 	}
 	return mode

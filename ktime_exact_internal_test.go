@@ -589,7 +589,7 @@ func TestKernelTimeOfThePastLine(t *testing.T) {
 	assert.Equal(t, start, kt)
 
 	// The default clock's first-use read reads the portable source.
-	c.st.policy = &trustPolicy{firstRead: other}
+	c.st.policy = &trustPolicy{first: firstUse{read: other}}
 	assert.Equal(t, int32(kernelModeMonotonic), c.kernelMode(f.k, funcPtr(other)))
 	assert.Equal(t, int32(0), c.kernelMode(f.k, funcPtr(func() uint64 { return 1 })))
 }

@@ -11,11 +11,11 @@ import (
 // trustPolicy is the default clock's trust in its hardware counter: the
 // evidence it rests on, the checks still to run, and the fall-back to the
 // portable source when the evidence goes. Only the default clock has one
-// (Clock.policy is nil for clocks made by New), as the kernel keeps its
-// clocksource watchdog apart from sched_clock's read data. Its fields are
-// guarded by the Clock's writer lock, but for those the first use reads
-// (table, deferred, clock, firstRead: set at construction), used and
-// usedAt.
+// (clockState.policy is nil for clocks made by New), as the kernel keeps
+// its clocksource watchdog apart from sched_clock's read data. Its fields
+// are guarded by the Clock's writer lock, but for those the first use
+// reads: table and first (deferred, clock, read: set at construction;
+// used and at, atomics).
 type trustPolicy struct {
 	// hw is the hardware counter the policy is about, as probed and
 	// prepared (its rate 0 while it must be measured).
@@ -42,27 +42,39 @@ type trustPolicy struct {
 	// trustPending holds back the adoption of hw's measured rate until
 	// the background checks end (see checkTrust).
 	trustPending bool
-	// What Info reports: why the clock is not on hw (Rejected), the
-	// kernel's word as read (Kernel), what trust still waits for
-	// (Pending), what the cross-CPU check and the counter's own check
-	// found (CrossCPU, CounterCheck).
-	rejected, kernel, pending, crossCPU, counterCheck string
-	// The first use (firstuse.go): deferred says the clock waits for its
-	// first use to make its hardware choice among table's counters
-	// (chosen, once made); clock is the clock, firstRead the read
-	// function that notes its uses; usedAt is when the first use came
-	// (the runtime's clock), used says the set-up has started.
-	// takenOver names the Source of a caller's Register that came
-	// before the choice.
+	// report is what Info says of the policy.
+	report trustReport
+	// The hardware choice: table is the counters chosen among (chosen,
+	// once the choice is made); checks says the choice wants the
+	// counter's background checks run; takenOver names the Source of a
+	// caller's Register that came before the choice.
 	table     []*counter
-	deferred  bool
 	chosen    bool
-	checks    bool // the choice wants the counter's background checks run
-	clock     *Clock
-	firstRead func() uint64
+	checks    bool
 	takenOver string
-	used      atomic.Bool
-	usedAt    atomic.Int64
+	// first is the first use the choice waits for (firstuse.go).
+	first firstUse
+}
+
+// trustReport is what Info reports of the trust policy: why the clock is
+// not on hw (Rejected), the kernel's word as read (Kernel), what trust
+// still waits for (Pending), what the cross-CPU check and the counter's
+// own check found (CrossCPU, CounterCheck).
+type trustReport struct {
+	rejected, kernel, pending, crossCPU, counterCheck string
+}
+
+// firstUse is the default clock's first use (firstuse.go): deferred says
+// the clock waits for it to make its hardware choice; clock is the
+// clock, read the read function that notes its uses; at is when the
+// first use came (the runtime's clock), used says the set-up has
+// started.
+type firstUse struct {
+	deferred bool
+	clock    *Clock
+	read     func() uint64
+	used     atomic.Bool
+	at       atomic.Int64
 }
 
 // tickLocked asks the verdict when it is due and returns why the clock
@@ -82,7 +94,7 @@ func (p *trustPolicy) tickLocked(now time.Time, suspended, watching bool) (due t
 	if !now.Before(p.verdictDue) {
 		p.verdictDue = now.Add(verdictPeriod)
 		if p.describe != nil {
-			p.counterCheck = p.describe()
+			p.report.counterCheck = p.describe()
 		}
 		if why := p.verdict(); why != "" {
 			return time.Time{}, why
@@ -98,7 +110,7 @@ func (p *trustPolicy) tickLocked(now time.Time, suspended, watching bool) (due t
 // hardware counter; clocks made by New have nothing to record.
 func (p *trustPolicy) rejectLocked(why string) {
 	if p != nil {
-		p.rejected = why
+		p.report.rejected = why
 	}
 }
 
@@ -108,9 +120,9 @@ func (p *trustPolicy) adoptedLocked(name string) {
 	if p == nil {
 		return
 	}
-	p.rejected = ""
-	if p.pending == measurePending(name) {
-		p.pending = ""
+	p.report.rejected = ""
+	if p.report.pending == measurePending(name) {
+		p.report.pending = ""
 	}
 }
 
@@ -120,7 +132,7 @@ func (p *trustPolicy) adoptedLocked(name string) {
 // the kernel's verdict. undo puts the policy back, for a Register that
 // fails.
 func (p *trustPolicy) registerLocked(src Source, tr *tracker) (endTrack bool, undo func()) {
-	if p != nil && p.deferred && !p.chosen {
+	if p != nil && p.first.deferred && !p.chosen {
 		// Before the hardware choice: it will find the clock taken over.
 		prev := p.takenOver
 		p.takenOver = src.Name
@@ -132,14 +144,14 @@ func (p *trustPolicy) registerLocked(src Source, tr *tracker) (endTrack bool, un
 	if p == nil {
 		return true, func() {}
 	}
-	verdict, rejected, pending := p.verdict, p.rejected, p.pending
+	verdict, rejected, pending := p.verdict, p.report.rejected, p.report.pending
 	p.verdict = nil
 	if !tr.adopted {
 		// The default clock was about to adopt the hardware counter.
-		p.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", tr.src.Name, src.Name)
-		p.pending = ""
+		p.report.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", tr.src.Name, src.Name)
+		p.report.pending = ""
 	}
-	return true, func() { p.verdict, p.rejected, p.pending = verdict, rejected, pending }
+	return true, func() { p.verdict, p.report.rejected, p.report.pending = verdict, rejected, pending }
 }
 
 // closeLocked stops following the kernel's verdict.
@@ -154,8 +166,8 @@ func (p *trustPolicy) fillInfo(in *Info) {
 	if p == nil {
 		return
 	}
-	in.Evidence.Rejected, in.Evidence.Kernel, in.Evidence.Pending = p.rejected, p.kernel, p.pending
-	in.Evidence.CrossCPU, in.Evidence.CounterCheck = p.crossCPU, p.counterCheck
+	in.Evidence.Rejected, in.Evidence.Kernel, in.Evidence.Pending = p.report.rejected, p.report.kernel, p.report.pending
+	in.Evidence.CrossCPU, in.Evidence.CounterCheck = p.report.crossCPU, p.report.counterCheck
 	if p.status != nil && in.Source == p.hw.Name {
 		reading, history := p.status()
 		if reading != "" {
@@ -190,7 +202,7 @@ func (c *Clock) checkTrust() {
 		c.unlock()
 		return // closed before its first use ended: nothing to check for
 	}
-	p.crossCPU = "running"
+	p.report.crossCPU = "running"
 	c.unlock()
 	rep := warp.Check(hw.Read, hw.Rate, warp.DefaultBudget)
 	first := warpRetryAfter
@@ -199,9 +211,9 @@ func (c *Clock) checkTrust() {
 	}
 	for i, wait := 0, first; rep.Verdict == warp.Unchecked && !rep.Never && i < warpRetries; i, wait = i+1, 2*wait {
 		c.st.mu.Lock()
-		p.crossCPU = fmt.Sprintf("%s; again in %v (try %d of %d)", rep, wait, i+2, warpRetries+1)
+		p.report.crossCPU = fmt.Sprintf("%s; again in %v (try %d of %d)", rep, wait, i+2, warpRetries+1)
 		if !p.vouched {
-			p.pending = fmt.Sprintf("the cross-CPU check, again in %v (try %d of %d)", wait, i+2, warpRetries+1)
+			p.report.pending = fmt.Sprintf("the cross-CPU check, again in %v (try %d of %d)", wait, i+2, warpRetries+1)
 		}
 		c.unlock()
 		if !c.sleepUnlessClosed(wait) {
@@ -212,10 +224,10 @@ func (c *Clock) checkTrust() {
 	c.st.mu.Lock()
 	defer c.unlock()
 	c.trustSettledLocked(time.Now())
-	p.pending = ""
-	p.crossCPU = rep.String()
+	p.report.pending = ""
+	p.report.crossCPU = rep.String()
 	if p.ownCheck != nil {
-		p.counterCheck = found
+		p.report.counterCheck = found
 	}
 	if c.st.loop.closed || c.st.track == nil || c.st.track.src.Name != hw.Name {
 		return // closed, or a caller took the clock over
@@ -225,7 +237,7 @@ func (c *Clock) checkTrust() {
 		err = ownErr
 	}
 	if err == nil && p.needsEvidence && rep.Verdict != warp.None {
-		err = fmt.Errorf("%w %q: no evidence: %s, and %s", errUntrusted, hw.Name, p.kernel, rep)
+		err = fmt.Errorf("%w %q: no evidence: %s, and %s", errUntrusted, hw.Name, p.report.kernel, rep)
 	}
 	if err != nil {
 		c.fallBackLocked(err.Error())

@@ -283,7 +283,7 @@ func TestAnUncheckedTSCIsNeverAdopted(t *testing.T) {
 		c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared},
 			&tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
 		require.NoError(t, err)
-		c.st.policy = &trustPolicy{hw: hw, kernel: "kernel clocksource unknown (hidden)", trustPending: true, needsEvidence: true}
+		c.st.policy = &trustPolicy{hw: hw, report: trustReport{kernel: "kernel clocksource unknown (hidden)"}, trustPending: true, needsEvidence: true}
 		c.start()
 		defer c.Close()
 		done := make(chan struct{})
