@@ -36,7 +36,7 @@ import (
 //     last good comparison, at the new rate if the rate changed. The
 //     re-anchoring is a switch like any other (see switch.go): it never
 //     steps back, so after a jump forward the clock goes on from what
-//     readers saw; Info counts it (Reanchors) and says why. But only a
+//     readers saw; Info counts it (Watch.Reanchors) and says why. But only a
 //     jump that the reference's progress could explain (the counter ran
 //     at most twice its pace since the last comparison, and at most
 //     maxWatchPeriod ahead): a reading beyond that is not time but one
@@ -45,7 +45,7 @@ import (
 //     math.MaxInt64), and keeping it would carry the clock that far for
 //     good, or freeze it. The re-anchoring then puts the clock back on
 //     its reference's timeline, the one step back this package takes,
-//     and Info counts it (CounterFaults) and says what and when. Readers
+//     and Info counts it (Watch.CounterFaults) and says what and when. Readers
 //     that read such a value before the watch saw it have read it: no
 //     layer above a Source can filter its values (its Read must not
 //     produce them), so the guarantee here is that the clock does not

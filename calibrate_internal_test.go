@@ -84,7 +84,7 @@ func TestRateAgainstRaw(t *testing.T) {
 		// to refine that far (under emulation), the error the clock
 		// estimates for its rate.
 		assert.LessOrEqual(t, math.Abs(ppm), max(ck.ppm, 1.5*in.RateErrorPPM), "after %v", ck.after)
-		assert.Zero(t, in.Reanchors, in.LastReanchor)
+		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
 	}
 }
 
@@ -226,8 +226,8 @@ func TestRefinementsWaitForTheWatch(t *testing.T) {
 		<-done
 		in := c.Info()
 		assert.Less(t, worst, 1.0, "a refinement adopted a rate %.0f ppm off, measured across the jump", worst)
-		assert.Equal(t, 1, in.Reanchors)
-		assert.Contains(t, in.LastReanchor, "jumped forward")
+		assert.Equal(t, 1, in.Watch.Reanchors)
+		assert.Contains(t, in.Watch.LastReanchor, "jumped forward")
 	})
 }
 
@@ -307,7 +307,7 @@ func TestAnExactRateIsNeverRefined(t *testing.T) {
 		in := c.Info()
 		assert.Equal(t, rateNanoseconds.String(), in.RateOrigin, "%+v", in)
 		assert.Equal(t, uint64(1e9), in.Rate)
-		assert.Zero(t, in.Reanchors, in.LastReanchor)
+		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
 	})
 }
 
@@ -390,7 +390,7 @@ func TestAFarAheadReadingOnceIsNeverAdopted(t *testing.T) {
 						prev = now
 						time.Sleep(10 * time.Millisecond)
 					}
-					assert.Zero(t, c.Info().Reanchors, c.Info().LastReanchor)
+					assert.Zero(t, c.Info().Watch.Reanchors, c.Info().Watch.LastReanchor)
 				})
 			})
 		}
@@ -450,13 +450,13 @@ func TestAFarAheadCounterHeldIsNotAdopted(t *testing.T) {
 					prev = r.now
 				}
 				// Info named the jump while it was held, and the return.
-				assert.Equal(t, 1, inHeld.CounterFaults, inHeld.LastCounterFault)
-				assert.Contains(t, inHeld.LastCounterFault, "liar: read ")
-				assert.Contains(t, inHeld.LastCounterFault, "ahead of the reference")
-				assert.Contains(t, inHeld.LastCounterFault, " (at ")
-				assert.Equal(t, far.name == "saturating", strings.Contains(inHeld.LastCounterFault, "past math.MaxInt64"), inHeld.LastCounterFault)
-				assert.Greater(t, in.Reanchors, inHeld.Reanchors, "the counter's return was not named")
-				assert.Contains(t, in.LastReanchor, "liar: ")
+				assert.Equal(t, 1, inHeld.Watch.CounterFaults, inHeld.Watch.LastCounterFault)
+				assert.Contains(t, inHeld.Watch.LastCounterFault, "liar: read ")
+				assert.Contains(t, inHeld.Watch.LastCounterFault, "ahead of the reference")
+				assert.Contains(t, inHeld.Watch.LastCounterFault, " (at ")
+				assert.Equal(t, far.name == "saturating", strings.Contains(inHeld.Watch.LastCounterFault, "past math.MaxInt64"), inHeld.Watch.LastCounterFault)
+				assert.Greater(t, in.Watch.Reanchors, inHeld.Watch.Reanchors, "the counter's return was not named")
+				assert.Contains(t, in.Watch.LastReanchor, "liar: ")
 			})
 		})
 	}
@@ -536,7 +536,7 @@ func TestAFarAheadCounterAcrossARestart(t *testing.T) {
 					prev = now
 					time.Sleep(10 * time.Millisecond)
 				}
-				assert.Positive(t, c.Info().CounterFaults)
+				assert.Positive(t, c.Info().Watch.CounterFaults)
 			})
 		})
 	}
@@ -585,7 +585,7 @@ func TestANarrowCountersGarbageIsNeverFolded(t *testing.T) {
 					prev = now
 					time.Sleep(10 * time.Millisecond)
 				}
-				assert.Zero(t, c.Info().Reanchors, c.Info().LastReanchor)
+				assert.Zero(t, c.Info().Watch.Reanchors, c.Info().Watch.LastReanchor)
 			})
 		})
 	}
@@ -627,8 +627,8 @@ func TestAStepWithinTheRateProbeIsNoRate(t *testing.T) {
 		step.Add(int64(5 * time.Second))
 		time.Sleep(rateProbe + 5*time.Millisecond)
 		in := c.Info()
-		require.GreaterOrEqual(t, in.Reanchors, 1, "%+v", in)
-		assert.NotContains(t, in.LastReanchor, "rate changed")
+		require.GreaterOrEqual(t, in.Watch.Reanchors, 1, "%+v", in)
+		assert.NotContains(t, in.Watch.LastReanchor, "rate changed")
 		assert.InEpsilon(t, 1e9, float64(in.Rate), 1e-3, "%+v", in)
 	})
 }

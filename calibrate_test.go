@@ -145,10 +145,10 @@ func offset(c *schedclock.Clock, ref func() int64) time.Duration {
 
 // waitReanchors waits, as long as the clock needs by its own account
 // (several watch periods; the background goroutine may run late on a
-// loaded machine), until Info().Reanchors reaches n.
+// loaded machine), until Info().Watch.Reanchors reaches n.
 func waitReanchors(t *testing.T, c *schedclock.Clock, n int) schedclock.Info {
 	t.Helper()
-	require.Eventually(t, func() bool { return c.Info().Reanchors >= n }, 5*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return c.Info().Watch.Reanchors >= n }, 5*time.Second, time.Millisecond,
 		"the watch did not re-anchor: %+v", c.Info())
 	return c.Info()
 }
@@ -161,8 +161,8 @@ func TestWatchPutsASteppedBackCounterBackOnItsTimeline(t *testing.T) {
 	w.change(-10e9, 1e9) // 10 s back: a snapshot restore
 	in := waitReanchors(t, c, 1)
 	took := time.Since(stepAt)
-	t.Logf("re-anchored after %v: %s", took, in.LastReanchor)
-	assert.Contains(t, in.LastReanchor, "behind")
+	t.Logf("re-anchored after %v: %s", took, in.Watch.LastReanchor)
+	assert.Contains(t, in.Watch.LastReanchor, "behind")
 	after := offset(c, ref)
 	assert.InDelta(t, float64(before), float64(after), float64(5*time.Millisecond), "offset to the reference %v before, %v after", before, after)
 	rec.stop()
@@ -173,7 +173,7 @@ func TestWatchPutsASteppedBackCounterBackOnItsTimeline(t *testing.T) {
 	assert.Less(t, deepest, 250*time.Millisecond, "dipped by %v", deepest)
 	// And it goes on at the reference's pace.
 	keepsPace(t, c, ref, after, 200*time.Millisecond, "pace")
-	assert.Equal(t, 1, c.Info().Reanchors)
+	assert.Equal(t, 1, c.Info().Watch.Reanchors)
 }
 
 // A jump forward that the reference's progress could explain (the
@@ -186,8 +186,8 @@ func TestWatchReanchorsAJumpForward(t *testing.T) {
 	before := offset(c, ref)
 	w.change(50e6, 1e9) // 50 ms forward, less than the watch's period
 	in := waitReanchors(t, c, 1)
-	t.Logf("re-anchored: %s", in.LastReanchor)
-	assert.Contains(t, in.LastReanchor, "jumped forward")
+	t.Logf("re-anchored: %s", in.Watch.LastReanchor)
+	assert.Contains(t, in.Watch.LastReanchor, "jumped forward")
 	after := offset(c, ref)
 	// What readers saw stands: the clock keeps the jump, never steps
 	// back, and goes on at the reference's pace.
@@ -196,8 +196,8 @@ func TestWatchReanchorsAJumpForward(t *testing.T) {
 	rec.stop()
 	backSteps, deepest := rec.result()
 	assert.Zero(t, backSteps, "deepest %v", deepest)
-	assert.Equal(t, 1, c.Info().Reanchors)
-	assert.Zero(t, c.Info().CounterFaults, c.Info().LastCounterFault)
+	assert.Equal(t, 1, c.Info().Watch.Reanchors)
+	assert.Zero(t, c.Info().Watch.CounterFaults, c.Info().Watch.LastCounterFault)
 }
 
 // A jump forward far beyond what the reference counted (10 s within a
@@ -212,11 +212,11 @@ func TestWatchRefusesAJumpFarForward(t *testing.T) {
 	before := offset(c, ref)
 	w.change(10e9, 1e9)
 	in := waitReanchors(t, c, 1)
-	t.Logf("re-anchored: %s; %s", in.LastReanchor, in.LastCounterFault)
-	assert.Contains(t, in.LastReanchor, "not adopted")
-	assert.Equal(t, 1, in.CounterFaults)
-	assert.Contains(t, in.LastCounterFault, "wild: read ")
-	assert.Contains(t, in.LastCounterFault, " (at ")
+	t.Logf("re-anchored: %s; %s", in.Watch.LastReanchor, in.Watch.LastCounterFault)
+	assert.Contains(t, in.Watch.LastReanchor, "not adopted")
+	assert.Equal(t, 1, in.Watch.CounterFaults)
+	assert.Contains(t, in.Watch.LastCounterFault, "wild: read ")
+	assert.Contains(t, in.Watch.LastCounterFault, " (at ")
 	after := offset(c, ref)
 	assert.InDelta(t, float64(before), float64(after), float64(time.Millisecond))
 	keepsPace(t, c, ref, after, 200*time.Millisecond, "pace after the jump")
@@ -224,7 +224,7 @@ func TestWatchRefusesAJumpFarForward(t *testing.T) {
 	backSteps, deepest := rec.result()
 	assert.LessOrEqual(t, backSteps, 1, "deepest %v", deepest)
 	assert.Less(t, deepest, 10*time.Second+10*time.Millisecond)
-	assert.Equal(t, 1, c.Info().Reanchors)
+	assert.Equal(t, 1, c.Info().Watch.Reanchors)
 }
 
 // A process stopped for a while (SIGSTOP, a VM pause) finds its counter
@@ -241,7 +241,7 @@ func TestWatchAcceptsCounterAndReferenceMovingTogether(t *testing.T) {
 		assert.Equal(t, schedclock.Instant(i+1)*10e9, c.Now())
 		time.Sleep(150 * time.Millisecond) // a watch period or more
 	}
-	assert.Zero(t, c.Info().Reanchors, c.Info().LastReanchor)
+	assert.Zero(t, c.Info().Watch.Reanchors, c.Info().Watch.LastReanchor)
 }
 
 func TestWatchFollowsARateChange(t *testing.T) {
@@ -249,8 +249,8 @@ func TestWatchFollowsARateChange(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	w.change(0, 1.1e9) // the hypervisor changed the TSC frequency by 10%
 	in := waitReanchors(t, c, 1)
-	t.Logf("re-anchored: %s", in.LastReanchor)
-	assert.Contains(t, in.LastReanchor, "rate changed")
+	t.Logf("re-anchored: %s", in.Watch.LastReanchor)
+	assert.Contains(t, in.Watch.LastReanchor, "rate changed")
 	assert.InEpsilon(t, 1.1e9, float64(in.Rate), 1e-3)
 	after := offset(c, ref)
 	keepsPace(t, c, ref, after, 300*time.Millisecond, "pace after the rate change")
@@ -273,7 +273,7 @@ func TestReferenceRefinesTheRate(t *testing.T) {
 	}, 5*time.Second, time.Millisecond)
 	in := c.Info()
 	assert.InDelta(t, 1e9*(1+20e-6), float64(in.Rate), 1e9*(in.RateErrorPPM+1)*1e-6, "%+v", in)
-	assert.Zero(t, in.Reanchors, in.LastReanchor)
+	assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
 	a := offset(c, ref)
 	time.Sleep(500 * time.Millisecond)
 	in = c.Info()
@@ -292,11 +292,11 @@ func TestWatchStandsAsideWhileSuspended(t *testing.T) {
 	w.change(-50e9, 1e9) // reset across suspend
 	time.Sleep(300 * time.Millisecond)
 	assert.Equal(t, frozen, c.Now())
-	assert.Zero(t, c.Info().Reanchors)
+	assert.Zero(t, c.Info().Watch.Reanchors)
 	c.Resume()
 	a := offset(c, ref)
 	time.Sleep(300 * time.Millisecond)
-	assert.Zero(t, c.Info().Reanchors, c.Info().LastReanchor)
+	assert.Zero(t, c.Info().Watch.Reanchors, c.Info().Watch.LastReanchor)
 	assert.InDelta(t, float64(a), float64(offset(c, ref)), float64(time.Millisecond))
 }
 

@@ -68,7 +68,7 @@ func TestDefaultClockAdoptsAndRefinesTheHardwareCounter(t *testing.T) {
 		assert.Equal(t, rateNanoseconds.String(), in.RateOrigin, "an exact rate was refined: %+v", in)
 		assert.Equal(t, uint64(1e9), in.Rate)
 		assert.Zero(t, in.RateErrorPPM)
-		assert.Zero(t, in.Reanchors, in.LastReanchor)
+		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
 		return
 	}
 	assert.Contains(t, []string{rateCPUID.String(), rateHypervisor.String(), rateMeasured.String(), rateCNTFRQ.String(), rateRefined.String()}, in.RateOrigin)
@@ -188,7 +188,7 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 		assert.Equal(t, maxWatchPeriod, tr.watch.every)
 		assert.GreaterOrEqual(t, polled, 1, "the kernel's verdict is still polled (every %v, on the watch's ticks)", verdictPeriod)
 		assert.Equal(t, rateRefined.String(), in.RateOrigin, "refinements still run")
-		assert.Zero(t, in.Reanchors, in.LastReanchor)
+		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
 		// Coarse's ticker and the wall map's refreshing stopped once
 		// nothing read them.
 		assert.False(t, c.st.ticker.running.Load(), "Coarse's ticker still runs")

@@ -154,9 +154,9 @@
 // the counter is watched against it: every 100 ms for the first half
 // second, then at periods doubling to 2 s (a counter that steps back,
 // jumps or changes rate is re-anchored on the reference's timeline,
-// never stepping back; [Info].Reanchors counts it; a reading far ahead of
+// never stepping back; [Watch].Reanchors counts it; a reading far ahead of
 // what the reference counted is not adopted: the clock goes back to the
-// reference's timeline, and [Info].CounterFaults counts it). On Linux the kernel's
+// reference's timeline, and [Watch].CounterFaults counts it). On Linux the kernel's
 // verdict on the TSC is read every 5 to 7 s: when the kernel's watchdog
 // demotes the TSC, the default clock leaves it too. Refinements, folds
 // and the verdict ride on the watch's ticks, so from 3.5 s after the
@@ -224,7 +224,7 @@
 // keeps running; the Read of a Source being registered that panics is
 // refused with [ErrInvalidSource]. A reference that blocks delays the
 // background work but never Now, Coarse or Info (a snapshot); one that
-// is stuck, steps back or jumps is named in [Info].Reference and not
+// is stuck, steps back or jumps is named in [Watch].Reference and not
 // followed until it agrees with the runtime's monotonic clock again.
 // The default clock is shared by every package of the process: its Close
 // is refused with an error; Suspend, Resume and Register on it

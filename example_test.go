@@ -76,7 +76,7 @@ func ExampleWithReference() {
 	defer c.Close()
 	time.Sleep(300 * time.Millisecond) // past the first refinements
 	in := c.Info()
-	fmt.Println(in.RateOrigin, in.Rate > 1_000_010_000, in.Reanchors)
+	fmt.Println(in.RateOrigin, in.Rate > 1_000_010_000, in.Watch.Reanchors)
 	// Output: refined true 0
 }
 

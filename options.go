@@ -22,8 +22,8 @@ type options struct {
 // WithReference gives the Clock a trusted nanosecond clock to follow: the
 // Clock refines its counter's rate against it in the background and
 // watches the counter against it for life, re-anchoring the clock when
-// the counter steps back, jumps or changes rate (see [Info] Reanchors),
-// and refusing a reading far ahead of what now counted (see [Info]
+// the counter steps back, jumps or changes rate (see [Watch] Reanchors),
+// and refusing a reading far ahead of what now counted (see [Watch]
 // CounterFaults).
 // The default clock's reference is CLOCK_MONOTONIC_RAW.
 //
@@ -41,7 +41,7 @@ type options struct {
 // misbehaves is checked against the runtime's monotonic clock: one that
 // stops, steps back, jumps or runs more than 1000 ppm away from it is not
 // followed (no re-anchoring, no refinement) until it agrees again, and
-// Info.Reference says what it did; one that panics is counted in
+// Info.Watch.Reference says what it did; one that panics is counted in
 // Info.Faults. One that blocks delays the clock's background work (and
 // Close) but never Now, Coarse or Info.
 func WithReference(now func() int64) Option {

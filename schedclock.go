@@ -647,15 +647,41 @@ type Info struct {
 	// Mult*2^-Shift ns per cycle is from 1e9/rate, in ppm (included in
 	// RateErrorPPM).
 	ConversionErrorPPM float64
-	// Reanchors counts how many times the watch of a clock with a
-	// reference re-anchored the clock on the reference's timeline (its
-	// counter stepped back, jumped or changed rate); LastReanchor says
-	// why, the last time.
+	// Watch is what the watch of a clock with a reference found; zero on
+	// a clock without one.
+	Watch Watch
+	// Faults counts the panics of user code (a Source's Read, a
+	// reference) that a writer path or the background goroutine
+	// recovered from; LastFault says the last one: where, what, when.
+	Faults    int
+	LastFault string
+	// LostWraps counts the wraps of a narrow counter that the refresh
+	// found lost and added back (see Source on when that can happen).
+	LostWraps int
+	// KernelTime says, for each kernel clock KernelTime maps to, how
+	// closely the map follows it: "exact" where it is the kernel's own
+	// conversion of the clock's counter (and which), and ±bound for the
+	// paired map (the last pairing's bracket width and the most a
+	// pairing found the map off), or why there is no map (not mapped
+	// yet, not on this system, perf's clock not exported).
+	KernelTime string
+	// Evidence is what the default clock decided its counter on; zero on
+	// clocks made by New.
+	Evidence Evidence
+}
+
+// Watch is what the watch of a clock with a reference (the default
+// clock's CLOCK_MONOTONIC_RAW, WithReference's) found: how it re-anchored
+// the clock, the counter's readings it refused, how the reference
+// misbehaved, and how closely it pairs the two.
+type Watch struct {
+	// Reanchors counts how many times the watch re-anchored the clock on
+	// the reference's timeline (its counter stepped back, jumped or
+	// changed rate); LastReanchor says why, the last time.
 	Reanchors    int
 	LastReanchor string
-	// CounterFaults counts the readings of the counter that the watch of
-	// a clock with a reference refused as ones the counter cannot have
-	// produced: far ahead of what the reference counted (more than twice
+	// CounterFaults counts the readings of the counter that the watch
+	// refused as ones the counter cannot have produced: far ahead of what the reference counted (more than twice
 	// its progress since the last comparison, or more than the longest
 	// watch period, 2 s), such as a paravirtual page's delta that wrapped
 	// or a value that would saturate the clock. Such a reading is never
@@ -671,30 +697,12 @@ type Info struct {
 	// runtime's monotonic clock), and when; such a reference is not
 	// followed until it agrees again. Empty while it never did.
 	Reference string
-	// Faults counts the panics of user code (a Source's Read, a
-	// reference) that a writer path or the background goroutine
-	// recovered from; LastFault says the last one: where, what, when.
-	Faults    int
-	LastFault string
-	// ReferenceBracket is the narrowest (Now, reference, Now) bracket the
-	// watch has taken: the width within which each comparison pairs the
+	// Bracket is the narrowest (Now, reference, Now) bracket the watch
+	// has taken: the width within which each comparison pairs the
 	// clock with its reference (the default clock reads
 	// CLOCK_MONOTONIC_RAW through the vDSO, where the system call
 	// widened it to microseconds). Zero on a clock without a reference.
-	ReferenceBracket time.Duration
-	// LostWraps counts the wraps of a narrow counter that the refresh
-	// found lost and added back (see Source on when that can happen).
-	LostWraps int
-	// KernelTime says, for each kernel clock KernelTime maps to, how
-	// closely the map follows it: "exact" where it is the kernel's own
-	// conversion of the clock's counter (and which), and ±bound for the
-	// paired map (the last pairing's bracket width and the most a
-	// pairing found the map off), or why there is no map (not mapped
-	// yet, not on this system, perf's clock not exported).
-	KernelTime string
-	// Evidence is what the default clock decided its counter on; zero on
-	// clocks made by New.
-	Evidence Evidence
+	Bracket time.Duration
 }
 
 // Evidence is the default clock's evidence for the counter it runs on
@@ -775,22 +783,24 @@ func (c *Clock) infoLocked() Info {
 		RateOrigin:         c.st.rate.origin.String(),
 		RateErrorPPM:       c.st.rate.errPPM,
 		ConversionErrorPPM: convErr,
-		Reanchors:          c.st.watch.reanchors,
-		LastReanchor:       c.st.watch.lastReanchor,
-		CounterFaults:      c.st.watch.counterFaults,
-		LastCounterFault:   c.st.watch.lastCounterFault,
-		Reference:          c.st.watch.reference,
-		Faults:             c.st.faults.count,
-		LastFault:          c.st.faults.last,
-		LostWraps:          c.st.fold.lostWraps,
-		ReferenceBracket:   bracket,
-		Bits:               c.st.src.Bits,
-		Mult:               c.st.conv.mult,
-		Shift:              c.st.conv.shift,
-		RefreshPeriod:      period,
-		Suspended:          c.st.suspended,
-		Closed:             c.stoppedLocked(),
-		KernelTime:         c.st.kernel.info,
+		Watch: Watch{
+			Reanchors:        c.st.watch.reanchors,
+			LastReanchor:     c.st.watch.lastReanchor,
+			CounterFaults:    c.st.watch.counterFaults,
+			LastCounterFault: c.st.watch.lastCounterFault,
+			Reference:        c.st.watch.reference,
+			Bracket:          bracket,
+		},
+		Faults:        c.st.faults.count,
+		LastFault:     c.st.faults.last,
+		LostWraps:     c.st.fold.lostWraps,
+		Bits:          c.st.src.Bits,
+		Mult:          c.st.conv.mult,
+		Shift:         c.st.conv.shift,
+		RefreshPeriod: period,
+		Suspended:     c.st.suspended,
+		Closed:        c.stoppedLocked(),
+		KernelTime:    c.st.kernel.info,
 	}
 	if in.KernelTime == "" {
 		in.KernelTime = kernelUnmapped

@@ -252,14 +252,14 @@ func printDetails(out io.Writer, in schedclock.Info) {
 	if in.Evidence.CrossCPU != "" {
 		line("cross-CPU check", "%s", in.Evidence.CrossCPU)
 	}
-	if in.ReferenceBracket > 0 {
-		line("reference", "CLOCK_MONOTONIC_RAW, compared within %v (the narrowest bracket)", in.ReferenceBracket)
+	if in.Watch.Bracket > 0 {
+		line("reference", "CLOCK_MONOTONIC_RAW, compared within %v (the narrowest bracket)", in.Watch.Bracket)
 	}
-	if in.Reference != "" {
-		line("reference fault", "%s", in.Reference)
+	if in.Watch.Reference != "" {
+		line("reference fault", "%s", in.Watch.Reference)
 	}
-	line("re-anchored", "%d times%s", in.Reanchors, last(in.LastReanchor))
-	line("refused readings", "%d%s", in.CounterFaults, last(in.LastCounterFault))
+	line("re-anchored", "%d times%s", in.Watch.Reanchors, last(in.Watch.LastReanchor))
+	line("refused readings", "%d%s", in.Watch.CounterFaults, last(in.Watch.LastCounterFault))
 	line("faults recovered", "%d%s", in.Faults, last(in.LastFault))
 	if in.LostWraps != 0 {
 		line("lost wraps", "%d, added back", in.LostWraps)

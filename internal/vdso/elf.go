@@ -105,14 +105,19 @@ type elfImage struct {
 	hasVersym        bool
 	hasVerdef        bool
 
-	// One of the two hash tables, parsed and bounded.
-	gnu                  bool
-	nbucket              uint64
-	buckets              uint64 // index of the bucket array (uint32 each)
-	chains               uint64 // index of the chain array (uint32 each)
-	nchain               uint64 // entries in the chain array
-	gnuSymOffset         uint64 // GNU hash: index of the first hashed symbol
+	hash                 hashTable // one of the two hash tables, parsed and bounded
 	hasDynamic, hasStrsz bool
+}
+
+// hashTable is one of an image's two symbol hash tables, parsed and
+// bounded: DT_GNU_HASH (gnu) or DT_HASH.
+type hashTable struct {
+	gnu       bool
+	nbucket   uint64
+	buckets   uint64 // index of the bucket array (uint32 each)
+	chains    uint64 // index of the chain array (uint32 each)
+	nchain    uint64 // entries in the chain array
+	symOffset uint64 // GNU hash: index of the first hashed symbol
 }
 
 // lookupSymbol finds sym in a vDSO image (the bytes from its ELF header on) and
@@ -297,12 +302,12 @@ func (img *elfImage) parseSysVHash(off uint64) error {
 		return malformed("DT_HASH header outside the image")
 	}
 	nbucket, nchain := uint64(u32(img.data, off)), uint64(u32(img.data, off+4))
-	img.buckets = off + 8
-	img.chains = img.buckets + 4*nbucket
-	if !span(img.data, img.buckets, 4*(nbucket+nchain)) { // < 2^35: no overflow
+	img.hash.buckets = off + 8
+	img.hash.chains = img.hash.buckets + 4*nbucket
+	if !span(img.data, img.hash.buckets, 4*(nbucket+nchain)) { // < 2^35: no overflow
 		return malformed("DT_HASH tables (%d buckets, %d chains) outside the image", nbucket, nchain)
 	}
-	img.nbucket, img.nchain = nbucket, nchain
+	img.hash.nbucket, img.hash.nchain = nbucket, nchain
 	// In a SysV table chain[i] is indexed by symbol: the table holds
 	// nchain symbols.
 	img.symCount = min(img.symCount, nchain)
@@ -319,13 +324,13 @@ func (img *elfImage) parseGNUHash(off uint64) error {
 	nbucket := uint64(u32(img.data, off))
 	symOffset := uint64(u32(img.data, off+4))
 	bloomSize := uint64(u32(img.data, off+8))
-	img.buckets = off + 16 + 8*bloomSize // < 2^36: no overflow
-	if nbucket == 0 || !span(img.data, img.buckets, 4*nbucket) {
+	img.hash.buckets = off + 16 + 8*bloomSize // < 2^36: no overflow
+	if nbucket == 0 || !span(img.data, img.hash.buckets, 4*nbucket) {
 		return malformed("DT_GNU_HASH buckets (%d, after %d bloom words) outside the image", nbucket, bloomSize)
 	}
-	img.chains = img.buckets + 4*nbucket
-	img.nchain = (uint64(len(img.data)) - img.chains) / 4
-	img.nbucket, img.gnuSymOffset, img.gnu = nbucket, symOffset, true
+	img.hash.chains = img.hash.buckets + 4*nbucket
+	img.hash.nchain = (uint64(len(img.data)) - img.hash.chains) / 4
+	img.hash.nbucket, img.hash.symOffset, img.hash.gnu = nbucket, symOffset, true
 	return nil
 }
 
@@ -408,18 +413,18 @@ func (img *elfImage) lookup(sym symbol) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if img.nbucket == 0 {
+	if img.hash.nbucket == 0 {
 		return 0, fmt.Errorf("%w: %s (empty hash table)", errSymbolNotFound, sym)
 	}
 	found := func(i uint64) (uint64, bool, error) { return img.match(i, sym, ver) }
-	if img.gnu {
+	if img.hash.gnu {
 		h := gnuHash(sym.name)
-		i := uint64(u32(img.data, img.buckets+4*(uint64(h)%img.nbucket)))
-		if i < img.gnuSymOffset {
+		i := uint64(u32(img.data, img.hash.buckets+4*(uint64(h)%img.hash.nbucket)))
+		if i < img.hash.symOffset {
 			return 0, img.notFound(sym, ver)
 		}
-		for ; i-img.gnuSymOffset < img.nchain; i++ {
-			chain := u32(img.data, img.chains+4*(i-img.gnuSymOffset))
+		for ; i-img.hash.symOffset < img.hash.nchain; i++ {
+			chain := u32(img.data, img.hash.chains+4*(i-img.hash.symOffset))
 			if chain|1 == h|1 {
 				if off, ok, err := found(i); err != nil || ok {
 					return off, err
@@ -432,17 +437,17 @@ func (img *elfImage) lookup(sym symbol) (uint64, error) {
 		return 0, img.notFound(sym, ver)
 	}
 	h := elfHash(sym.name)
-	i := uint64(u32(img.data, img.buckets+4*(uint64(h)%img.nbucket)))
+	i := uint64(u32(img.data, img.hash.buckets+4*(uint64(h)%img.hash.nbucket)))
 	// A chain visits each symbol at most once unless it loops: nchain
 	// steps are enough for a well-formed table and stop a looping one.
-	for steps := uint64(0); i != 0 && steps < img.nchain; steps++ {
+	for steps := uint64(0); i != 0 && steps < img.hash.nchain; steps++ {
 		if off, ok, err := found(i); err != nil || ok {
 			return off, err
 		}
-		if i >= img.nchain {
-			return 0, malformed("DT_HASH chain index %d ≥ nchain %d", i, img.nchain)
+		if i >= img.hash.nchain {
+			return 0, malformed("DT_HASH chain index %d ≥ nchain %d", i, img.hash.nchain)
 		}
-		i = uint64(u32(img.data, img.chains+4*i))
+		i = uint64(u32(img.data, img.hash.chains+4*i))
 	}
 	return 0, img.notFound(sym, ver)
 }

@@ -156,11 +156,11 @@ func TestLookupLoopingChain(t *testing.T) {
 	img, err := parseELF(image)
 	require.NoError(t, err)
 	b := bytes.Clone(image)
-	for i := range img.nchain {
-		binary.LittleEndian.PutUint32(b[img.chains+4*i:], uint32(i)) // every symbol its own successor
+	for i := range img.hash.nchain {
+		binary.LittleEndian.PutUint32(b[img.hash.chains+4*i:], uint32(i)) // every symbol its own successor
 	}
-	for i := range img.nbucket {
-		binary.LittleEndian.PutUint32(b[img.buckets+4*i:], 3) // a symbol that is not the one sought
+	for i := range img.hash.nbucket {
+		binary.LittleEndian.PutUint32(b[img.hash.buckets+4*i:], 3) // a symbol that is not the one sought
 	}
 	_, err = lookupSymbol(b, symbolAMD64)
 	assert.Error(t, err)
