@@ -52,8 +52,8 @@ ordering:
 # spinning, binary weight): the race and ordering targets take them.
 purego:
 	@for a in $(ASM_ARCHES); do \
-		sfiles=$$(GOARCH=$$a $(GO) list -tags purego -f '{{.SFiles}}' .); \
-		if [ "$$sfiles" != "[]" ]; then echo "purego build for $$a links $$sfiles"; exit 1; fi; \
+		sfiles=$$(GOARCH=$$a $(GO) list -deps -tags purego -f '{{if and .SFiles .Module}}{{if .Module.Main}}{{.ImportPath}}: {{.SFiles}}{{end}}{{end}}' .); \
+		if [ -n "$$sfiles" ]; then echo "purego build for $$a links $$sfiles"; exit 1; fi; \
 	done
 	$(GO) test -tags purego -short -count=1 ./...
 

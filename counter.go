@@ -57,11 +57,79 @@ type counter struct {
 	status func() (reading, history string)
 }
 
-// counters is the default clock's table, in order of preference: the
-// entries of this architecture's counters (counters_GOARCH.go), so that
-// a binary links the probes, parsers and tables of its own machine's
+// counterTable is the default clock's table, in order of preference: the
+// entries of this architecture's counters. runtime.GOARCH is a constant,
+// so a binary links the probes, parsers and tables of its own machine's
 // counters alone (the arm64 errata, the riscv64 device tree, the ppc64le
-// cpuinfo parser stay out of an amd64 binary).
+// cpuinfo parser stay out of an amd64 binary). Each table is static data.
+func counterTable() []*counter {
+	switch runtime.GOARCH {
+	case "amd64":
+		return amd64Counters
+	case "arm64":
+		return arm64Counters
+	case "riscv64":
+		return riscv64Counters
+	case "ppc64le":
+		return ppc64leCounters
+	case "s390x":
+		return s390xCounters
+	case "loong64":
+		return loong64Counters
+	}
+	return nil // no counter: the default clock stays on the portable source
+}
+
+var (
+	amd64Counters   = []*counter{&tscCounter, &pvclockCounter}
+	arm64Counters   = []*counter{&cntvctCounter}
+	riscv64Counters = []*counter{&rdtimeCounter}
+	ppc64leCounters = []*counter{&timebaseCounter}
+	s390xCounters   = []*counter{&todCounter}
+	loong64Counters = []*counter{&stableCounterCounter}
+)
+
+// Hardware returns this machine's counter register as a Source, the
+// counter the default clock runs on where it trusts it, read with the
+// barriers that order it after earlier loads:
+//
+//   - amd64: the TSC (LFENCE; RDTSC), offered only where CPUID reports an
+//     invariant TSC and the kernel's clocksource, where it can be read, is
+//     "tsc";
+//   - arm64: the virtual counter CNTVCT_EL0, at the rate in CNTFRQ_EL0;
+//   - riscv64: the time CSR; ppc64le: the time base; loong64: the stable
+//     counter; s390x: the time-of-day clock, at its architected 4.096 GHz.
+//
+// The rate is what the CPU or the firmware declares (CPUID leaf 0x15 or
+// the hypervisor's leaf, CNTFRQ_EL0, the device tree, /proc/cpuinfo,
+// CPUCFG; on riscv64, ppc64le and loong64 checked against a 20 ms
+// measurement). Where nothing declares it, Hardware measures it against
+// CLOCK_MONOTONIC_RAW, which blocks for about 20 ms (the TSC, unless the
+// default clock already measured it) or 200 ms (the others). Give the
+// Clock a reference (WithReference) to have the rate refined and the
+// counter watched for life, as the default clock does.
+//
+// On other architectures, in a purego or non-gc build, and where the
+// counter cannot be trusted as a clock (no invariant TSC, a kernel on
+// another clocksource, a rate of 0), the error wraps ErrUnsupported and
+// says exactly why. Portable works everywhere.
+func Hardware() (Source, error) {
+	switch runtime.GOARCH {
+	case "amd64":
+		return tscSource()
+	case "arm64":
+		return cntvctSource()
+	case "riscv64":
+		return rdtimeTimer.source()
+	case "ppc64le":
+		return timebaseTimer.source()
+	case "s390x":
+		return todTimer.source()
+	case "loong64":
+		return stableCounterTimer.source()
+	}
+	return Source{}, fmt.Errorf("%w: no counter register is read on %s", ErrUnsupported, runtime.GOARCH)
+}
 
 // choice is what the walk of a table found: the counter to use, or why
 // there is none.
@@ -113,6 +181,6 @@ func joinRefusals(refusals []error) error {
 // probeHardware returns this machine's preferred hardware counter without
 // blocking (see chooseCounter).
 func probeHardware() (src Source, origin rateOrigin, errPPM float64, err error) {
-	ch := chooseCounter(counters)
+	ch := chooseCounter(counterTable())
 	return ch.src, ch.origin, ch.errPPM, ch.err
 }

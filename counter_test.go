@@ -3,7 +3,6 @@ package schedclock
 import (
 	"errors"
 	"fmt"
-	"github.com/schedclock/schedclock/internal/cpu"
 	"runtime"
 	"slices"
 	"strings"
@@ -12,6 +11,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock/internal/cpu"
+	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 // The table's walk, and what every counter's tests (source_tsc_test.go,
@@ -186,8 +188,8 @@ func hwSource(tb testing.TB) (Source, bool) {
 	hw, _, _, err := probeHardware()
 	switch {
 	case err == nil:
-	case tscSupported:
-		hw = Source{Name: "tsc", Read: tscReader(), Bits: 64}
+	case hwcounter.TSCSupported:
+		hw = Source{Name: "tsc", Read: hwcounter.TSC(), Bits: 64}
 	default:
 		return Source{}, false
 	}

@@ -43,7 +43,7 @@ var (
 	defaultState  clockState
 	defaultPolicy trustPolicy
 	defaultInfo   Info
-	defaultClock  = bootDefaultClock(alignedSlot(&defaultSlots), &defaultState, &defaultPolicy, &defaultInfo, counters)
+	defaultClock  = bootDefaultClock(alignedSlot(&defaultSlots), &defaultState, &defaultPolicy, &defaultInfo, counterTable())
 )
 
 // cacheLine is the alignment a Clock's latch needs (see latch).

@@ -24,7 +24,7 @@ func hardwareExpected(t *testing.T) (Source, bool) {
 	// A counter whose probe has no kernel check of its own (the riscv64,
 	// ppc64le, s390x and loong64 ones) is adopted only on the kernel's
 	// word, which under qemu-user is the host's: not expected there.
-	if d := chooseCounter(counters).desc; d.verdict != nil {
+	if d := chooseCounter(counterTable()).desc; d.verdict != nil {
 		if v := d.verdict(); !v.Keep() {
 			t.Logf("%s not expected: %v", hw.Name, v)
 			return Source{}, false

@@ -3,10 +3,12 @@ package schedclock
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/perfclock"
 	"github.com/schedclock/schedclock/internal/pvclock"
 	"github.com/schedclock/schedclock/internal/vdso"
@@ -221,7 +223,7 @@ func (v *vdsoReader) quick() int64 {
 	if c := v.resolved.Load(); c != nil {
 		return c.Now()
 	}
-	ns, _ := syscallClock(v.id)
+	ns, _ := vdso.Syscall(v.id)
 	return ns
 }
 
@@ -241,9 +243,9 @@ var perfOpened atomic.Bool
 
 func openPerfClock() *perfClock {
 	defer perfOpened.Store(true)
-	p := &perfClock{read: tscReader()}
+	p := &perfClock{read: hwcounter.TSC()}
 	if p.read == nil {
-		p.read = cntvctReader()
+		p.read = hwcounter.CNTVCT()
 	}
 	if p.read == nil {
 		p.why = "no counter perf's page converts in this build"
@@ -362,4 +364,18 @@ func (c *Clock) describeKernelMapsLocked() string {
 		}
 	}
 	return b.String()
+}
+
+// kernelClocksHere says the kernel's monotonic and boot clocks are
+// Linux's, which its tracers stamp with: KernelTime maps onto Linux's
+// trace clocks only.
+func kernelClocksHere() bool { return runtime.GOOS == "linux" }
+
+// kernelUnmapped is Info.KernelTime before any KernelTime, or, off
+// Linux, for ever.
+func kernelUnmapped() string {
+	if kernelClocksHere() {
+		return "not mapped yet (at the first KernelTime)"
+	}
+	return "not on this system: KernelTime maps onto Linux's clocks"
 }

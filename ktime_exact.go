@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/pvclock"
 )
 
@@ -159,7 +160,7 @@ var kernelConvsOnce = lazy[*kernelConvs]{make: func() *kernelConvs {
 	}
 	kc := &kernelConvs{td: k.td, layout: layout, pvclockRead: funcPtr(readPvclock), pvclockSrc: &pvclockShared.src,
 		portableRead: portableReadPtr}
-	if r := tscReader(); r != nil {
+	if r := hwcounter.TSC(); r != nil {
 		kc.tscRead = funcPtr(r)
 	}
 	return kc

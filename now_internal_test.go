@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock/internal/cpu"
+	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/osthread"
 	"github.com/schedclock/schedclock/internal/race"
 	"github.com/schedclock/schedclock/internal/testutil/pprofdecode"
@@ -1011,10 +1012,10 @@ func stressHardware(t *testing.T) (Source, int, bool) {
 	var read func() uint64
 	name := ""
 	switch {
-	case tscSupported:
-		read, name = tscReader(), "tsc"
-	case cntvctSupported:
-		read, name = cntvctReader(), "cntvct"
+	case hwcounter.TSCSupported:
+		read, name = hwcounter.TSC(), "tsc"
+	case hwcounter.CNTVCTSupported:
+		read, name = hwcounter.CNTVCT(), "cntvct"
 	default:
 		t.Logf("no hardware counter case: this build has no counter assembly (%s; %s)", noAsmReason("amd64"), noAsmReason("arm64"))
 		return Source{}, 0, false
@@ -1030,7 +1031,7 @@ func stressHardware(t *testing.T) (Source, int, bool) {
 	}
 	src := Source{Name: name, Read: read, Bits: 64}
 	if name == "cntvct" {
-		src.Bits, src.Rate = cntvctBits, cntfrq()&0xffff_ffff
+		src.Bits, src.Rate = cntvctBits, hwcounter.CNTFRQ()&0xffff_ffff
 		return src, cpu, src.Rate != 0
 	}
 	done := make(chan error)

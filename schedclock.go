@@ -803,7 +803,7 @@ func (c *Clock) infoLocked() Info {
 		KernelTime:    c.st.kernel.info,
 	}
 	if in.KernelTime == "" {
-		in.KernelTime = kernelUnmapped
+		in.KernelTime = kernelUnmapped()
 	}
 	c.st.policy.fillInfo(&in)
 	return in

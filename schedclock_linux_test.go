@@ -12,12 +12,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/schedclock/schedclock/internal/cpu"
-	"github.com/schedclock/schedclock/internal/race"
 	"golang.org/x/sys/unix"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/internal/cpu"
+	"github.com/schedclock/schedclock/internal/race"
 )
 
 // idleEnv names, in a child process, what it does before idling: "use"

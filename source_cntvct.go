@@ -9,6 +9,7 @@ import (
 
 	"github.com/schedclock/schedclock/internal/errata"
 	"github.com/schedclock/schedclock/internal/format"
+	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 // cntvctBits is the counter width the architecture guarantees: at least
@@ -38,8 +39,6 @@ func cntvctSource() (Source, error) {
 // counter), so its own check decides: the kernel's erratum workaround
 // where this CPU needs one, and a read that costs no more than the
 // portable source's (a counter the kernel traps falls back).
-//
-//lint:ignore U1000 the table holds it on arm64 (counters_arm64.go)
 var cntvctCounter = counter{
 	arch:      "arm64",
 	probe:     probeCNTVCT,
@@ -51,11 +50,9 @@ var cntvctCounter = counter{
 // one, in src's read (reading it needs the same workaround from user
 // space as the kernel's: a few small file reads, cheap enough for
 // initialisation), and returns the check of what that read costs.
-//
-//lint:ignore U1000 cntvctCounter's, which the table holds on arm64
 func prepareCNTVCT(src Source) (Source, func() (string, error)) {
 	erratum := errata.Detect(os.DirFS("/"))
-	if read := cntvctErratumReader(erratum.Erratum); read != nil {
+	if read := hwcounter.CNTVCTErratum(erratum.Erratum); read != nil {
 		src.Read = read
 	}
 	return src, func() (string, error) {
@@ -66,15 +63,15 @@ func prepareCNTVCT(src Source) (Source, func() (string, error)) {
 
 // probeCNTVCT is CNTVCT with the origin and error of its rate.
 func probeCNTVCT() (src Source, origin rateOrigin, errPPM float64, err error) {
-	if !cntvctSupported {
+	if !hwcounter.CNTVCTSupported {
 		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "cntvct", noAsmReason("arm64"))
 	}
 	// CNTFRQ_EL0 bits 63:32 are RES0.
-	rate := cntfrq() & 0xffff_ffff
+	rate := hwcounter.CNTFRQ() & 0xffff_ffff
 	if rate == 0 {
 		return Source{}, 0, 0, fmt.Errorf("%w %q: CNTFRQ_EL0 reads 0 (firmware did not program the counter frequency)", errUntrusted, "cntvct")
 	}
-	return Source{Name: "cntvct", Read: cntvctReader(), Bits: cntvctBits, Rate: rate}, rateCNTFRQ, cntfrqErrPPM, nil
+	return Source{Name: "cntvct", Read: hwcounter.CNTVCT(), Bits: cntvctBits, Rate: rate}, rateCNTFRQ, cntfrqErrPPM, nil
 }
 
 // Whether CNTVCT_EL0 is worth reading is decided by what a read costs, as
@@ -209,10 +206,10 @@ func decideCNTVCT(match errata.Match, read func() uint64, cost readCost) cntvctT
 // few small file reads and, on a healthy counter, some 20 µs of reads;
 // at most about 5 ms where reads are trapped.
 func checkCNTVCT() cntvctTrust {
-	if !cntvctSupported {
+	if !hwcounter.CNTVCTSupported {
 		return cntvctTrust{Reason: noAsmReason("arm64")}
 	}
-	return checkCNTVCTOn(errata.Detect(os.DirFS("/")), cntvctErratumReader, measureReadCost)
+	return checkCNTVCTOn(errata.Detect(os.DirFS("/")), hwcounter.CNTVCTErratum, measureReadCost)
 }
 
 // checkCNTVCTOn is checkCNTVCT on a given erratum match, reader binding

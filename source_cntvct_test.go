@@ -8,11 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock/internal/errata"
+	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 func TestCNTVCT(t *testing.T) {
 	src, err := cntvctSource()
-	if !cntvctSupported {
+	if !hwcounter.CNTVCTSupported {
 		require.ErrorIs(t, err, ErrUnsupported)
 		assert.Contains(t, err.Error(), noAsmReason("arm64"))
 		if runtime.GOARCH == "arm64" && runtime.Compiler == "gc" {
@@ -56,7 +57,7 @@ func TestMeasureReadCost(t *testing.T) {
 	assert.Greater(t, cost.PortableNs, 0.0)
 
 	// The hardware counters of this build, for the record.
-	for name, read := range map[string]func() uint64{"tsc": tscReader(), "cntvct": cntvctReader()} {
+	for name, read := range map[string]func() uint64{"tsc": hwcounter.TSC(), "cntvct": hwcounter.CNTVCT()} {
 		if read != nil {
 			cost := measureReadCost(read)
 			t.Logf("%s on %s: read %.1f ns, portable %.1f ns", name, runtime.GOARCH, cost.CounterNs, cost.PortableNs)
@@ -162,7 +163,7 @@ func TestCheckCNTVCTSaysWhatItCouldNotRead(t *testing.T) {
 func TestCheckCNTVCTHere(t *testing.T) {
 	trust := checkCNTVCT()
 	t.Logf("%s", trust)
-	if !cntvctSupported {
+	if !hwcounter.CNTVCTSupported {
 		assert.Equal(t, "cntvct: "+noAsmReason("arm64"), trust.String())
 		assert.ErrorIs(t, trust.untrusted(), ErrUnsupported)
 		assert.Nil(t, trust.Read)
@@ -178,16 +179,16 @@ func TestCheckCNTVCTHere(t *testing.T) {
 // TestCNTVCTErratumReaders runs each workaround read on the real counter
 // (qemu's, on this host): each must count forwards on one thread.
 func TestCNTVCTErratumReaders(t *testing.T) {
-	if !cntvctSupported {
-		assert.Nil(t, cntvctErratumReader(errata.ARM858921))
+	if !hwcounter.CNTVCTSupported {
+		assert.Nil(t, hwcounter.CNTVCTErratum(errata.ARM858921))
 		t.Skip("no CNTVCT in this build: ", noAsmReason("arm64"))
 	}
-	assert.Equal(t, funcPtr(cntvctReader()), funcPtr(cntvctErratumReader(errata.None)))
+	assert.Equal(t, funcPtr(hwcounter.CNTVCT()), funcPtr(hwcounter.CNTVCTErratum(errata.None)))
 	for e := errata.None; e <= errata.Sun50iUnknown1; e++ {
-		read := cntvctErratumReader(e)
+		read := hwcounter.CNTVCTErratum(e)
 		require.NotNil(t, read, "%v", e)
 		if e != errata.None {
-			assert.NotEqual(t, funcPtr(cntvctReader()), funcPtr(read), "%v has a read of its own", e)
+			assert.NotEqual(t, funcPtr(hwcounter.CNTVCT()), funcPtr(read), "%v has a read of its own", e)
 		}
 		assertCounts(t, Source{Name: e.String(), Read: read, Bits: cntvctBits, Rate: 1})
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/schedclock/schedclock/internal/format"
+	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/sysfile"
 	"github.com/schedclock/schedclock/internal/timebase"
@@ -30,7 +31,7 @@ type timer struct {
 	name, arch  string
 	clocksource string // the name the kernel registers it under
 	supported   bool
-	read        *func() uint64 // its reader in asm
+	read        func() func() uint64 // its reader (internal/hwcounter)
 	// rate is the counter's rate as firmware or the architecture states
 	// it, with the origin and error of that figure: 0 and rateMeasured
 	// where none does, or an error wrapping errUntrusted that says why a
@@ -43,12 +44,12 @@ var (
 	// tree's /cpus/timebase-frequency, the figure the kernel's timer
 	// driver runs on; ACPI systems and qemu-user expose none.
 	rdtimeTimer = timer{name: "rdtime", arch: "riscv64", clocksource: "riscv_clocksource",
-		supported: rdtimeSupported, read: &asm.rdtime, rate: rdtimeRateHere}
+		supported: hwcounter.RDTIMESupported, read: hwcounter.RDTIME, rate: rdtimeRateHere}
 	// The time base (clocksource_timebase, arch/powerpc/kernel/time.c),
 	// at /proc/cpuinfo's timebase line, the kernel's ppc_tb_freq
 	// (qemu-user passes the host's file through: none there).
 	timebaseTimer = timer{name: "timebase", arch: "ppc64le", clocksource: "timebase",
-		supported: timebaseSupported, read: &asm.timebase, rate: timebaseRateHere}
+		supported: hwcounter.TimeBaseSupported, read: hwcounter.TimeBase, rate: timebaseRateHere}
 	// The TOD clock (clocksource_tod, arch/s390/kernel/time.c), at its
 	// architected rate. The architecture keeps the TOD clocks of all
 	// CPUs synchronised (the TOD-clock-sync control, and STP across
@@ -56,15 +57,15 @@ var (
 	// stored earlier on another: what lets the kernel use it for
 	// sched_clock on every CPU without the TSC's cross-CPU checks.
 	todTimer = timer{name: "tod", arch: "s390x", clocksource: "tod",
-		supported: todSupported, read: &asm.tod, rate: todRateHere}
+		supported: hwcounter.TODSupported, read: hwcounter.TOD, rate: todRateHere}
 	// The stable counter (clocksource_const,
 	// arch/loongarch/kernel/time.c), at the rate CPUCFG leaves 4 and 5
 	// give, as the kernel's calc_const_freq computes it.
 	stableCounterTimer = timer{name: "stablecounter", arch: "loong64", clocksource: "Constant",
-		supported: stableCounterSupported, read: &asm.stableCounter, rate: stableCounterRateHere}
+		supported: hwcounter.StableCounterSupported, read: hwcounter.StableCounter, rate: stableCounterRateHere}
 )
 
-// The timers' entries in the default clock's table (counters_GOARCH.go):
+// The timers' entries in the default clock's table (counterTable):
 // static data, so each names functions of its own.
 var (
 	rdtimeCounter        = counter{arch: "riscv64", probe: probeRDTIME, verdict: rdtimeVerdict, prepare: prepareReadCost}
@@ -108,7 +109,7 @@ func (t *timer) probe() (src Source, origin rateOrigin, errPPM float64, err erro
 	if err != nil {
 		return Source{}, 0, 0, err
 	}
-	return Source{Name: t.name, Read: *t.read, Bits: timerBits, Rate: rate}, origin, errPPM, nil
+	return Source{Name: t.name, Read: t.read(), Bits: timerBits, Rate: rate}, origin, errPPM, nil
 }
 
 func rdtimeRateHere() (uint64, rateOrigin, float64, error) {
@@ -122,7 +123,7 @@ func timebaseRateHere() (uint64, rateOrigin, float64, error) {
 func todRateHere() (uint64, rateOrigin, float64, error) { return todRate, rateArchitected, 0, nil }
 
 func stableCounterRateHere() (uint64, rateOrigin, float64, error) {
-	rate, err := stableCounterRate(cpucfg)
+	rate, err := stableCounterRate(hwcounter.CPUCFG)
 	return rate, rateCPUCFG, nominalRateErrPPM, err
 }
 

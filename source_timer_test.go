@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock/internal/cpu"
+	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 )
 
@@ -29,10 +30,10 @@ import (
 // line's publication: qemu's counter, not this reader, is what they
 // measure there.
 func timerReaderHere() func() uint64 {
-	if stableCounterSupported && cpu.Emulated() {
+	if hwcounter.StableCounterSupported && cpu.Emulated() {
 		return nil
 	}
-	for _, read := range []func() uint64{rdtimeReader(), timebaseReader(), todReader(), stableCounterReader()} {
+	for _, read := range []func() uint64{hwcounter.RDTIME(), hwcounter.TimeBase(), hwcounter.TOD(), hwcounter.StableCounter()} {
 		if read != nil {
 			return read
 		}
@@ -43,11 +44,11 @@ func timerReaderHere() func() uint64 {
 // timerReaderName names the assembly function timerReaderHere returns.
 func timerReaderName() string {
 	switch {
-	case rdtimeSupported:
+	case hwcounter.RDTIMESupported:
 		return "readRDTIME"
-	case timebaseSupported:
+	case hwcounter.TimeBaseSupported:
 		return "readTimeBase"
-	case todSupported:
+	case hwcounter.TODSupported:
 		return "readTOD"
 	}
 	return "readStableCounter"
@@ -216,9 +217,9 @@ var timerEntries = []struct {
 func TestTimerCountersInTheTable(t *testing.T) {
 	for _, e := range timerEntries {
 		if e.entry.arch == runtime.GOARCH {
-			assert.Contains(t, counters, e.entry, e.name)
+			assert.Contains(t, counterTable(), e.entry, e.name)
 		} else {
-			assert.NotContains(t, counters, e.entry, "%s: another architecture's counter in the table", e.name)
+			assert.NotContains(t, counterTable(), e.entry, "%s: another architecture's counter in the table", e.name)
 		}
 		assert.Equal(t, e.want, e.entry.verdict().Want, "%s follows the kernel's word on its own clocksource", e.name)
 		assert.NotNil(t, e.entry.prepare, "%s checks what a read costs", e.name)
@@ -296,7 +297,7 @@ func TestTimerRateOriginNames(t *testing.T) {
 }
 func TestRDTIME(t *testing.T) {
 	testTimerCounter(t, timerCounter{
-		name: "rdtime", arch: "riscv64", supported: rdtimeSupported,
+		name: "rdtime", arch: "riscv64", supported: hwcounter.RDTIMESupported,
 		construct: rdtimeTimer.source, probe: probeRDTIME,
 		origins: []rateOrigin{rateDeviceTree, rateMeasured},
 	})
@@ -338,7 +339,7 @@ func TestRDTIMERate(t *testing.T) {
 }
 func TestTimeBase(t *testing.T) {
 	testTimerCounter(t, timerCounter{
-		name: "timebase", arch: "ppc64le", supported: timebaseSupported,
+		name: "timebase", arch: "ppc64le", supported: hwcounter.TimeBaseSupported,
 		construct: timebaseTimer.source, probe: probeTimeBase,
 		origins: []rateOrigin{rateCPUInfo, rateMeasured},
 	})
@@ -388,7 +389,7 @@ func TestTimeBaseRate(t *testing.T) {
 }
 func TestTOD(t *testing.T) {
 	testTimerCounter(t, timerCounter{
-		name: "tod", arch: "s390x", supported: todSupported,
+		name: "tod", arch: "s390x", supported: hwcounter.TODSupported,
 		construct: todTimer.source, probe: probeTOD,
 		origins: []rateOrigin{rateArchitected},
 	})
@@ -401,7 +402,7 @@ func TestTODRate(t *testing.T) {
 }
 func TestStableCounter(t *testing.T) {
 	testTimerCounter(t, timerCounter{
-		name: "stablecounter", arch: "loong64", supported: stableCounterSupported,
+		name: "stablecounter", arch: "loong64", supported: hwcounter.StableCounterSupported,
 		construct: stableCounterTimer.source, probe: probeStableCounter,
 		origins: []rateOrigin{rateCPUCFG},
 	})
@@ -412,12 +413,12 @@ func TestStableCounter(t *testing.T) {
 // the rate the probe states (StableCounter's may be measured: under
 // qemu-user the counter does not follow it).
 func TestCPUCFGHere(t *testing.T) {
-	if !stableCounterSupported {
-		assert.Zero(t, cpucfg(4))
+	if !hwcounter.StableCounterSupported {
+		assert.Zero(t, hwcounter.CPUCFG(4))
 		t.Skip("no CPUCFG in this build: ", noAsmReason("loong64"))
 	}
-	t.Logf("CPUCFG 2 %#x, 4 %d, 5 %#x on %s", cpucfg(2), cpucfg(4), cpucfg(5), runtime.GOARCH)
-	rate, err := stableCounterRate(cpucfg)
+	t.Logf("CPUCFG 2 %#x, 4 %d, 5 %#x on %s", hwcounter.CPUCFG(2), hwcounter.CPUCFG(4), hwcounter.CPUCFG(5), runtime.GOARCH)
+	rate, err := stableCounterRate(hwcounter.CPUCFG)
 	require.NoError(t, err)
 	src, origin, _, err := probeStableCounter()
 	require.NoError(t, err)

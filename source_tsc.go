@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/schedclock/schedclock/internal/cpu"
+	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 )
 
@@ -92,12 +93,12 @@ func tscSource() (Source, error) {
 // file read, so the default clock can call it during package
 // initialisation.
 func probeTSC() (src Source, origin rateOrigin, errPPM float64, err error) {
-	if !tscSupported {
+	if !hwcounter.TSCSupported {
 		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "tsc", noAsmReason("amd64"))
 	}
 	rate, origin, errPPM, err := tscRate(cpu.CPUID, kernel.Clocksource())
 	if err != nil {
 		return Source{}, 0, 0, err
 	}
-	return Source{Name: "tsc", Read: tscReader(), Bits: 64, Rate: rate}, origin, errPPM, nil
+	return Source{Name: "tsc", Read: hwcounter.TSC(), Bits: 64, Rate: rate}, origin, errPPM, nil
 }

@@ -8,11 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock/internal/cpu"
+	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 func TestTSC(t *testing.T) {
 	src, err := tscSource()
-	if !tscSupported {
+	if !hwcounter.TSCSupported {
 		require.ErrorIs(t, err, ErrUnsupported)
 		assert.Contains(t, err.Error(), noAsmReason("amd64"))
 		if runtime.GOARCH == "amd64" && runtime.Compiler == "gc" {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/osthread"
 	"github.com/schedclock/schedclock/internal/warp"
@@ -91,7 +92,7 @@ func BenchmarkCheckWarp(b *testing.B) {
 		b.Skip("needs two CPUs")
 	}
 	read, name := readMono, "portable"
-	if tsc := tscReader(); tsc != nil {
+	if tsc := hwcounter.TSC(); tsc != nil {
 		read, name = tsc, "tsc"
 	}
 	unchecked := 0

@@ -2,12 +2,12 @@ package schedclock
 
 import (
 	"math"
-
-	"github.com/schedclock/schedclock/internal/vdso"
 	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/schedclock/schedclock/internal/vdso"
 )
 
 // Wall time. Time maps a reading of the clock to the wall clock through a
@@ -308,7 +308,7 @@ func quickWallNow() int64 {
 	if t, ok := runtimeWallNow(); ok {
 		return t.UnixNano()
 	}
-	if ns, ok := syscallClock(vdso.Realtime); ok {
+	if ns, ok := vdso.Syscall(vdso.Realtime); ok {
 		return ns
 	}
 	return time.Now().UnixNano()

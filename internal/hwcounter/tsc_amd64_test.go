@@ -1,6 +1,6 @@
 //go:build gc && !purego
 
-package schedclock
+package hwcounter
 
 import (
 	"testing"
@@ -19,7 +19,7 @@ func BenchmarkRDTSCP(b *testing.B) {
 		for b.Loop() {
 			s += readTSC()
 		}
-		hwSink += s
+		sink += s
 	})
 	b.Run("rdtscp", func(b *testing.B) {
 		if !cpu.HasRDTSCP(cpu.CPUID) {
@@ -29,9 +29,11 @@ func BenchmarkRDTSCP(b *testing.B) {
 		for b.Loop() {
 			s += testcounter.ReadTSCP()
 		}
-		hwSink += s
+		sink += s
 	})
 }
+
+var sink uint64
 
 func TestRDTSCPWhereSupported(t *testing.T) {
 	if !cpu.HasRDTSCP(cpu.CPUID) {

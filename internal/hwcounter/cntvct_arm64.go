@@ -1,10 +1,10 @@
 //go:build gc && !purego
 
-package schedclock
+package hwcounter
 
 import "github.com/schedclock/schedclock/internal/errata"
 
-// This build reads CNTVCT_EL0 in assembly: see asm.go.
+// This build reads CNTVCT_EL0 in assembly: see hwcounter.go.
 const asmBuild = true
 
 var asm = asmReaders{cntvct: readCNTVCT, cntfrq: readCNTFRQ, cntvctErratum: cntvctErratumRead}

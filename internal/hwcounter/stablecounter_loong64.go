@@ -1,8 +1,8 @@
 //go:build gc && !purego
 
-package schedclock
+package hwcounter
 
-// This build reads the stable counter in assembly: see asm.go.
+// This build reads the stable counter in assembly: see hwcounter.go.
 const asmBuild = true
 
 var asm = asmReaders{stableCounter: readStableCounter, cpucfg: readCPUCFG}

@@ -1,8 +1,8 @@
 //go:build !gc || purego || !(amd64 || arm64 || riscv64 || ppc64le || s390x || loong64)
 
-package schedclock
+package hwcounter
 
-// A build that reads no counter register in assembly: see asm.go.
+// A build that reads no counter register in assembly: see hwcounter.go.
 const asmBuild = false
 
 var asm asmReaders

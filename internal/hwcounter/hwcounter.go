@@ -1,0 +1,70 @@
+// Package hwcounter reads the counter registers in assembly, each with
+// the barriers that order its read after the caller's earlier loads and
+// before its later ones (see each NAME_GOARCH.s): GOARCH's register,
+// where a NAME_GOARCH.go and .s pair reads it (gc, not purego), which
+// sets asm and asmBuild; none in every other build (none.go). The
+// descriptors that decide whether a counter is a clock, and at what
+// rate, are schedclock's.
+package hwcounter
+
+import (
+	"runtime"
+
+	"github.com/schedclock/schedclock/internal/errata"
+)
+
+// asmReaders are the reads this build has; a field is nil where it has
+// none.
+type asmReaders struct {
+	tsc, cntvct, rdtime, timebase, tod, stableCounter func() uint64
+
+	cntfrq        func() uint64                      // arm64: CNTFRQ_EL0
+	cpucfg        func(leaf uint32) uint32           // loong64: a CPUCFG word
+	cntvctErratum func(errata.Erratum) func() uint64 // arm64: CNTVCT_EL0 under an erratum's workaround
+}
+
+// Whether the build reads each counter: constants, so that the code of
+// the counters it does not read is not linked in.
+const (
+	TSCSupported           = asmBuild && runtime.GOARCH == "amd64"
+	CNTVCTSupported        = asmBuild && runtime.GOARCH == "arm64"
+	RDTIMESupported        = asmBuild && runtime.GOARCH == "riscv64"
+	TimeBaseSupported      = asmBuild && runtime.GOARCH == "ppc64le"
+	TODSupported           = asmBuild && runtime.GOARCH == "s390x"
+	StableCounterSupported = asmBuild && runtime.GOARCH == "loong64"
+)
+
+// The counters' read functions, nil where the build does not read them.
+func TSC() func() uint64           { return asm.tsc }
+func CNTVCT() func() uint64        { return asm.cntvct }
+func RDTIME() func() uint64        { return asm.rdtime }
+func TimeBase() func() uint64      { return asm.timebase }
+func TOD() func() uint64           { return asm.tod }
+func StableCounter() func() uint64 { return asm.stableCounter }
+
+// CNTFRQ is CNTFRQ_EL0, the counter frequency in Hz as firmware
+// programmed it; 0 where the build does not read CNTVCT.
+func CNTFRQ() uint64 {
+	if asm.cntfrq == nil {
+		return 0
+	}
+	return asm.cntfrq()
+}
+
+// CPUCFG is loong64's CPUCFG word of leaf; 0 where the build does not
+// read the stable counter.
+func CPUCFG(leaf uint32) uint32 {
+	if asm.cpucfg == nil {
+		return 0
+	}
+	return asm.cpucfg(leaf)
+}
+
+// CNTVCTErratum returns the read of CNTVCT_EL0 to use under e (see
+// cntvct_arm64.go); nil where the build does not read CNTVCT.
+func CNTVCTErratum(e errata.Erratum) func() uint64 {
+	if asm.cntvctErratum == nil {
+		return nil
+	}
+	return asm.cntvctErratum(e)
+}
