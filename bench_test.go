@@ -16,8 +16,7 @@ var (
 )
 
 // The benchmarks of the public API, a cross-cutting suite: the readers
-// (now.go, coarse.go, wall.go, the sources of source.go, source_jiffy.go
-// and source_vdso.go) and the writer (schedclock.go's Update, switch.go's
+// (now.go, coarse.go, wall.go, the sources of source.go) and the writer (schedclock.go's Update, switch.go's
 // Register). The hardware counter's own are in counter_test.go.
 //
 // Benchmarks of the read path: compare them within one run (make bench)

@@ -178,7 +178,7 @@ func TestGenericReaderRechecksSeq(t *testing.T) {
 // current during a call explains each reading, or a freezer's pinned
 // value does. It proves what the stress runs show of latch.go's
 // protocol, the readers of now.go and now_amd64.s, and the freezer of
-// switch.go and suspend.go; TestStressCheckerCatchesBrokenClocks proves
+// switch.go (Suspend and Resume included); TestStressCheckerCatchesBrokenClocks proves
 // that the oracle itself catches a reader that steps back, runs ahead or
 // reads a replaced bank.
 
@@ -547,7 +547,7 @@ func TestStressAtIsTheDefinition(t *testing.T) {
 // seqcount latch's protocol (latch.go), the readers (now.go,
 // now_amd64.{go,s}, now_other.go), the writer's paths that publish
 // (Update in schedclock.go, Register and the freezer in switch.go,
-// Suspend and Resume in suspend.go), on the portable source (source.go),
+// Suspend and Resume in switch.go), on the portable source (source.go),
 // a fake counter, the default clock (default.go) and the hardware counter
 // (source_tsc.go, source_cntvct.go). Its oracle, and the oracle's own
 // tests, are above.
@@ -888,7 +888,7 @@ func stressCases(t *testing.T) []stressCase {
 	// updates, suspends and resumes it.
 	def := Default()
 	// Until its set-up has started, the default clock reads Go's
-	// monotonic clock through readDefaultFirstUse (firstuse.go): the
+	// monotonic clock through readDefaultFirstUse (default.go): the
 	// same counter, read the same way.
 	defCounters := []func() uint64{readMono, readDefaultFirstUse}
 	if hw, _, _, err := probeHardware(); err == nil {

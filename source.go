@@ -4,8 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
+	"time"
 	_ "unsafe" // for go:linkname
+
+	"github.com/schedclock/schedclock/internal/vdso"
 )
 
 // Source describes a free-running counter that a Clock turns into
@@ -218,4 +222,176 @@ var orderSink [2]atomic.Uint64
 // this, in every build (purego included).
 func orderAfter(v uint64) {
 	orderSink[v>>63].Load()
+}
+
+// Bubble returns a Source that reads the time package's clock: the
+// monotonic reading of time.Now, at 1 GHz, 64 bits. Inside a
+// testing/synctest bubble that is the bubble's fake time, which moves
+// only when every goroutine of the bubble is blocked (time.Sleep(time.Hour)
+// returns at once with the clock an hour on): a Clock made on it there
+// follows the bubble, as the code under test's timers and sleeps do, where
+// the default clock and every other Source read the machine's counter and
+// see only the real time that passed.
+//
+//	synctest.Test(t, func(t *testing.T) {
+//		c, _ := schedclock.New(schedclock.Bubble())
+//		defer c.Close() // inside the bubble, so that it can end
+//		start := c.Now()
+//		time.Sleep(time.Minute)
+//		// c.Since(start) == time.Minute, exactly
+//	})
+//
+// schedclocktest.NewBubbleClock(t) does the first two lines, the Close
+// at the test's cleanup. Coarse on such a Clock is Now, exact (as on a
+// schedclocktest.Manual counter): a ticker would wake at the same fake
+// instant as the test's own sleeps, in an order the bubble does not fix.
+//
+// The Source counts from the moment Bubble is called; call it inside the
+// bubble. Its limits:
+//   - outside a bubble it reads the real time (Go's monotonic clock, as
+//     Portable does, through time.Now: slower than Portable, and steered
+//     by NTP like it), so a Clock on it is an ordinary clock there;
+//   - its Rate is declared, never refined (fake time has no rate to
+//     measure): do not give its Clock a reference;
+//   - a Clock on it has the wall time of the bubble: WallTime(t) is the
+//     bubble's time.Now at the moment the clock read t (the bubble's
+//     clock starts at 2000-01-01 00:00:00 UTC), exactly and for good, and
+//     never the real wall clock (a reading's wall time never changes; after
+//     Suspend and Resume, WallTime goes on from the same origin and falls
+//     behind the bubble's time.Now by the suspended interval).
+func Bubble() Source {
+	start := time.Now()
+	return Source{
+		Name: "bubble (time.Now)",
+		Bits: 64,
+		Rate: 1_000_000_000,
+		Read: func() uint64 {
+			v := uint64(time.Since(start))
+			orderAfter(v) // the latch's re-check of seq must follow the read
+			return v
+		},
+		bubble: &bubbleOrigin{wall: start.UnixNano()},
+	}
+}
+
+// bubbleOrigin is the wall time at which a Bubble Source read 0.
+type bubbleOrigin struct{ wall int64 }
+
+// adoptWallOriginLocked fixes the wall origin of a clock that now runs on
+// src: for a Bubble Source, the wall time of the clock's reading 0, from
+// the line just published (a 1 GHz line counts nanoseconds 1:1, so the
+// counter's value at the epoch says where the bubble's clock was); none
+// for any other Source.
+func (c *Clock) adoptWallOriginLocked(src Source) {
+	if src.bubble == nil {
+		c.st.exact.wallOrigin.Store(nil)
+		return
+	}
+	o := addSat(src.bubble.wall, int64(c.st.cur.epochCyc)-c.st.cur.epochNs)
+	c.st.exact.wallOrigin.Store(&o)
+}
+
+// Jiffies is a coarse counter advanced by a ticker at HZ, the kernel's
+// boot-time sched_clock (jiffy_sched_clock_read). It is ready at once and
+// works everywhere, but it only moves at each tick, so a Clock on it
+// advances in steps of 1/HZ. Each tick sets the count from Go's monotonic
+// clock, so ticks that the runtime drops or delays lose no time.
+//
+// A nil *Jiffies, like a nil *Clock, panics in no method: Read reads 0,
+// Stop does nothing, and New refuses its Source with ErrInvalidSource.
+type jiffyCounter struct {
+	count atomic.Uint64
+	hz    uint64
+	start time.Time
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+// maxHZ is the highest tick rate NewJiffies accepts.
+const maxHZ = 100_000
+
+// NewJiffies starts a jiffy counter ticking at hz (1..MaxHZ). Stop it with
+// Stop when it is no longer used.
+func newJiffies(hz int) (*jiffyCounter, error) {
+	if hz < 1 || hz > maxHZ {
+		return nil, fmt.Errorf("%w %q: HZ = %d, want 1..%d", ErrInvalidSource, "jiffies", hz, maxHZ)
+	}
+	j := &jiffyCounter{hz: uint64(hz), start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	go j.tick()
+	return j, nil
+}
+
+func (j *jiffyCounter) tick() {
+	defer close(j.done)
+	ticker := time.NewTicker(time.Second / time.Duration(j.hz))
+	defer ticker.Stop()
+	for {
+		select {
+		case <-j.stop:
+			return
+		case <-ticker.C:
+			elapsed := uint64(time.Since(j.start))
+			j.count.Store(elapsed/uint64(time.Second)*j.hz + elapsed%uint64(time.Second)*j.hz/uint64(time.Second))
+		}
+	}
+}
+
+// Read returns the number of ticks counted so far.
+func (j *jiffyCounter) Read() uint64 {
+	if j == nil {
+		return 0
+	}
+	return j.count.Load()
+}
+
+// Source returns the counter as a Source: 64 bits at HZ.
+func (j *jiffyCounter) Source() Source {
+	if j == nil {
+		return Source{Name: "jiffies (a nil *Jiffies)"} // no Read: New refuses it
+	}
+	return Source{Name: "jiffies", Read: j.Read, Bits: 64, Rate: j.hz}
+}
+
+// Stop stops the ticker and waits for its goroutine to exit; the count
+// stays where it is. Stop is idempotent, and does nothing on a zero or
+// nil Jiffies.
+func (j *jiffyCounter) Stop() {
+	if j == nil || j.stop == nil {
+		return // never started by NewJiffies
+	}
+	j.once.Do(func() { close(j.stop) })
+	<-j.done
+}
+
+// Raw returns CLOCK_MONOTONIC_RAW as a Source: the kernel's clock that
+// counts the CPU's own time, unsteered by NTP (to correlate with
+// performance counters and other raw hardware clocks), 1 GHz and 64 bits,
+// its Read returning the clock's nanoseconds. It reads through the vDSO,
+// at a function call's cost, where this package can call it (Linux on
+// amd64 and arm64), and through the clock_gettime system call otherwise;
+// the Source's Name says which path is in use and why, e.g.
+// "CLOCK_MONOTONIC_RAW (vDSO __vdso_clock_gettime (LINUX_2.6))". The
+// error wraps ErrUnsupported only where the clock itself does not exist.
+func Raw() (Source, error) { return vdsoSource(vdso.MonotonicRaw, "CLOCK_MONOTONIC_RAW") }
+
+// Boottime returns CLOCK_BOOTTIME as a Source, the way Raw does
+// CLOCK_MONOTONIC_RAW: the monotonic clock that also counts the time the
+// system was suspended, for leases, keepalives and timeouts that must
+// expire across a sleep (Go's own monotonic clock stops then).
+func Boottime() (Source, error) { return vdsoSource(vdso.Boottime, "CLOCK_BOOTTIME") }
+
+func vdsoSource(id vdso.ID, name string) (Source, error) {
+	c, err := vdso.Open(id)
+	if err != nil {
+		if errors.Is(err, vdso.ErrUnsupported) {
+			return Source{}, fmt.Errorf("%w: %s: %v", ErrUnsupported, name, err)
+		}
+		return Source{}, fmt.Errorf("%w: %s cannot be read: %v", errUntrusted, name, err)
+	}
+	return Source{Name: name + " (" + c.Path() + ")", Bits: 64, Rate: 1_000_000_000, Read: func() uint64 {
+		v := uint64(c.Now())
+		orderAfter(v) // the latch's re-check of seq must follow the read
+		return v
+	}}, nil
 }

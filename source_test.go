@@ -3,6 +3,7 @@ package schedclock_test
 import (
 	"runtime"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -107,4 +108,79 @@ func TestHardwareIsThisArchitecturesCounter(t *testing.T) {
 	a := src.Read()
 	b := want.Read()
 	assert.LessOrEqual(t, a, b, "Hardware's Read is the same counter, read before")
+}
+
+// TestTimeOfAReadingNeverChanges: a Clock on a Source that reads the
+// testing/synctest bubble's clock (built by hand here, as a user would)
+// runs 30 minutes of bubble time while the real wall clock moves by
+// milliseconds: the wall time of a reading taken at the start must not
+// move.
+func TestTimeOfAReadingNeverChanges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		c, err := schedclock.New(schedclock.Source{
+			Name: "by hand", Bits: 64, Rate: 1e9,
+			Read: func() uint64 { return uint64(time.Since(start)) },
+		})
+		require.NoError(t, err)
+		defer c.Close()
+		r0 := c.Now()
+		t0 := c.WallTime(r0)
+		time.Sleep(30 * time.Minute)
+		r1 := c.Now()
+		assert.Equal(t, 30*time.Minute, time.Duration(r1-r0))
+		_ = c.WallTime(r1)
+		assert.Equal(t, t0, c.WallTime(r0), "Time(r0) after 30 min of bubble sleep")
+	})
+}
+
+// TestBubbleSource: a Clock on Bubble follows the bubble's fake time
+// exactly, Since and Time alike: Time(Now()) is the bubble's time.Now,
+// and a reading's Time stays what it was. Outside a bubble it follows
+// the real time.
+func TestBubbleSource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, err := schedclock.New(schedclock.Bubble())
+		require.NoError(t, err)
+		defer c.Close()
+		assert.Equal(t, "bubble (time.Now)", c.Info().Source)
+		r0 := c.Now()
+		t0 := c.WallTime(r0)
+		assert.True(t, time.Now().Equal(t0), "Time(Now()) %v, the bubble's time.Now %v", t0, time.Now())
+		time.Sleep(30 * time.Minute)
+		assert.Equal(t, 30*time.Minute, c.Since(r0))
+		assert.True(t, time.Now().Equal(c.WallTime(c.Now())), "after 30 min")
+		assert.Equal(t, t0, c.WallTime(r0), "Time(r0) after 30 min of bubble sleep")
+	})
+	c, err := schedclock.New(schedclock.Bubble())
+	require.NoError(t, err)
+	defer c.Close()
+	start, realStart := c.Now(), time.Now()
+	time.Sleep(20 * time.Millisecond)
+	moved, real := time.Duration(c.Now()-start), time.Since(realStart)
+	assert.InDelta(t, float64(real), float64(moved), float64(real)/10+float64(time.Millisecond), "outside a bubble: real time")
+}
+
+// The jiffy counter (source.go): refused rates, its ticking, and
+// that a stopped counter stands still.
+
+func TestJiffies(t *testing.T) {
+	_, err := schedclock.NewJiffies(0)
+	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
+	_, err = schedclock.NewJiffies(schedclock.MaxHZ + 1)
+	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
+
+	j, err := schedclock.NewJiffies(1000)
+	require.NoError(t, err)
+	time.Sleep(30 * time.Millisecond)
+	j.Stop()
+	n := j.Read()
+	assert.GreaterOrEqual(t, n, uint64(20))
+	assert.LessOrEqual(t, n, uint64(1000), "a stopped 1000 Hz counter counted %d in 30 ms", n)
+	time.Sleep(5 * time.Millisecond)
+	assert.Equal(t, n, j.Read(), "a stopped counter must not move")
+	j.Stop() // idempotent
+	src := j.Source()
+	assert.Equal(t, uint64(1000), src.Rate)
+	assert.Equal(t, n, src.Read())
 }

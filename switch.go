@@ -341,3 +341,68 @@ func frozenLine(ln line, conv conversion) line {
 	ns, frac := rescaleFrac(ln.epochNs, ln.frac, ln.conv.shift, conv.shift)
 	return line{read: readSuspended, conv: conv, epochNs: ns, frac: frac}
 }
+
+// Suspend freezes the clock: until Resume, Now returns the time the clock
+// had reached when Suspend took effect, and the counter is not read at all
+// (it may stop, reset or misbehave while the system sleeps). Readers go
+// through a stand-in read function, so the read path has no
+// suspended-branch. Suspend is idempotent; after Close it returns
+// ErrClosed.
+//
+// The freeze point is fixed the way a switch's is (see Register): by the
+// first counter read after the freeze is published, so no reader that ran
+// before Suspend took effect can have seen a later time. A Read that
+// panics there leaves the clock running as before (the old line is
+// published again: readers read its counter later than any pin, so no
+// later than what they saw) and returns an error wrapping ErrFault.
+//
+// On the default clock, Suspend, Resume and Register are for the main
+// package of a program that owns the process's notion of time (a system
+// that really sleeps, a test binary); a library must not call them.
+func (c *Clock) Suspend() (err error) {
+	if locked, err := c.lockWriterUnless("Suspend", true); !locked {
+		return err
+	}
+	defer c.unlock()
+	before := c.st.cur
+	return c.faultError("Suspend", c.guard("Suspend", func() {
+		frozen := c.st.cur
+		_, frozen.epochNs, frozen.frac = c.freeze("suspend")
+		c.publishLocked(frozenLine(frozen, c.st.conv))
+		c.st.suspended = true
+		c.st.writer.step("suspend.published")
+	}, func(r any) {
+		c.publishLocked(before)
+		c.recordFaultLocked("Suspend", r)
+	}))
+}
+
+// Resume restarts a suspended clock: time continues from the value Now
+// returned while suspended, and the suspended interval is not counted.
+// Resume is idempotent; after Close it returns ErrClosed. A Read that
+// panics leaves the clock suspended, as it was, and returns an error
+// wrapping ErrFault: call Resume again.
+func (c *Clock) Resume() (err error) {
+	if locked, err := c.lockWriterUnless("Resume", false); !locked {
+		return err
+	}
+	defer c.unlock()
+	// Anchoring at a counter value read before the publication means
+	// every reader of the new line reads at least V.
+	var cyc uint64
+	if r := c.guard("Resume", func() { cyc = c.st.src.Read() }, nil); r != nil {
+		return c.faultError("Resume", r)
+	}
+	c.publishLocked(line{read: c.st.src.Read, conv: c.st.conv, epochCyc: cyc & c.st.conv.mask, epochNs: c.st.cur.epochNs, frac: c.st.cur.frac})
+	c.st.suspended = false
+	c.st.fold.lastMono = runtimeNano() // the suspended interval is not the counter's
+	c.st.fold.due = time.Now().Add(c.st.conv.refreshPeriod())
+	if c.st.track != nil {
+		// The counter may have reset, stopped or run on while suspended:
+		// calibration and the watch start afresh.
+		c.st.track.restart = true
+		c.kick()
+	}
+	c.st.writer.step("resume.published")
+	return nil
+}

@@ -52,7 +52,7 @@ type trustPolicy struct {
 	chosen    bool
 	checks    bool
 	takenOver string
-	// first is the first use the choice waits for (firstuse.go).
+	// first is the first use the choice waits for (default.go).
 	first firstUse
 }
 
@@ -64,7 +64,7 @@ type trustReport struct {
 	rejected, kernel, pending, crossCPU, counterCheck string
 }
 
-// firstUse is the default clock's first use (firstuse.go): deferred says
+// firstUse is the default clock's first use (default.go): deferred says
 // the clock waits for it to make its hardware choice; clock is the
 // clock, read the read function that notes its uses; at is when the
 // first use came (the runtime's clock), used says the set-up has
