@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/vdso"
 )
@@ -271,7 +272,7 @@ func referenceOff(refElapsed, monoElapsed int64) string {
 // distrustLocked records that the reference misbehaved and starts the
 // tracking afresh from the next tick.
 func (c *Clock) distrustLocked(tr *tracker, why string) {
-	c.st.watch.reference = fmt.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", why, stamp(time.Now()))
+	c.st.watch.reference = fmt.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", why, format.Stamp(time.Now()))
 	tr.restart = true
 }
 
@@ -556,7 +557,7 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 			what = fmt.Sprintf("past math.MaxInt64 (%s)", what)
 		}
 		c.st.watch.lastCounterFault = fmt.Sprintf("%s: read %s, which counted %v since the last comparison: a reading it cannot have produced, not adopted; the clock is back on the reference's timeline (at %s)",
-			src.Name, what, time.Duration(refused.elapsed), stamp(time.Now()))
+			src.Name, what, time.Duration(refused.elapsed), format.Stamp(time.Now()))
 		c.st.watch.lastReanchor = fmt.Sprintf("%s: read %v ahead of the reference's timeline at the re-anchoring: not adopted (see LastCounterFault)", src.Name, time.Duration(refused.ahead))
 	case rerated:
 		c.st.watch.lastReanchor = fmt.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, from, hz, (hz/from-1)*100)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/schedclock/schedclock/internal/format"
 )
 
 // Faults: user code the clock calls (a Source's Read, a reference) may
@@ -61,7 +63,7 @@ func (c *Clock) lockWriter(method string) error {
 	if c == nil || c.st == nil {
 		return fmt.Errorf("%w: %s on a zero Clock", ErrClosed, method)
 	}
-	c.st.policy.startSetUp() // the default clock's background work must run: see firstuse.go
+	c.st.policy.startSetUp() // the default clock's background work must run: see default.go
 	if !c.lockAsWriter() {
 		return reentered(method)
 	}
@@ -181,11 +183,11 @@ func (c *Clock) recordFaultLocked(where string, r any) {
 		}
 		c.st.faults.exiting = true
 		c.st.faults.count++
-		c.st.faults.last = fmt.Sprintf("%s: %v (at %s)", where, goexit{}, stamp(time.Now()))
+		c.st.faults.last = fmt.Sprintf("%s: %v (at %s)", where, goexit{}, format.Stamp(time.Now()))
 		return
 	}
 	c.st.faults.count++
-	c.st.faults.last = fmt.Sprintf("%s: panic: %v (at %s)", where, faultValue(r), stamp(time.Now()))
+	c.st.faults.last = fmt.Sprintf("%s: panic: %v (at %s)", where, faultValue(r), format.Stamp(time.Now()))
 }
 
 // guard runs f, which calls user code (a Source's Read, a reference),

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/pvclock"
 )
@@ -450,11 +451,11 @@ func (s *paravirtSource) status() (reading, history string) {
 		return "", ""
 	}
 	if e.onFallback {
-		reading = fmt.Sprintf("on %s since %s: %s", rawClockName, stamp(e.lastAt), e.lastWhy)
+		reading = fmt.Sprintf("on %s since %s: %s", rawClockName, format.Stamp(e.lastAt), e.lastWhy)
 	}
-	history = fmt.Sprintf("%d falls back to %s, the last at %s: %s", e.falls, rawClockName, stamp(e.lastAt), e.lastWhy)
+	history = fmt.Sprintf("%d falls back to %s, the last at %s: %s", e.falls, rawClockName, format.Stamp(e.lastAt), e.lastWhy)
 	if e.returns > 0 {
-		history += fmt.Sprintf("; %d returns to the page, the last at %s", e.returns, stamp(e.backAt))
+		history += fmt.Sprintf("; %d returns to the page, the last at %s", e.returns, format.Stamp(e.backAt))
 	}
 	return reading, history
 }

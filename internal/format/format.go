@@ -1,7 +1,8 @@
-// Package format writes measured quantities for people. The library's
-// diagnostics (the default clock's verdict on a counter, the cross-CPU
-// check's report) and the programs beside it print durations the same
-// way, so they share one writer.
+// Package format writes measured quantities and times for people. The
+// library's diagnostics (the default clock's verdict on a counter, the
+// cross-CPU check's report, the times Info's messages carry) and the
+// programs beside it print durations the same way, so they share one
+// writer.
 package format
 
 import "fmt"

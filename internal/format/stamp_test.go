@@ -1,4 +1,4 @@
-package schedclock
+package format
 
 import (
 	"math/rand/v2"
@@ -23,7 +23,7 @@ func TestStampIsRFC3339NanoInUTC(t *testing.T) {
 		times = append(times, time.Unix(r.Int64N(2*315_537_897_600)-315_537_897_600, r.Int64N(1e9)))
 	}
 	for _, tm := range times {
-		if want := tm.UTC().Format(time.RFC3339Nano); !assert.Equal(t, want, stamp(tm)) {
+		if want := tm.UTC().Format(time.RFC3339Nano); !assert.Equal(t, want, Stamp(tm)) {
 			return
 		}
 	}

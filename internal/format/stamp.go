@@ -1,16 +1,16 @@
-package schedclock
+package format
 
 import (
 	"strconv"
 	"time"
 )
 
-// stamp writes t as time.RFC3339Nano in UTC ("2006-01-02T15:04:05.999999999Z"),
+// Stamp writes t as time.RFC3339Nano in UTC ("2006-01-02T15:04:05.999999999Z"),
 // as t.UTC().Format(time.RFC3339Nano) does, for the times Info's
 // messages carry. Any use of time.Time's formatting links the time
 // zone database's loader and the layout parser into every binary that
 // imports the package (some 45 KB of code here); this is a few lines.
-func stamp(t time.Time) string {
+func Stamp(t time.Time) string {
 	secs, nanos := t.Unix(), t.Nanosecond()
 	days, sod := secs/86400, secs%86400
 	if sod < 0 {
