@@ -177,10 +177,3 @@ func joinRefusals(refusals []error) error {
 	}
 	return fmt.Errorf(format, args...)
 }
-
-// probeHardware returns this machine's preferred hardware counter without
-// blocking (see chooseCounter).
-func probeHardware() (src Source, origin rateOrigin, errPPM float64, err error) {
-	ch := chooseCounter(counterTable())
-	return ch.src, ch.origin, ch.errPPM, ch.err
-}

@@ -319,3 +319,10 @@ func BenchmarkTailLatency(b *testing.B) {
 		_ = c.Close()
 	}
 }
+
+// probeHardware returns this machine's preferred hardware counter without
+// blocking (see chooseCounter).
+func probeHardware() (src Source, origin rateOrigin, errPPM float64, err error) {
+	ch := chooseCounter(counterTable())
+	return ch.src, ch.origin, ch.errPPM, ch.err
+}

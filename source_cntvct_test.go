@@ -1,6 +1,7 @@
 package schedclock
 
 import (
+	"os"
 	"runtime"
 	"testing"
 
@@ -192,4 +193,24 @@ func TestCNTVCTErratumReaders(t *testing.T) {
 		}
 		assertCounts(t, Source{Name: e.String(), Read: read, Bits: cntvctBits, Rate: 1})
 	}
+}
+
+// checkCNTVCT decides how the default clock should read CNTVCT_EL0 here:
+// it looks for the errata the kernel works around (device tree, ACPI
+// GTDT, MIDR: internal/errata), takes the workaround read for the one it
+// finds, and measures that read against the portable source. It costs a
+// few small file reads and, on a healthy counter, some 20 µs of reads;
+// at most about 5 ms where reads are trapped.
+func checkCNTVCT() cntvctTrust {
+	if !hwcounter.CNTVCTSupported {
+		return cntvctTrust{Reason: noAsmReason("arm64")}
+	}
+	return checkCNTVCTOn(errata.Detect(os.DirFS("/")), hwcounter.CNTVCTErratum, measureReadCost)
+}
+
+// checkCNTVCTOn is checkCNTVCT on a given erratum match, reader binding
+// and cost measurement.
+func checkCNTVCTOn(match errata.Match, reader func(errata.Erratum) func() uint64, measure func(func() uint64) readCost) cntvctTrust {
+	read := reader(match.Erratum)
+	return decideCNTVCT(match, read, measure(read))
 }
