@@ -204,7 +204,7 @@ const timerMeasureTime = 200 * time.Millisecond
 // rateCheckPPM, far more than an oscillator's error and the
 // measurement's together, so only a counter that does not run at the
 // stated rate at all fails it. qemu-loongarch64 7.2 is one: its CPUCFG
-// says 100 MHz, its RDTIME.D reads the host's TSC (2.69 GHz here).
+// says 100 MHz, its RDTIME.D reads the host's TSC.
 const (
 	rateCheckTime = 20 * time.Millisecond
 	rateCheckPPM  = 1000
@@ -248,8 +248,8 @@ func statedRateHolds(src Source) bool {
 // kernel has checked what user space cannot (a counter that stops in
 // idle, one a hypervisor traps) and keeps checking it; a counter it does
 // not run on is not ours to trust. Under qemu-user sysfs is the host's
-// (kvm-clock here), so the default clock stays on the portable source
-// there.
+// (an x86 clocksource), so the default clock stays on the portable
+// source there.
 // Each counter's entry names a function of its own that calls it, so
 // that the table is static data (no closure to allocate at package
 // initialisation).

@@ -7,7 +7,7 @@ import "time"
 // time.NewTicker hand their chan time.Time to the runtime as an
 // interface, and that keeps time.Time's String and GoString, and with
 // them time's formatting and its time zone loader, in every binary that
-// imports the package (some 90 KB of a stripped hello world). A firing
+// imports the package (see TestWeight). A firing
 // that Reset or Stop could not stop in time may still arrive once: the
 // goroutines take a wake-up for a look at their schedule, never for a
 // deadline met.

@@ -9,7 +9,7 @@ import (
 // as t.UTC().Format(time.RFC3339Nano) does, for the times Info's
 // messages carry. Any use of time.Time's formatting links the time
 // zone database's loader and the layout parser into every binary that
-// imports the package (some 45 KB of code here); this is a few lines.
+// imports the package; this is a few lines.
 func Stamp(t time.Time) string {
 	secs, nanos := t.Unix(), t.Nanosecond()
 	days, sod := secs/86400, secs%86400

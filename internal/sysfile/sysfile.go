@@ -2,8 +2,8 @@
 // package consults (the kernel's clocksource, /proc/self/maps,
 // /proc/cpuinfo). os.ReadFile would do, but it calls File.Stat to size
 // its buffer, and a binary that can reach os.fileStat keeps time.Time's
-// String and with it time's formatting and time zone loader (some 90 KB
-// of a stripped hello world): those files report a size of 0 anyway.
+// String and with it time's formatting and time zone loader (see
+// TestWeight): those files report a size of 0 anyway.
 package sysfile
 
 import (
