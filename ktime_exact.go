@@ -509,14 +509,33 @@ func (k *kernelConvs) monotonicAt(i int, mono int64, before bool) (int64, kernel
 		return mono, how
 	}
 	for range kernelLoadTries {
-		if offset, from, ok := k.td.BootOffset(k.layout); ok {
+		if offset, from, seq, ok := k.td.BootOffset(k.layout); ok {
 			if mono > from {
+				k.recordOnce(seq)
 				return mono + offset, how
 			}
 			break
 		}
 	}
 	return k.bootFromHistory(mono, how)
+}
+
+// recordOnce records the kernel's conversion seq, the one in force now,
+// unless it is the newest recorded: a reading taken under it and mapped
+// after the kernel's next update (its goroutine preempted between the
+// two) then finds it in the history, as the TSC's and the page's
+// readings find theirs (slowAt). One load of the time data per kernel
+// update; a compare otherwise.
+func (k *kernelConvs) recordOnce(seq uint32) {
+	if h := k.head.Load(); h != 0 {
+		s := &k.slots[(h-1)%kernelHistoryLen]
+		if uint32(s.seqMode.Load()>>32) == seq && s.gen.Load() == h {
+			return
+		}
+	}
+	if cur, ok := k.td.Load(k.layout); ok && cur.Seq == seq {
+		k.record(&cur)
+	}
 }
 
 // bootFromHistory is monotonicAt's CLOCK_BOOTTIME for a reading from

@@ -471,6 +471,46 @@ func TestKernelTimeOnATSCLine(t *testing.T) {
 	}
 }
 
+// TestKernelTimeOfAPortableReadingAfterTheNextUpdate: on the portable
+// line, a CLOCK_BOOTTIME mapping under the kernel's current conversion
+// records it, so that a reading taken under it and mapped after the
+// kernel's next update (its goroutine preempted between the two) is
+// still mapped exactly, through it, not by the paired map: the bounded
+// answer could place it after a later reading's exact one (TestKernelTime
+// IsMonotonicAcrossGoroutines saw 3 to 14 such inversions in some 13M
+// handoffs beside two CPU-bound processes, on the pure-Go build, whose
+// default clock stays on the portable source).
+func TestKernelTimeOfAPortableReadingAfterTheNextUpdate(t *testing.T) {
+	f := newFakeTimeData(t)
+	f.k.portableRead = portableReadPtr
+	q := firstConv
+	q.Base[0].Sec = 10
+	q.Base[1].Sec = q.Base[0].Sec + 4
+	f.put(q) // nothing recorded: no TSC or page line mapped anything
+	c := &Clock{st: &clockState{}}
+	c.st.cur = line{read: readMono, conv: conversion{mult: 1 << 23, shift: 23, mask: 1<<63 - 1}, epochCyc: 0, epochNs: 1000}
+	c.st.lines.since.Store(c.st.cur.epochNs)
+	c.latch.publish(&c.st.cur, func(string) {})
+	qMono, qOffset := q.At(0, q.CycleLast), q.At(1, q.CycleLast)-q.At(0, q.CycleLast)
+	early := qMono + 1000 + 5 // 5 ns after q's start
+	kt, how := c.exactKernelTime(f.k, 1, early)
+	require.Equal(t, kernelExact, how)
+	assert.Equal(t, qMono+5+qOffset, kt)
+
+	// The kernel's next update (4 ms later, the same boot offset), and a
+	// reading taken under q mapped only now.
+	r := q
+	r.Seq += 2
+	r.CycleLast += 4e6
+	r.Base[0].Nsec += 4e6 << r.Shift
+	r.Base[1].Nsec += 4e6 << r.Shift
+	f.put(r)
+	late := qMono + 1000 + 3e6 // 3 ms after q's start: before r's
+	kt, how = c.exactKernelTime(f.k, 1, late)
+	require.Equal(t, kernelExact, how, "a reading under the conversion before the current one, recorded when it was current")
+	assert.Equal(t, qMono+3e6+qOffset, kt)
+}
+
 // TestKernelTimeOnThePortableLine: a line on the portable source maps a
 // reading to CLOCK_MONOTONIC, its counter, and to
 // CLOCK_BOOTTIME with the boot offset of the conversion in force:

@@ -238,20 +238,21 @@ func (t *TimeData) Convert(l Layout, i int, cyc uint64) (ns int64, seq uint32, m
 // BootOffset is CLOCK_BOOTTIME less CLOCK_MONOTONIC under the conversion
 // in the data now (the time spent suspended), and CLOCK_MONOTONIC at
 // its cycle_last (from which on it holds: a resume publishes a new
-// conversion); ok false while the kernel is writing it. The kernel keeps
+// conversion), and the conversion's sequence count; ok false while the
+// kernel is writing it. The kernel keeps
 // both bases a whole number of ns apart, so the difference is exact at
 // every counter value.
-func (t *TimeData) BootOffset(l Layout) (offset, from int64, ok bool) {
-	seq := t.seq.Load()
+func (t *TimeData) BootOffset(l Layout) (offset, from int64, seq uint32, ok bool) {
+	seq = t.seq.Load()
 	if seq&1 != 0 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	shift := t.u32(l.shiftAt()).Load()
 	monoSec, monoNsec := t.u64(l.baseAt(baseMonotonic)).Load(), t.u64(l.baseAt(baseMonotonic)+8).Load()
 	bootSec, bootNsec := t.u64(l.baseAt(baseBoottime)).Load(), t.u64(l.baseAt(baseBoottime)+8).Load()
 	if t.seq.Load() != seq || shift > 32 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	offset = int64(bootSec-monoSec)*1e9 + (int64(bootNsec)-int64(monoNsec))>>shift
-	return offset, int64(monoSec*1e9 + monoNsec>>shift), true
+	return offset, int64(monoSec*1e9 + monoNsec>>shift), seq, true
 }
