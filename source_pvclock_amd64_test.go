@@ -414,9 +414,13 @@ func TestPageSwitchesNeverStepBackAcrossReaders(t *testing.T) {
 				}
 			}()
 		}
-		rounds := 60
+		// Each round gives the readers one page update to straddle: a
+		// reader must be between its version load and its re-check when
+		// it lands. 240 rounds, so that a reader missing the re-check is
+		// caught in every run (60 missed it once in nine loaded CI runs).
+		rounds := 240
 		if race.Enabled {
-			rounds = 20
+			rounds = 40
 		}
 		// The writer reads too, right before and after each step: a step
 		// back across a switch shows there whatever the scheduler does to
