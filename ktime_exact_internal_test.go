@@ -471,6 +471,17 @@ func TestKernelTimeOnATSCLine(t *testing.T) {
 	}
 }
 
+// onPortableLine returns a Clock whose line reads the portable source,
+// 1000 ns at counter value 0: a reading is its CLOCK_MONOTONIC value plus
+// 1000.
+func onPortableLine() *Clock {
+	c := &Clock{st: &clockState{}}
+	c.st.cur = line{read: readMono, conv: conversion{mult: 1 << 23, shift: 23, mask: 1<<63 - 1}, epochCyc: 0, epochNs: 1000}
+	c.st.lines.since.Store(c.st.cur.epochNs)
+	c.latch.publish(&c.st.cur, func(string) {})
+	return c
+}
+
 // TestKernelTimeOfAPortableReadingAfterTheNextUpdate: on the portable
 // line, a CLOCK_BOOTTIME mapping under the kernel's current conversion
 // records it, so that a reading taken under it and mapped after the
@@ -487,10 +498,7 @@ func TestKernelTimeOfAPortableReadingAfterTheNextUpdate(t *testing.T) {
 	q.Base[0].Sec = 10
 	q.Base[1].Sec = q.Base[0].Sec + 4
 	f.put(q) // nothing recorded: no TSC or page line mapped anything
-	c := &Clock{st: &clockState{}}
-	c.st.cur = line{read: readMono, conv: conversion{mult: 1 << 23, shift: 23, mask: 1<<63 - 1}, epochCyc: 0, epochNs: 1000}
-	c.st.lines.since.Store(c.st.cur.epochNs)
-	c.latch.publish(&c.st.cur, func(string) {})
+	c := onPortableLine()
 	qMono, qOffset := q.At(0, q.CycleLast), q.At(1, q.CycleLast)-q.At(0, q.CycleLast)
 	early := qMono + 1000 + 5 // 5 ns after q's start
 	kt, how := c.exactKernelTime(f.k, 1, early)
@@ -525,10 +533,7 @@ func TestKernelTimeOnThePortableLine(t *testing.T) {
 	q.Base[1].Sec = q.Base[0].Sec + 4
 	f.put(q)
 	f.k.slowAt(0, q.CycleLast, pvclock.ModePvclock) // recorded
-	c := &Clock{st: &clockState{}}
-	c.st.cur = line{read: readMono, conv: conversion{mult: 1 << 23, shift: 23, mask: 1<<63 - 1}, epochCyc: 0, epochNs: 1000}
-	c.st.lines.since.Store(c.st.cur.epochNs)
-	c.latch.publish(&c.st.cur, func(string) {})
+	c := onPortableLine()
 	qMono, qOffset := q.At(0, q.CycleLast), q.At(1, q.CycleLast)-q.At(0, q.CycleLast)
 	reading := qMono + 1000 + 5 // 5 ns after q's start
 	kt, how := c.exactKernelTime(f.k, 0, reading)
