@@ -191,16 +191,15 @@ type clockSample struct {
 	cycMono                     int64
 }
 
-// sampleClock takes the narrowest of watchSamples (Now, reference, Now)
-// brackets, witnessed. It reads the counter as readers do, through the
-// published line (the writer lock is held: nothing else publishes), so
-// that it knows the counter value behind each reading. A bracket whose
+// sample takes the narrowest of watchSamples (Now, reference, Now)
+// brackets, witnessed. It reads the counter as readers do, through ln,
+// the published line (the writer lock is held: nothing else publishes),
+// so that it knows the counter value behind each reading. A bracket whose
 // second reading is below its first holds a value the counter cannot
 // have produced on one side (it is monotonic): it is no bracket, however
 // narrow (its width is negative), and is left out.
-func (c *Clock) sampleClock(tr *tracker) clockSample {
+func (tr *tracker) sample(ln line) clockSample {
 	best := clockSample{halfWidth: math.MaxInt64}
-	ln := c.st.cur
 	for i := 0; i < watchSamples; i++ {
 		first := ln.read()
 		r := tr.ref()
@@ -269,11 +268,11 @@ func referenceOff(refElapsed, monoElapsed int64) string {
 	return fmt.Sprintf("ran slow: it moved %v in %v", time.Duration(refElapsed), in)
 }
 
-// distrustLocked records that the reference misbehaved and starts the
-// tracking afresh from the next tick.
-func (c *Clock) distrustLocked(tr *tracker, why string) {
-	c.st.watch.reference = fmt.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", why, format.Stamp(time.Now()))
+// distrust decides that the reference misbehaved (why says how): the
+// tracking starts afresh from the next tick, and the Clock reports it.
+func (tr *tracker) distrust(why string) trackDecision {
 	tr.restart = true
+	return trackDecision{distrust: why}
 }
 
 // startLocked takes a new baseline: calibration starts over from now,
@@ -313,7 +312,8 @@ func (c *Clock) trackSafelyLocked(tr *tracker, now time.Time) {
 	})
 }
 
-// trackLocked does what calibration and the watch have due.
+// trackLocked has calibration and the watch do what they have due, and
+// applies what they decide.
 func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 	if tr.restart {
 		if now.Before(tr.retryAt) {
@@ -323,7 +323,7 @@ func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 	}
 	if tr.probe != nil {
 		if !now.Before(tr.probeDue) {
-			c.finishReanchorLocked(tr, now)
+			c.applyLocked(tr, now, tr.finishReanchor(c.viewLocked()))
 		}
 		return
 	}
@@ -343,13 +343,13 @@ func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 			return
 		}
 		tr.watch.due = now.Add(tr.watch.every)
-		c.watchLocked(tr, now)
+		c.applyLocked(tr, now, tr.compare(now, c.viewLocked()))
 		if c.st.track != tr || tr.restart || tr.probe != nil {
 			return
 		}
 	}
 	if !now.Before(tr.cal.due) {
-		c.refineLocked(tr, now)
+		c.applyLocked(tr, now, tr.refine(now, c.viewLocked()))
 	}
 }
 
@@ -371,11 +371,11 @@ func (tr *tracker) nextDue() time.Time {
 	return tr.cal.due
 }
 
-// refineLocked measures the tracked counter's rate and adopts it: the
-// first time for a counter whose rate nothing gave (the default clock
+// refine measures the tracked counter's rate and decides its adoption:
+// the first time for a counter whose rate nothing gave (the default clock
 // then switches to it), then whenever the estimate is better, and, after
 // the schedule, always (following drift).
-func (c *Clock) refineLocked(tr *tracker, now time.Time) {
+func (tr *tracker) refine(now time.Time, v clockView) trackDecision {
 	p := tr.point(tr.src.Read)
 	base, sliding := tr.cal.baseline, tr.cal.step >= len(calibrationSchedule)
 	if sliding {
@@ -393,87 +393,70 @@ func (c *Clock) refineLocked(tr *tracker, now time.Time) {
 		}
 	}
 	if why := referenceOff(subSat(p.ns, base.ns), p.mono-base.mono); why != "" {
-		c.distrustLocked(tr, why)
-		return
+		return tr.distrust(why)
 	}
 	hz, errPPM, err := rateBetween(base, p)
 	if err != nil || hz < 1 {
 		if !tr.adopted && tr.src.Rate == 0 {
-			c.st.policy.rejectLocked(fmt.Sprintf("%s: measuring its rate against the reference failed: %v", tr.src.Name, err))
-			c.st.track = nil
+			return trackDecision{reject: fmt.Sprintf("%s: measuring its rate against the reference failed: %v", tr.src.Name, err)}
 		}
-		return
+		return trackDecision{}
 	}
 	conv, err := conversionFor(tr.src.Name, hz, tr.src.Bits)
 	if err != nil {
-		c.st.policy.rejectLocked(err.Error())
-		c.st.track = nil
-		return
+		return trackDecision{reject: err.Error()}
 	}
 	// The conversion's own rounding is part of the error.
 	next := rating{hz: hz, origin: rateRefined, errPPM: errPPM + math.Abs(conv.errorPPM(hz))}
 	src := tr.src
 	src.Rate = uint64(math.Round(hz))
 	if !tr.adopted {
-		if c.st.policy != nil && c.st.policy.trustPending {
+		if v.trustPending {
 			// The counter's checks have not passed yet: measure again
 			// when they end (trustSettledLocked), from the same baseline,
 			// rather than wake every few milliseconds for a minute and
 			// a half of retries.
 			tr.cal.due = now.Add(trustWait)
 			tr.cal.step--
-			return
+			return trackDecision{}
 		}
 		if tr.src.Rate == 0 {
 			next.origin = rateMeasured
 		}
 		tr.adopted = true
-		if err := c.switchLocked(src, conv, next); err != nil {
-			c.st.policy.rejectLocked(err.Error())
-			c.st.track = nil
-			return
-		}
-		c.st.policy.adoptedLocked(tr.src.Name)
-		tr.src = src
-		tr.watch.due = now
-		return
+		return trackDecision{rerate: &rateChange{src: src, conv: conv, rate: next, adopt: true}}
 	}
-	if c.st.rate.origin == rateNanoseconds {
-		return // exact by construction: a measurement can only add its own error (the watch still compares)
+	if v.rate.origin == rateNanoseconds {
+		return trackDecision{} // exact by construction: a measurement can only add its own error (the watch still compares)
 	}
-	current := c.st.rate.errPPM
-	if c.st.rate.origin == rateDeclared {
+	current := v.rate.errPPM
+	if v.rate.origin == rateDeclared {
 		current = math.Inf(1) // a caller's word, which the reference is here to check
 	}
 	if !sliding && next.errPPM >= current {
-		return
+		return trackDecision{}
 	}
-	if conv == c.st.conv {
-		c.st.rate, c.st.src.Rate = next, src.Rate
-		return
-	}
-	_ = c.switchLocked(src, conv, next) // the same counter, read many times just now
+	return trackDecision{rerate: &rateChange{src: src, conv: conv, rate: next}} // the same counter, read many times just now
 }
 
-// watchLocked compares the clock's progress with the reference's since
-// the last good comparison, folds the epoch forward when they agree, and
-// re-anchors the clock when they do not.
-func (c *Clock) watchLocked(tr *tracker, now time.Time) {
-	s := c.sampleClock(tr)
+// compare compares the clock's progress with the reference's since the
+// last good comparison: when they agree it decides a fold of the epoch,
+// when they do not it begins a re-anchoring (tr.probe).
+func (tr *tracker) compare(now time.Time, v clockView) trackDecision {
+	s := tr.sample(v.cur)
 	if w := 2 * s.halfWidth; tr.bracket == 0 || w < tr.bracket {
 		tr.bracket = w
 	}
 	if tr.watch.haveGood {
 		g := tr.watch.good
 		if why := referenceOff(subSat(s.ref, g.ref), s.mono-g.mono); why != "" {
-			c.distrustLocked(tr, why)
-			return
+			return tr.distrust(why)
 		}
 		elapsed := subSat(s.ref, g.ref)
 		gap := subSat(s.clock-g.clock, elapsed)
-		if abs(gap) > c.watchTolerance(elapsed, s, g) {
-			c.beginReanchorLocked(tr, now, g, gap, elapsed)
-			return
+		if abs(gap) > v.watchTolerance(elapsed, s, g) {
+			tr.beginReanchor(now, v.src.Read, g, gap, elapsed)
+			return trackDecision{}
 		}
 		if tr.watch.agreed++; tr.watch.agreed >= watchConfirm {
 			tr.watch.every = min(2*tr.watch.every, maxWatchPeriod)
@@ -486,66 +469,174 @@ func (c *Clock) watchLocked(tr *tracker, now time.Time) {
 		// not a timeline to follow. Anything else (a clock that stood
 		// still while suspended, a switch) is taken as it is.
 		elapsed := subSat(s.ref, l.ref)
-		if gap := subSat(subSat(s.clock, l.clock), elapsed); gap > explicableLead(elapsed)+c.watchTolerance(elapsed, s, l) {
-			c.beginReanchorLocked(tr, now, l, gap, elapsed)
-			return
+		if gap := subSat(subSat(s.clock, l.clock), elapsed); gap > explicableLead(elapsed)+v.watchTolerance(elapsed, s, l) {
+			tr.beginReanchor(now, v.src.Read, l, gap, elapsed)
+			return trackDecision{}
 		}
 	}
 	tr.watch.good, tr.watch.haveGood = s, true
 	tr.watch.last, tr.watch.haveLast = s, true
-	// The fold takes the counter value the sample paired with the
-	// reference, not a fresh read: a value the counter cannot have
-	// produced (one far ahead) read now would become the epoch, and
-	// readers, who clamp below it, would stand there.
-	c.foldLocked(s.cyc, s.cycMono)
-	// The watch's fold restarts the refresh period: a clock with a
-	// reference is folded by its watch alone, with no wake-ups of its own.
-	c.st.fold.due = now.Add(c.st.conv.refreshPeriod())
+	return trackDecision{fold: true, sample: s}
 }
 
 // watchTolerance is the largest disagreement over elapsed reference
 // nanoseconds that the rate's estimated error, drift, the brackets and
 // the counter's resolution explain.
-func (c *Clock) watchTolerance(elapsed int64, a, b clockSample) int64 {
-	ppm := c.st.rate.errPPM + watchDriftPPM
-	tick := int64(c.st.conv.nanos(1)) + 1
+func (v clockView) watchTolerance(elapsed int64, a, b clockSample) int64 {
+	ppm := v.rate.errPPM + watchDriftPPM
+	tick := int64(v.conv.nanos(1)) + 1
 	return int64(ppm*1e-6*math.Abs(float64(elapsed))) + a.halfWidth + b.halfWidth + 2*tick + int64(watchFloor)
 }
 
-// reanchorLocked puts the clock back on its timeline after the watch saw
+// A re-anchoring puts the clock back on its timeline after the watch saw
 // the counter misbehave: the last good comparison g plus what the
 // reference counted since, at the counter's rate measured afresh.
 //
-// It takes two ticks: beginReanchorLocked takes the rate measurement's
-// first point, finishReanchorLocked, rateProbe later, the second and the
-// rest, so that the writer lock is never held through a sleep.
-func (c *Clock) beginReanchorLocked(tr *tracker, now time.Time, g clockSample, gap, elapsed int64) {
-	tr.probe = &reanchorProbe{g: g, gap: gap, elapsed: elapsed, p1: tr.point(c.st.src.Read)}
+// It takes two ticks: beginReanchor takes the rate measurement's first
+// point, finishReanchor, rateProbe later, the second and the rest, so
+// that the writer lock is never held through a sleep.
+func (tr *tracker) beginReanchor(now time.Time, read func() uint64, g clockSample, gap, elapsed int64) {
+	tr.probe = &reanchorProbe{g: g, gap: gap, elapsed: elapsed, p1: tr.point(read)}
 	tr.probeDue = now.Add(rateProbe)
 }
 
-func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
+// finishReanchor measures the rate over the probe and decides the
+// re-anchoring: at the rate measured, if it changed beyond the errors,
+// else at the clock's.
+func (tr *tracker) finishReanchor(v clockView) trackDecision {
 	pr := tr.probe
 	tr.probe = nil
-	g, gap, elapsed, p1 := pr.g, pr.gap, pr.elapsed, pr.p1
-	src, conv, rate := c.st.src, c.st.conv, c.st.rate
-	from := rate.hz
+	src, conv, rate := v.src, v.conv, v.rate
 	p2 := tr.point(src.Read)
-	if why := referenceOff(subSat(p2.ns, p1.ns), p2.mono-p1.mono); why != "" {
-		c.distrustLocked(tr, why)
-		return
+	if why := referenceOff(subSat(p2.ns, pr.p1.ns), p2.mono-pr.p1.mono); why != "" {
+		return tr.distrust(why)
 	}
-	hz, errPPM, err := rateBetween(p1, p2)
-	rerated := false
+	hz, errPPM, err := rateBetween(pr.p1, p2)
+	r := &reanchoring{g: pr.g, p2: p2, from: rate.hz, hz: hz, gap: pr.gap, elapsed: pr.elapsed}
 	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM && tr.keepsRate(src.Read, p2, hz, errPPM) {
 		if cv, cerr := conversionFor(src.Name, hz, src.Bits); cerr == nil {
-			conv, rerated = cv, true
+			conv, r.rerated = cv, true
 			rate = rating{hz: hz, origin: rateRefined, errPPM: errPPM + math.Abs(cv.errorPPM(hz))}
 			src.Rate = uint64(math.Round(hz))
 		}
 	}
+	r.rateChange = rateChange{src: src, conv: conv, rate: rate}
+	return trackDecision{reanchor: r}
+}
+
+// adoptedAs records that the clock runs on src, the counter adopted at
+// now: the watch looks at once.
+func (tr *tracker) adoptedAs(now time.Time, src Source) {
+	tr.src = src
+	tr.watch.due = now
+}
+
+// reanchored starts the tracking afresh on src after a re-anchoring: the
+// rate probe's last point p2 is the new baseline, and the first
+// comparison is taken at once, on the new line cur.
+func (tr *tracker) reanchored(now time.Time, src Source, p2 ratePoint, cur line) {
+	tr.src = src
+	tr.startLocked(now)
+	tr.cal.baseline = p2
+	tr.watch.good, tr.watch.haveGood = tr.sample(cur), true
+	tr.watch.last, tr.watch.haveLast = tr.watch.good, true
+	tr.watch.due = now.Add(watchPeriod)
+}
+
+// clockView is what a tracker is given of its Clock at a tick: the line
+// readers read (the watch reads the counter through it, as they do), the
+// source, conversion and rate the clock runs on, and whether the default
+// clock's checks of its counter are still running.
+type clockView struct {
+	cur          line
+	src          Source
+	conv         conversion
+	rate         rating
+	trustPending bool
+}
+
+func (c *Clock) viewLocked() clockView {
+	return clockView{cur: c.st.cur, src: c.st.src, conv: c.st.conv, rate: c.st.rate,
+		trustPending: c.st.policy != nil && c.st.policy.trustPending}
+}
+
+// trackDecision is what a tracker decided at a tick, for its Clock to
+// apply (applyLocked): at most one thing; the zero value decides nothing.
+type trackDecision struct {
+	distrust string       // the reference misbehaved (how): it is not followed
+	fold     bool         // the watch agreed: fold the epoch at sample
+	sample   clockSample  // the comparison that agreed
+	reject   string       // the tracked counter cannot be used (why): the tracking ends
+	rerate   *rateChange  // a new rate for the counter, or its adoption
+	reanchor *reanchoring // the clock back on its reference's timeline
+}
+
+// rateChange is a switch to src at conv and rate, anchored at the pinned
+// counter value (sameCounterAnchor): time does not move.
+type rateChange struct {
+	src   Source
+	conv  conversion
+	rate  rating
+	adopt bool // the counter's first adoption: the default clock switches to it
+}
+
+// reanchoring is a switch to the clock's counter (at a new rate if
+// rerated from from to hz), anchored on the timeline of the last good
+// comparison g (timelineAnchor), after the watch found the clock gap ns
+// off its reference over elapsed ns; p2 is the rate probe's last point.
+type reanchoring struct {
+	rateChange
+	g            clockSample
+	p2           ratePoint
+	rerated      bool
+	from, hz     float64
+	gap, elapsed int64
+}
+
+// applyLocked applies what tr decided at now: the Clock's side of
+// calibration and the watch, through the switch and the fold.
+func (c *Clock) applyLocked(tr *tracker, now time.Time, d trackDecision) {
+	switch {
+	case d.distrust != "":
+		c.st.watch.reference = fmt.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", d.distrust, format.Stamp(time.Now()))
+	case d.fold:
+		// The fold takes the counter value the sample paired with the
+		// reference, not a fresh read: a value the counter cannot have
+		// produced (one far ahead) read now would become the epoch, and
+		// readers, who clamp below it, would stand there.
+		c.foldLocked(d.sample.cyc, d.sample.cycMono)
+		// The watch's fold restarts the refresh period: a clock with a
+		// reference is folded by its watch alone, with no wake-ups of its own.
+		c.st.fold.due = now.Add(c.st.conv.refreshPeriod())
+	case d.reject != "":
+		c.st.policy.rejectLocked(d.reject)
+		c.st.track = nil
+	case d.rerate != nil:
+		r := d.rerate
+		switch {
+		case r.adopt:
+			if err := c.switchLocked(r.src, r.conv, r.rate); err != nil {
+				c.st.policy.rejectLocked(err.Error())
+				c.st.track = nil
+				return
+			}
+			c.st.policy.adoptedLocked(tr.src.Name)
+			tr.adoptedAs(now, r.src)
+		case r.conv == c.st.conv:
+			c.st.rate, c.st.src.Rate = r.rate, r.src.Rate
+		default:
+			_ = c.switchLocked(r.src, r.conv, r.rate)
+		}
+	case d.reanchor != nil:
+		c.reanchorLocked(tr, now, d.reanchor)
+	}
+}
+
+// reanchorLocked switches as r says and reports it in Info.Watch.
+func (c *Clock) reanchorLocked(tr *tracker, now time.Time, r *reanchoring) {
+	src := r.src
 	var refused farReading
-	if c.switchAnchoredLocked(src, conv, rate, timelineAnchor(src.Read, tr.ref, g, &refused)) != nil {
+	if c.switchAnchoredLocked(src, r.conv, r.rate, timelineAnchor(src.Read, tr.ref, r.g, &refused)) != nil {
 		return // the counter's Read panicked: the clock is as it was
 	}
 	c.st.watch.reanchors++
@@ -559,19 +650,14 @@ func (c *Clock) finishReanchorLocked(tr *tracker, now time.Time) {
 		c.st.watch.lastCounterFault = fmt.Sprintf("%s: read %s, which counted %v since the last comparison: a reading it cannot have produced, not adopted; the clock is back on the reference's timeline (at %s)",
 			src.Name, what, time.Duration(refused.elapsed), format.Stamp(time.Now()))
 		c.st.watch.lastReanchor = fmt.Sprintf("%s: read %v ahead of the reference's timeline at the re-anchoring: not adopted (see LastCounterFault)", src.Name, time.Duration(refused.ahead))
-	case rerated:
-		c.st.watch.lastReanchor = fmt.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, from, hz, (hz/from-1)*100)
-	case gap < 0:
-		c.st.watch.lastReanchor = fmt.Sprintf("%s: fell %v behind the reference in %v (stepped back or stalled)", src.Name, time.Duration(-gap), time.Duration(elapsed))
+	case r.rerated:
+		c.st.watch.lastReanchor = fmt.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, r.from, r.hz, (r.hz/r.from-1)*100)
+	case r.gap < 0:
+		c.st.watch.lastReanchor = fmt.Sprintf("%s: fell %v behind the reference in %v (stepped back or stalled)", src.Name, time.Duration(-r.gap), time.Duration(r.elapsed))
 	default:
-		c.st.watch.lastReanchor = fmt.Sprintf("%s: ran %v ahead of the reference in %v (jumped forward)", src.Name, time.Duration(gap), time.Duration(elapsed))
+		c.st.watch.lastReanchor = fmt.Sprintf("%s: ran %v ahead of the reference in %v (jumped forward)", src.Name, time.Duration(r.gap), time.Duration(r.elapsed))
 	}
-	tr.src = src
-	tr.startLocked(now)
-	tr.cal.baseline = p2
-	tr.watch.good, tr.watch.haveGood = c.sampleClock(tr), true
-	tr.watch.last, tr.watch.haveLast = tr.watch.good, true
-	tr.watch.due = now.Add(watchPeriod)
+	tr.reanchored(now, src, r.p2, c.st.cur)
 }
 
 const (
