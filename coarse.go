@@ -163,20 +163,6 @@ func (c *Clock) coarseSlow() int64 {
 	}
 }
 
-// adoptCoarseLocked makes Coarse exact (Now itself, no ticker) on a
-// clock that now runs on a Manual counter or a Bubble Source: their time
-// moves only when a test moves it (Advance, Set, a bubble whose
-// goroutines all block), so a ticker would add nothing but the order in
-// which it and the test wake. A value stored before is cleared, so that
-// the next Coarse reads Now.
-func (c *Clock) adoptCoarseLocked(src Source) {
-	exact := src.manual != nil || src.bubble != nil
-	c.st.exact.coarse.Store(exact)
-	if exact {
-		atomic.StoreInt64(&c.coarse.value, 0)
-	}
-}
-
 // startCoarse starts the ticking goroutine if Coarse asked for it. Only
 // the clock's own goroutines call it (one started by Coarse's caller would
 // join its synctest bubble), and they do so before Close has waited for

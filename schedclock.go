@@ -93,7 +93,7 @@ type exactState struct {
 	// reading 0: Time is that plus the reading, no map.
 	wallOrigin atomic.Pointer[int64]
 	// coarse says Coarse is Now (a Manual or Bubble counter: see
-	// adoptCoarseLocked).
+	// adoptExactLocked).
 	coarse atomic.Bool
 }
 
@@ -238,13 +238,8 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 	if tr != nil {
 		tr.restart = true
 	}
-	c.st.exact.manual.Store(src.manual)
-	if src.manual != nil {
-		src.manual.attach(weakClock(c))
-	}
-	c.adoptCoarseLocked(src)
 	c.publishLocked(line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask})
-	c.adoptWallOriginLocked(src)
+	c.adoptExactLocked(src)
 	c.st.fold.due = time.Now().Add(conv.refreshPeriod())
 	c.st.fold.lastMono = runtimeNano()
 	in := c.infoLocked() // Info's snapshot exists before any writer runs

@@ -277,18 +277,38 @@ func Bubble() Source {
 // bubbleOrigin is the wall time at which a Bubble Source read 0.
 type bubbleOrigin struct{ wall int64 }
 
-// adoptWallOriginLocked fixes the wall origin of a clock that now runs on
-// src: for a Bubble Source, the wall time of the clock's reading 0, from
-// the line just published (a 1 GHz line counts nanoseconds 1:1, so the
-// counter's value at the epoch says where the bubble's clock was); none
-// for any other Source.
-func (c *Clock) adoptWallOriginLocked(src Source) {
+// adoptExactLocked has the clock's exact answers follow src, the Source
+// its line, just published, reads:
+//   - a Manual counter answers Coarse and Time exactly, and finds the
+//     clock to fold it (see manual.go);
+//   - on a Manual counter or a Bubble Source Coarse is Now itself, with
+//     no ticker: their time moves only when a test moves it (Advance,
+//     Set, a bubble whose goroutines all block), so a ticker would add
+//     nothing but the order in which it and the test wake; a value
+//     stored before is cleared, so that the next Coarse reads Now;
+//   - a Bubble Source's wall origin is the wall time of the clock's
+//     reading 0, from the published line (a 1 GHz line counts
+//     nanoseconds 1:1, so the counter's value at the epoch says where the
+//     bubble's clock was).
+//
+// Any other Source has none of them.
+func (c *Clock) adoptExactLocked(src Source) {
+	e := &c.st.exact
+	e.manual.Store(src.manual)
+	if src.manual != nil {
+		src.manual.attach(weakClock(c))
+	}
+	exact := src.manual != nil || src.bubble != nil
+	e.coarse.Store(exact)
+	if exact {
+		atomic.StoreInt64(&c.coarse.value, 0)
+	}
 	if src.bubble == nil {
-		c.st.exact.wallOrigin.Store(nil)
+		e.wallOrigin.Store(nil)
 		return
 	}
 	o := addSat(src.bubble.wall, int64(c.st.cur.epochCyc)-c.st.cur.epochNs)
-	c.st.exact.wallOrigin.Store(&o)
+	e.wallOrigin.Store(&o)
 }
 
 // Jiffies is a coarse counter advanced by a ticker at HZ, the kernel's

@@ -98,12 +98,7 @@ func (c *Clock) Register(src Source) error {
 	}
 	switched = true
 	c.st.declared = src.Rate
-	c.st.exact.manual.Store(src.manual)
-	if src.manual != nil {
-		src.manual.attach(weakClock(c))
-	}
-	c.adoptCoarseLocked(src)
-	c.adoptWallOriginLocked(src)
+	c.adoptExactLocked(src)
 	if c.st.track != nil {
 		// A clock made by New with a reference: calibration and the
 		// watch move to src.
