@@ -48,8 +48,8 @@ var cntvctCounter = counter{
 
 // prepareCNTVCT puts the kernel's erratum workaround, where this CPU needs
 // one, in src's read (reading it needs the same workaround from user
-// space as the kernel's: a few small file reads, cheap enough for
-// initialisation), and returns the check of what that read costs.
+// space as the kernel's: a few small file reads, cheap enough for the
+// default clock's set-up), and returns the check of what that read costs.
 func prepareCNTVCT(src Source) (Source, func() (string, error)) {
 	erratum := errata.Detect(os.DirFS("/"))
 	if read := hwcounter.CNTVCTErratum(erratum.Erratum); read != nil {

@@ -90,8 +90,7 @@ func tscSource() (Source, error) {
 
 // probeTSC is TSC without the measurement: when the rate must be measured
 // it returns Rate 0 and rateMeasured. It costs a few CPUIDs and one small
-// file read, so the default clock can call it during package
-// initialisation.
+// file read, so the default clock's set-up calls it without blocking.
 func probeTSC() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !hwcounter.TSCSupported {
 		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "tsc", noAsmReason("amd64"))
