@@ -321,9 +321,10 @@ func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 		}
 		tr.startLocked(now)
 	}
+	v := c.viewLocked()
 	if tr.probe != nil {
 		if !now.Before(tr.probeDue) {
-			c.applyLocked(tr, now, tr.finishReanchor(c.viewLocked()))
+			c.applyLocked(tr, now, tr.finishReanchor(&v))
 		}
 		return
 	}
@@ -343,13 +344,13 @@ func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 			return
 		}
 		tr.watch.due = now.Add(tr.watch.every)
-		c.applyLocked(tr, now, tr.compare(now, c.viewLocked()))
+		c.applyLocked(tr, now, tr.compare(now, &v))
 		if c.st.track != tr || tr.restart || tr.probe != nil {
 			return
 		}
 	}
 	if !now.Before(tr.cal.due) {
-		c.applyLocked(tr, now, tr.refine(now, c.viewLocked()))
+		c.applyLocked(tr, now, tr.refine(now, &v))
 	}
 }
 
@@ -375,7 +376,7 @@ func (tr *tracker) nextDue() time.Time {
 // the first time for a counter whose rate nothing gave (the default clock
 // then switches to it), then whenever the estimate is better, and, after
 // the schedule, always (following drift).
-func (tr *tracker) refine(now time.Time, v clockView) trackDecision {
+func (tr *tracker) refine(now time.Time, v *clockView) trackDecision {
 	p := tr.point(tr.src.Read)
 	base, sliding := tr.cal.baseline, tr.cal.step >= len(calibrationSchedule)
 	if sliding {
@@ -442,8 +443,8 @@ func (tr *tracker) refine(now time.Time, v clockView) trackDecision {
 // compare compares the clock's progress with the reference's since the
 // last good comparison: when they agree it decides a fold of the epoch,
 // when they do not it begins a re-anchoring (tr.probe).
-func (tr *tracker) compare(now time.Time, v clockView) trackDecision {
-	s := tr.sample(v.cur)
+func (tr *tracker) compare(now time.Time, v *clockView) trackDecision {
+	s := tr.sample(*v.cur)
 	if w := 2 * s.halfWidth; tr.bracket == 0 || w < tr.bracket {
 		tr.bracket = w
 	}
@@ -482,7 +483,7 @@ func (tr *tracker) compare(now time.Time, v clockView) trackDecision {
 // watchTolerance is the largest disagreement over elapsed reference
 // nanoseconds that the rate's estimated error, drift, the brackets and
 // the counter's resolution explain.
-func (v clockView) watchTolerance(elapsed int64, a, b clockSample) int64 {
+func (v *clockView) watchTolerance(elapsed int64, a, b clockSample) int64 {
 	ppm := v.rate.errPPM + watchDriftPPM
 	tick := int64(v.conv.nanos(1)) + 1
 	return int64(ppm*1e-6*math.Abs(float64(elapsed))) + a.halfWidth + b.halfWidth + 2*tick + int64(watchFloor)
@@ -503,10 +504,10 @@ func (tr *tracker) beginReanchor(now time.Time, read func() uint64, g clockSampl
 // finishReanchor measures the rate over the probe and decides the
 // re-anchoring: at the rate measured, if it changed beyond the errors,
 // else at the clock's.
-func (tr *tracker) finishReanchor(v clockView) trackDecision {
+func (tr *tracker) finishReanchor(v *clockView) trackDecision {
 	pr := tr.probe
 	tr.probe = nil
-	src, conv, rate := v.src, v.conv, v.rate
+	src, conv, rate := *v.src, *v.conv, *v.rate
 	p2 := tr.point(src.Read)
 	if why := referenceOff(subSat(p2.ns, pr.p1.ns), p2.mono-pr.p1.mono); why != "" {
 		return tr.distrust(why)
@@ -543,20 +544,22 @@ func (tr *tracker) reanchored(now time.Time, src Source, p2 ratePoint, cur line)
 	tr.watch.due = now.Add(watchPeriod)
 }
 
-// clockView is what a tracker is given of its Clock at a tick: the line
-// readers read (the watch reads the counter through it, as they do), the
-// source, conversion and rate the clock runs on, and whether the default
-// clock's checks of its counter are still running.
+// clockView is what a tracker is given of its Clock at a tick, to read
+// and never to write: the line readers read (the watch reads the counter
+// through it, as they do), the source, conversion and rate the clock
+// runs on, and whether the default clock's checks of its counter are
+// still running. It points at the Clock's own state, so it stays true
+// across what the Clock applies during the tick.
 type clockView struct {
-	cur          line
-	src          Source
-	conv         conversion
-	rate         rating
+	cur          *line
+	src          *Source
+	conv         *conversion
+	rate         *rating
 	trustPending bool
 }
 
 func (c *Clock) viewLocked() clockView {
-	return clockView{cur: c.st.cur, src: c.st.src, conv: c.st.conv, rate: c.st.rate,
+	return clockView{cur: &c.st.cur, src: &c.st.src, conv: &c.st.conv, rate: &c.st.rate,
 		trustPending: c.st.policy != nil && c.st.policy.trustPending}
 }
 

@@ -283,7 +283,7 @@ func BenchmarkRefine(b *testing.B) {
 	tr.cal.step = len(calibrationSchedule) // the sliding phase: always adopts
 	tr.cal.history = []ratePoint{tr.cal.baseline}
 	for b.Loop() {
-		c.applyLocked(tr, time.Now(), tr.refine(time.Now(), c.viewLocked()))
+		c.applyLocked(tr, time.Now(), tr.refine(time.Now(), new(c.viewLocked())))
 	}
 }
 

@@ -231,7 +231,6 @@ func (c *Clock) chooseHardware() {
 			return
 		}
 		c.st.declared = hw.Rate
-		c.adoptExactLocked(hw)
 		c.st.track = &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true, restart: true}
 	}
 	// The hardware counter is in use or about to be: the kernel's
