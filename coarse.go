@@ -156,7 +156,7 @@ func (c *Clock) coarseSlow() int64 {
 		if !c.st.ticker.running.Load() && c.st.ticker.running.CompareAndSwap(false, true) {
 			// The clock's own goroutine starts the ticker: a goroutine
 			// started here would join the caller's synctest bubble.
-			c.st.ticker.wanted.Store(true)
+			c.st.ticker.wanted.Store(&startTicker)
 			c.kick()
 		}
 		return now
@@ -170,9 +170,13 @@ func (c *Clock) coarseSlow() int64 {
 // they are woken, before any other work: until the ticker runs, the value
 // the first Coarse stored is not refreshed.
 func startCoarse(w clockRef, st *clockState) {
-	if !st.ticker.wanted.Swap(false) {
-		return
+	if start := st.ticker.wanted.Swap(nil); start != nil {
+		(*start)(w, st)
 	}
+}
+
+// startTicker is what Coarse asks startCoarse to run.
+var startTicker = func(w clockRef, st *clockState) {
 	select {
 	case <-st.loop.stop:
 		return

@@ -55,7 +55,7 @@ func TestCoarseTickerClearsAnOldValueWhenItStarts(t *testing.T) {
 		c.st.ticker.running.Store(true) // Coarse asks for no ticker
 		stored := c.Coarse()
 		time.Sleep(5 * c.st.ticker.every)
-		c.st.ticker.wanted.Store(true)
+		c.st.ticker.wanted.Store(&startTicker)
 		c.kick()
 		synctest.Wait() // the ticker starts
 		assert.Equal(t, c.Now(), c.Coarse(), "the value stored at %v outlived the ticker's start", time.Duration(stored))

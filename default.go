@@ -92,7 +92,6 @@ func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, in *Info, table 
 	st.loop.wake, st.loop.stop, st.loop.stopped = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 	st.writer.step, st.ticker.every, st.policy = noStep, defaultCoarseResolution, p
 	c.st = st
-	st.initRefs()
 	p.table, p.first.deferred, p.first.clock = table, true, c
 	p.report.pending = choicePending
 	p.report.kernel = "not read yet: read at the clock's first use"

@@ -281,14 +281,6 @@ func perfNow() int64 {
 // its first KernelTime.
 type kernelMaps [len(kernelRefs)]pairedMap
 
-// initRefs gives the clock's wall map its reference. The kernel maps get
-// theirs at the first KernelTime (useKernelMaps): until a program calls
-// KernelTime, nothing links their references, perf's page or their
-// upkeep into it.
-func (st *clockState) initRefs() {
-	st.wall.ref = wallRef
-}
-
 // useKernelMaps gives the clock's kernel maps their references and has
 // the background goroutine keep them fresh.
 func (c *Clock) useKernelMaps() {

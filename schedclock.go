@@ -98,13 +98,14 @@ type exactState struct {
 }
 
 // tickerState is Coarse's ticking goroutine: every is Coarse's
-// resolution; running says the goroutine runs (or is being started),
-// wanted asks the background goroutine to start it, wg waits for it at
-// Close.
+// resolution; running says the goroutine runs (or is being started);
+// wanted, set, asks the background goroutine to start it (with
+// startTicker: until a program calls Coarse, nothing links the ticker
+// into it); wg waits for it at Close.
 type tickerState struct {
 	every   time.Duration
 	running atomic.Bool
-	wanted  atomic.Bool
+	wanted  atomic.Pointer[func(clockRef, *clockState)]
 	wg      sync.WaitGroup
 }
 
@@ -234,7 +235,6 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 		ticker: tickerState{every: defaultCoarseResolution},
 		writer: writerState{step: noStep, userSrc: !ownCode(src.Read), userRef: tr != nil && !ownCode(tr.ref)},
 	}}
-	c.st.initRefs()
 	if tr != nil {
 		tr.restart = true
 	}
@@ -597,8 +597,8 @@ func (c *Clock) tickDueLocked(now time.Time) (next time.Time) {
 	}
 	c.st.faults.streak = 0
 	next = c.st.fold.due
-	if r := &c.st.wall; r.dueLocked(now) {
-		c.tickLocked(r, now)
+	if r := &c.st.wall; r.keep != nil && r.dueLocked(now) {
+		r.keep(c, r, now)
 	}
 	if !c.st.wall.due.IsZero() && c.st.wall.due.Before(next) {
 		next = c.st.wall.due

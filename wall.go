@@ -287,6 +287,10 @@ func (c *Clock) startMap(r *pairedMap) *wallMap {
 	if m := r.m.Load(); m != nil {
 		return m
 	}
+	if r.ref.read == nil {
+		r.ref = wallRef // the wall map's (the kernel maps have theirs: useKernelMaps)
+	}
+	r.keep = (*Clock).tickLocked
 	clock, ref, _ := c.pair(r.ref.quick, wallQuickSamples)
 	r.aim(clock, ref, c.nanos()+1, true)
 	r.idle = 0
@@ -592,4 +596,9 @@ type pairedMap struct {
 	// aim).
 	first    wallMap
 	firstSeg [1]wallSegment
+	// keep is the background goroutine's work on the map (tickLocked),
+	// set at its first use: until a program maps a reading onto the wall
+	// clock or a kernel clock, nothing links the maps' upkeep or their
+	// references into it.
+	keep func(c *Clock, r *pairedMap, now time.Time)
 }
