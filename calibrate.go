@@ -204,29 +204,27 @@ func (tr *tracker) sample(ln line) clockSample {
 		first := ln.read()
 		r := tr.ref()
 		second := ln.read()
+		mono := tr.witnessNow() // with the bracket: a stop after it is no stop of the reference
 		before, _ := ln.at(first)
 		after, _ := ln.at(second)
 		if after < before {
 			if best.halfWidth == math.MaxInt64 && i == watchSamples-1 {
 				// Every bracket went back: pair the lower reading, with
 				// both inside the half-width.
-				best = clockSample{clock: after + (before-after)/2, ref: r, halfWidth: (before - after) / 2, cyc: second, cycMono: runtimeNano()}
+				best = clockSample{clock: after + (before-after)/2, ref: r, halfWidth: (before - after) / 2, mono: mono, cyc: second, cycMono: runtimeNano()}
 			}
 			continue
 		}
 		if w := (after - before) / 2; w < best.halfWidth {
-			best = clockSample{clock: before + w, ref: r, halfWidth: w, cyc: first, cycMono: runtimeNano()}
+			best = clockSample{clock: before + w, ref: r, halfWidth: w, mono: mono, cyc: first, cycMono: runtimeNano()}
 		}
 	}
-	best.mono = tr.witnessNow()
 	return best
 }
 
 // point pairs read with the tracker's reference (samplePoint), witnessed.
 func (tr *tracker) point(read func() uint64) ratePoint {
-	p := samplePoint(read, tr.ref)
-	p.mono = tr.witnessNow()
-	return p
+	return samplePoint(read, tr.ref, tr.witness)
 }
 
 // witnessNow reads the witness the reference is checked against: the
@@ -717,7 +715,7 @@ func (tr *tracker) keepsRate(read func() uint64, p ratePoint, hz, errPPM float64
 func timelineAnchor(read func() uint64, ref func() int64, g clockSample, refused *farReading) anchorFunc {
 	guarded := func() int64 { return blamed(true, ref) }
 	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64) {
-		p := samplePoint(read, guarded)
+		p := samplePoint(read, guarded, nil)
 		if p.halfWidth == ^uint64(0) {
 			// The counter went backwards within every bracket: pair one
 			// read with the reference that follows it.
@@ -780,30 +778,37 @@ type ratePoint struct {
 const bracketSamples = 32
 
 // samplePoint takes the fastest of bracketSamples (counter, reference,
-// counter) reads. A bracket cannot be trusted below the counter's own
+// counter) reads, witnessed right after the bracket it keeps (witness;
+// nil: the runtime's monotonic clock), so that a stop after that bracket,
+// which no bracket width shows, is not taken for the reference's. A bracket cannot be trusted below the counter's own
 // step: a counter that moves in coarse steps (jiffies, an emulated
 // counter) reads the same value on both sides of most brackets, though
 // its true value lies anywhere within the step. So the half-width is at
 // least one count, and at least the step the counter takes when read
 // until it moves.
-func samplePoint(read func() uint64, ref func() int64) ratePoint {
+func samplePoint(read func() uint64, ref, witness func() int64) ratePoint {
+	if witness == nil {
+		witness = runtimeNano
+	}
 	best := ratePoint{halfWidth: ^uint64(0)}
 	for i := 0; i < bracketSamples; i++ {
 		before := read()
 		ns := ref()
 		after := read()
+		mono := witness() // with the bracket: a stop after it is no stop of the reference
 		if after < before {
 			continue
 		}
 		width := after - before
 		if width/2 < best.halfWidth {
-			best = ratePoint{cyc: before + width/2, ns: ns, halfWidth: width / 2}
+			best = ratePoint{cyc: before + width/2, ns: ns, halfWidth: width / 2, mono: mono}
 		}
 	}
-	if best.halfWidth != ^uint64(0) {
-		best.halfWidth = max(best.halfWidth, 1, counterStep(read))
+	if best.halfWidth == ^uint64(0) {
+		best.mono = witness()
+		return best
 	}
-	best.mono = runtimeNano()
+	best.halfWidth = max(best.halfWidth, 1, counterStep(read))
 	return best
 }
 
@@ -851,9 +856,9 @@ func rateBetween(a, b ratePoint) (hz float64, errPPM float64, err error) {
 // measureRate measures read's rate against the raw clock over about d (it
 // sleeps for d) and returns it with its worst-case error in ppm.
 func measureRate(read func() uint64, d time.Duration) (hz float64, errPPM float64, err error) {
-	start := samplePoint(read, rawNow)
+	start := samplePoint(read, rawNow, nil)
 	time.Sleep(d)
-	return rateBetween(start, samplePoint(read, rawNow))
+	return rateBetween(start, samplePoint(read, rawNow, nil))
 }
 
 // rawClockName names the reference clock that rates are measured against.

@@ -634,3 +634,47 @@ func TestAStepWithinTheRateProbeIsNoRate(t *testing.T) {
 		assert.InEpsilon(t, 1e9, float64(in.Rate), 1e-3, "%+v", in)
 	})
 }
+
+// TestTheWitnessIsReadInTheNarrowestBracket: the witness the reference is
+// checked against is read inside the bracket the comparison keeps, not
+// after the rest of the samples. Here every sample's last bracket stops
+// 5 ms inside its second counter read (what a preemption on a loaded
+// machine does): a witness read after it would be 5 ms late, and a
+// reference that agrees with it to the nanosecond would be called slow.
+func TestTheWitnessIsReadInTheNarrowestBracket(t *testing.T) {
+	start := time.Now()
+	now := func() int64 { return int64(time.Since(start)) }
+	var stall atomic.Bool
+	var reads atomic.Int64
+	perSample := int64(0)
+	read := func() uint64 {
+		if n := reads.Add(1); stall.Load() && n%perSample == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return uint64(now())
+	}
+	tr := &tracker{ref: now, witness: now}
+	ln := line{read: read, conv: portableConversion}
+
+	t.Run("comparison", func(t *testing.T) {
+		perSample = 2 * watchSamples
+		reads.Store(0)
+		stall.Store(false)
+		a := tr.sample(ln)
+		stall.Store(true)
+		reads.Store(0)
+		b := tr.sample(ln)
+		assert.Less(t, b.halfWidth, int64(time.Millisecond), "the stalled bracket was kept")
+		assert.Empty(t, referenceOff(b.ref-a.ref, b.mono-a.mono), "a reference equal to its witness misjudged")
+	})
+	t.Run("rate point", func(t *testing.T) {
+		stall.Store(false)
+		a := tr.point(read)
+		perSample = 2 * bracketSamples
+		reads.Store(0)
+		stall.Store(true)
+		b := tr.point(read)
+		stall.Store(false)
+		assert.Empty(t, referenceOff(b.ns-a.ns, b.mono-a.mono), "a reference equal to its witness misjudged")
+	})
+}
