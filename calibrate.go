@@ -546,8 +546,8 @@ func (tr *tracker) reanchored(now time.Time, src Source, p2 ratePoint, cur line)
 // and never to write: the line readers read (the watch reads the counter
 // through it, as they do), the source, conversion and rate the clock
 // runs on, and whether the default clock's checks of its counter are
-// still running. It points at the Clock's own state, so it stays true
-// across what the Clock applies during the tick.
+// still running. Its pointers are to the Clock's own state, so that
+// they stay true across what the Clock applies during the tick.
 type clockView struct {
 	cur          *line
 	src          *Source
@@ -572,8 +572,10 @@ type trackDecision struct {
 	reanchor *reanchoring // the clock back on its reference's timeline
 }
 
-// rateChange is a switch to src at conv and rate, anchored at the pinned
-// counter value (sameCounterAnchor): time does not move.
+// rateChange is a switch to src at conv and rate (switchLocked): a new
+// rate of the clock's counter anchors at the pinned counter value, the
+// adoption of another counter is related to the old line; time never
+// steps back.
 type rateChange struct {
 	src   Source
 	conv  conversion
