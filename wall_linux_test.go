@@ -68,14 +68,17 @@ func (r wallBrackets) ok() bool {
 // start and again after WallNow has not been read for three seconds (the
 // map refreshed at its idle pace), WallNow falls inside
 // [time.Now, time.Now] brackets, near their middle: the wall map is
-// paired without a bias of its own. A phase passes if one of three
+// paired without a bias of its own. A phase passes if one of five
 // rounds of 20,000 brackets does (a round can meet a preemption or a
-// re-aiming of the map on a loaded machine).
+// re-aiming of the map on a loaded machine, and after the idle spell the
+// map is re-aimed only once the goroutine the first reading woke has
+// run: .ci/run beside a mutation run saw two rounds 690 ns ahead and a
+// third half re-aimed).
 func TestWallNowInsideTimeNowBrackets(t *testing.T) {
 	inAProcessOfItsOwn(t, func(t *testing.T) {
 		phase := func(name string) {
 			var rounds []wallBrackets
-			for range 3 {
+			for range 5 {
 				r := measureWallBrackets(20_000)
 				rounds = append(rounds, r)
 				t.Logf("%s: w before a in %d, after b in %d of %d; median |w - middle| %v, median bracket %v",
