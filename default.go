@@ -39,12 +39,11 @@ var (
 	// The default clock's storage is static data, so that initialisation
 	// allocates no more than its channels: the Clock in whichever slot of
 	// defaultSlots is 64-byte aligned (see alignedSlot), its writer's
-	// state, trust policy and first Info snapshot.
+	// state and trust policy.
 	defaultSlots  [cacheLine / 8]paddedClock
 	defaultState  clockState
 	defaultPolicy trustPolicy
-	defaultInfo   Info
-	defaultClock  = bootDefaultClock(alignedSlot(&defaultSlots), &defaultState, &defaultPolicy, &defaultInfo, counterTable())
+	defaultClock  = bootDefaultClock(alignedSlot(&defaultSlots), &defaultState, &defaultPolicy, readDefaultFirstUse, counterTable())
 )
 
 // cacheLine is the alignment a Clock's latch needs (see latch).
@@ -74,48 +73,73 @@ func alignedSlot(slots *[cacheLine / 8]paddedClock) *Clock {
 // choosing among the counters of table at its first use (tests give
 // tables of their own; chooseHardware makes the choice at once).
 func newDefaultClock(table []*counter) *Clock {
-	return bootDefaultClock(new(Clock), new(clockState), new(trustPolicy), new(Info), table)
+	p := new(trustPolicy)
+	return bootDefaultClock(new(Clock), new(clockState), p, p.readFirstUse, table)
 }
 
-// bootDefaultClock makes c a default clock on the portable source, with
-// writer state st and policy p, its first Info snapshot written into
-// in, which chooses among table's counters at its first use. It reads
-// no file and makes no system call: it runs at package initialisation.
-func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, in *Info, table []*counter) *Clock {
-	src := Portable()
+// bootDefaultClock makes c a default clock on the portable source, read
+// through read (which notes the clock's uses and starts the set-up: see
+// "The default clock's first use" below), with writer state st and
+// policy p, which chooses among table's counters at its first use. It
+// runs at package initialisation, so it reads no file, makes no system
+// call and calls as little of the package's code as it can: each page of
+// code it touches first costs the process a page fault (see
+// docs/default-clock.md). So its first line is stored into c's bank
+// directly, not published (no reader can see c yet: TestBootLine keeps
+// the bank equal to a publication's), and its Info snapshot is bootInfo.
+func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, read func() uint64, table []*counter) *Clock {
+	const rate = 1_000_000_000 // Portable's
 	conv := portableConversion
 	// Field by field: st is zero (a package variable, or new), and a
 	// clockState literal would be built in this function's frame first,
 	// growing the initialising goroutine's stack (a copy, and fresh pages
 	// to fault in) in every process that imports the package.
-	st.src, st.conv, st.rate, st.declared = src, conv, rating{hz: 1e9, origin: rateDeclared}, src.Rate
+	st.src, st.conv, st.rate, st.declared = Source{Name: "portable", Read: read, Bits: 63, Rate: rate}, conv, rating{hz: rate, origin: rateDeclared}, rate
 	st.loop.wake, st.loop.stop, st.loop.stopped = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 	st.writer.step, st.ticker.every, st.policy = noStep, defaultCoarseResolution, p
 	c.st = st
-	p.table, p.first.deferred, p.first.clock = table, true, c
-	p.report.pending = choicePending
-	p.report.kernel = "not read yet: read at the clock's first use"
-	p.report.crossCPU = "not run yet: it runs at the clock's first use"
-	// The line reads Go's monotonic clock through first.read, which starts
-	// the set-up; the set-up puts readMono back.
-	if p == &defaultPolicy {
-		p.first.read = readDefaultFirstUse // static: no allocation
-	} else {
-		p.first.read = p.readFirstUse
-	}
-	c.st.src.Read = p.first.read
-	c.publishLocked(line{read: c.st.src.Read, conv: conv, epochCyc: readMono() & conv.mask})
-	c.st.fold.due = time.Now().Add(conv.refreshPeriod())
-	c.st.fold.lastMono = runtimeNano()
-	*in = c.infoLocked()
-	c.st.info.Store(in)
+	p.table, p.first.deferred, p.first.clock, p.first.read = table, true, c, read
+	p.report = trustReport{pending: choicePending, kernel: kernelNotRead, crossCPU: crossCPUNotRun}
+	ln := line{read: read, conv: conv, epochCyc: readMono() & conv.mask}
+	st.cur, st.lines.live = ln, ln
+	b := &c.latch.banks[0] // seq is 0: readers read bank 0
+	b.read = funcPtr(read)
+	b.epochCyc.Store(ln.epochCyc)
+	b.fastMax.Store(portableFastMax)
+	b.base.Store(-ln.epochCyc * uint64(conv.mult))
+	b.scale.Store(packScale(conv.mult, conv.shift, 63))
+	b.offset.Store(-int64(ln.epochCyc))
+	st.fold.lastMono = runtimeNano()
+	// fold.due is zero: the first tick folds (the portable source never
+	// needs one).
+	st.info.Store(&bootInfo)
 	return c
 }
 
 // portableConversion is newConversion(Portable()), written out so that
 // package initialisation does not run newConversion's checks and
-// arithmetic (TestPortableConversion keeps it equal).
+// arithmetic (TestPortableConversion keeps it equal); portableFastMax is
+// the fast path's reach on a line of it at epochNs 0, frac 0.
 var portableConversion = conversion{mult: 1 << 31, shift: 31, mask: 1<<63 - 1}
+
+const portableFastMax = 1<<33 - 1
+
+// bootInfo is the Info of a default clock as bootDefaultClock leaves
+// it, until its first writer (TestBootInfo keeps it equal to infoLocked's
+// then): static data that initialisation does not write (a first write
+// to a page of data costs a page fault too), shared by every such clock,
+// as Info snapshots are never written once stored. Its KernelTime is
+// Info's to fill in.
+var bootInfo = Info{
+	Source: "portable", Rate: 1_000_000_000, RateOrigin: "declared", Bits: 63,
+	Mult: 1 << 31, Shift: 31, RefreshPeriod: 1<<32 - 1,
+	Evidence: Evidence{Pending: choicePending, Kernel: kernelNotRead, CrossCPU: crossCPUNotRun},
+}
+
+const (
+	kernelNotRead  = "not read yet: read at the clock's first use"
+	crossCPUNotRun = "not run yet: it runs at the clock's first use"
+)
 
 // choicePending is Info.Evidence.Pending until the default clock has chosen its
 // hardware counter.

@@ -212,3 +212,43 @@ func TestPortableConversion(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, conv, portableConversion)
 }
+
+// TestBootLine: the first line bootDefaultClock stores into bank 0
+// directly is the bank a publication of it writes, with seq still 0,
+// the fast path's reach (portableFastMax) included, and it is the line
+// the writer and the line log start from.
+func TestBootLine(t *testing.T) {
+	c := newDefaultClock(nil)
+	require.Zero(t, c.latch.seq.Load(), "the boot publishes nothing: readers read bank 0")
+	var want bank
+	want.store(&c.st.cur, noStep)
+	got := &c.latch.banks[0]
+	assert.Equal(t, want.read, got.read, "read")
+	assert.Equal(t, want.epochCyc.Load(), got.epochCyc.Load(), "epochCyc")
+	assert.Equal(t, want.epochNs.Load(), got.epochNs.Load(), "epochNs")
+	assert.Equal(t, want.fastMax.Load(), got.fastMax.Load(), "fastMax")
+	assert.Equal(t, want.base.Load(), got.base.Load(), "base")
+	assert.Equal(t, want.scale.Load(), got.scale.Load(), "scale")
+	assert.Equal(t, want.offset.Load(), got.offset.Load(), "offset")
+	live, cur := c.st.lines.live, c.st.cur
+	assert.Equal(t, funcPtr(cur.read), funcPtr(live.read), "the line log starts at the boot line")
+	live.read, cur.read = nil, nil
+	assert.Equal(t, cur, live, "the line log starts at the boot line")
+	assert.Equal(t, funcPtr(c.st.src.Read), got.read, "the bank reads the writer's source")
+	first, second := c.Now(), c.Now()
+	assert.LessOrEqual(t, first, second)
+}
+
+// TestBootInfo: bootInfo, the snapshot a default clock starts with, is
+// what infoLocked says of the clock then, and what Info returns while a
+// writer holds the lock.
+func TestBootInfo(t *testing.T) {
+	c := newDefaultClock(nil)
+	c.st.mu.Lock()
+	held := c.Info() // the snapshot: the lock is taken
+	fresh := c.infoLocked()
+	c.st.mu.Unlock()
+	assert.Equal(t, fresh, held)
+	assert.Same(t, &bootInfo, c.st.info.Load())
+	assert.Empty(t, bootInfo.KernelTime, "Info fills it in")
+}

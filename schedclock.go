@@ -739,7 +739,17 @@ func (c *Clock) Info() Info {
 	if c == nil || c.st == nil {
 		return Info{Closed: true}
 	}
-	c.st.policy.wakeFirstUse()
+	p := c.st.policy
+	p.wakeFirstUse()
+	if !p.started() && c.st.info.Load() == &bootInfo {
+		// A default clock before its set-up, whose snapshot no writer
+		// has replaced: nothing has changed since its boot (every writer
+		// starts the set-up first), so it is bootInfo, without running
+		// infoLocked's code (a first Info would fault its pages in).
+		in := bootInfo
+		in.KernelTime = kernelUnmapped()
+		return in
+	}
 	if c.st.mu.TryLock() {
 		// Fresh when no writer holds the lock; otherwise the snapshot the
 		// last writer left, so that a writer stuck in user code (a
@@ -755,7 +765,11 @@ func (c *Clock) Info() Info {
 		return in
 	}
 	if in := c.st.info.Load(); in != nil {
-		return *in
+		snap := *in
+		if snap.KernelTime == "" { // bootInfo's
+			snap.KernelTime = kernelUnmapped()
+		}
+		return snap
 	}
 	return Info{}
 }

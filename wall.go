@@ -334,20 +334,13 @@ func (c *Clock) pair(read func() int64, samples int) (clock, ref, width int64) {
 	return clock, ref, width
 }
 
-// initWall and initMono are time.Now and the runtime's monotonic clock
-// at initialisation, which no testing/synctest bubble can be in.
-var initWall, initMono = time.Now(), runtimeNano()
-
-// runtimeWallNow is time.Now, and whether it is the real wall clock: a
-// bubble's time.Now carries the bubble's fake monotonic reading (from
-// 2000-01-01 on), which disagrees with the runtime's own clock since
-// initialisation by decades; the real one agrees to within a
-// millisecond.
+// runtimeWallNow is time.Now, and whether it is the real wall clock:
+// not a testing/synctest bubble's, whose time.Now is fake (from
+// 2000-01-01 on) and carries no monotonic reading (see
+// inSynctestBubble).
 func runtimeWallNow() (time.Time, bool) {
 	t := time.Now()
-	mono := runtimeNano()
-	d := t.Sub(initWall) - time.Duration(mono-initMono)
-	return t, -time.Millisecond < d && d < time.Millisecond
+	return t, t != t.Round(0)
 }
 
 // dueLocked is whether the map is due for a pairing at now: its period
