@@ -1,4 +1,4 @@
-# schedclock: make test is the quick gate (about 10 minutes on a 2-vCPU
+# schedclock: make test is the quick gate (about 8 minutes on a 2-vCPU
 # machine); make test-full adds the rest of the matrix. .ci/run runs both.
 GO        ?= go
 QEMU      ?= qemu-aarch64
@@ -14,14 +14,20 @@ BENCHSTAT_VERSION   ?= v0.0.0-20260908200009-22c9c6c9d4da
 CROSS     ?=
 CROSS_VET ?=
 
-.PHONY: test test-full mutants-slow cross-quick lint race unit ordering purego test-arm64 test-riscv64 test-ppc64le test-s390x test-loong64 cross bench tail fuzz fuzz-short mutants mutants-fast peers peers-test stress integrations kernel-trace slew
+.PHONY: test race-purego test-full mutants-slow cross-quick lint race unit ordering purego test-arm64 test-riscv64 test-ppc64le test-s390x test-loong64 cross bench tail fuzz fuzz-short mutants mutants-fast peers peers-test stress integrations kernel-trace slew
 
 # The checks that catch most regressions: formatting and vet, the suite
 # under the race detector and as pure Go, the hardware ordering tests,
 # the arm64 build under qemu, the cross-builds, the example modules (zap,
 # slog and k8s.io/utils on the adapters, the README's Quick start), the
 # joins with perf's and ftrace's stamps, and the fast mutants.
-test: lint race ordering purego test-arm64 cross-quick integrations kernel-trace mutants-fast
+# The race and pure-Go suites spend most of their time waiting (timeouts,
+# idle-cost and spinning measurements: under half a CPU each), so they
+# run side by side; every suite holds on a loaded machine.
+test: lint race-purego ordering test-arm64 cross-quick integrations kernel-trace mutants-fast
+
+race-purego:
+	$(MAKE) --no-print-directory --output-sync=target -j2 race purego
 
 # The full matrix: make test, then every other architecture's suite under
 # its qemu-user, every fuzz target briefly, the peers' module, and the

@@ -876,8 +876,8 @@ var rawClockName = func() string {
 // reference for every rate this package measures (Go's monotonic clock
 // where there is none).
 //
-// It reads through the vDSO where internal/vdso can call it (about 20 ns
-// rather than a system call's microsecond), looked up at first use.
+// It reads through the vDSO where internal/vdso can call it (a call
+// rather than a system call), looked up at first use.
 func rawNow() int64 {
 	if rc := rawClock(); rc != nil {
 		return rc.Now()
