@@ -105,7 +105,9 @@ func TestWallNowInsideTimeNowBrackets(t *testing.T) {
 // period only while WallNow is read, and otherwise on the wake-ups the
 // watch makes anyway: an idle process pays for no pairing of its own
 // beyond the period or two after its last read. All three children run
-// at once, so the test takes idleFor and a second.
+// at once, so the test takes idleFor and a second (and, where the
+// set-up's cross-CPU check must be retried, until it has run: see
+// settle).
 func TestIdleCostAfterWallNow(t *testing.T) {
 	spent := idleCosts(t, "wall", "use", "none")
 	t.Logf("CPU over %v idle: %v after a second of Now, Coarse and WallNow, %v after Now and Coarse, %v never reading the clock",
