@@ -98,6 +98,9 @@ func settle() {
 // settleFor bounds settle: the first two retries of the cross-CPU check.
 const settleFor = 10 * time.Second
 
+// pendingLine is what settle prints when it gives up.
+var pendingLine = regexp.MustCompile(`still pending after .*`)
+
 // idleCosts runs a child process of this test binary in each idle mode
 // (idleChild), all at once, and returns the CPU each spent in its idle
 // window. It skips, saying why, under -short and under an emulator, and
@@ -131,6 +134,9 @@ func idleCosts(t *testing.T, modes ...string) map[string]time.Duration {
 				return
 			}
 			ns, _ := strconv.ParseInt(string(m[2]), 10, 64)
+			if p := pendingLine.Find(out); p != nil {
+				t.Logf("%s child: %s", mode, p)
+			}
 			mu.Lock()
 			spent[mode] = time.Duration(ns)
 			mu.Unlock()
