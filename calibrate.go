@@ -2,7 +2,6 @@ package schedclock
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"time"
 
@@ -257,13 +256,13 @@ func referenceOff(refElapsed, monoElapsed int64) string {
 	in := time.Duration(monoElapsed)
 	switch {
 	case refElapsed == 0:
-		return fmt.Sprintf("stuck: it did not move in %v", in)
+		return format.Sprintf("stuck: it did not move in %v", in)
 	case refElapsed < 0:
-		return fmt.Sprintf("stepped back %v in %v", time.Duration(abs(refElapsed)), in)
+		return format.Sprintf("stepped back %v in %v", time.Duration(abs(refElapsed)), in)
 	case refElapsed > monoElapsed:
-		return fmt.Sprintf("jumped: it moved %v in %v", time.Duration(refElapsed), in)
+		return format.Sprintf("jumped: it moved %v in %v", time.Duration(refElapsed), in)
 	}
-	return fmt.Sprintf("ran slow: it moved %v in %v", time.Duration(refElapsed), in)
+	return format.Sprintf("ran slow: it moved %v in %v", time.Duration(refElapsed), in)
 }
 
 // distrust decides that the reference misbehaved (why says how): the
@@ -397,7 +396,7 @@ func (tr *tracker) refine(now time.Time, v *clockView) trackDecision {
 	hz, errPPM, err := rateBetween(base, p)
 	if err != nil || hz < 1 {
 		if !tr.adopted && tr.src.Rate == 0 {
-			return trackDecision{reject: fmt.Sprintf("%s: measuring its rate against the reference failed: %v", tr.src.Name, err)}
+			return trackDecision{reject: format.Sprintf("%s: measuring its rate against the reference failed: %v", tr.src.Name, err)}
 		}
 		return trackDecision{}
 	}
@@ -601,7 +600,7 @@ type reanchoring struct {
 func (c *Clock) applyLocked(tr *tracker, now time.Time, d trackDecision) {
 	switch {
 	case d.distrust != "":
-		c.st.watch.reference = fmt.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", d.distrust, format.Stamp(time.Now()))
+		c.st.watch.reference = format.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", d.distrust, format.Stamp(time.Now()))
 	case d.fold:
 		// The fold takes the counter value the sample paired with the
 		// reference, not a fresh read: a value the counter cannot have
@@ -646,19 +645,19 @@ func (c *Clock) reanchorLocked(tr *tracker, now time.Time, r *reanchoring) {
 	switch {
 	case refused.ahead > 0:
 		c.st.watch.counterFaults++
-		what := fmt.Sprintf("%v ahead of the reference", time.Duration(refused.ahead))
+		what := format.Sprintf("%v ahead of the reference", time.Duration(refused.ahead))
 		if refused.saturated {
-			what = fmt.Sprintf("past math.MaxInt64 (%s)", what)
+			what = format.Sprintf("past math.MaxInt64 (%s)", what)
 		}
-		c.st.watch.lastCounterFault = fmt.Sprintf("%s: read %s, which counted %v since the last comparison: a reading it cannot have produced, not adopted; the clock is back on the reference's timeline (at %s)",
+		c.st.watch.lastCounterFault = format.Sprintf("%s: read %s, which counted %v since the last comparison: a reading it cannot have produced, not adopted; the clock is back on the reference's timeline (at %s)",
 			src.Name, what, time.Duration(refused.elapsed), format.Stamp(time.Now()))
-		c.st.watch.lastReanchor = fmt.Sprintf("%s: read %v ahead of the reference's timeline at the re-anchoring: not adopted (see LastCounterFault)", src.Name, time.Duration(refused.ahead))
+		c.st.watch.lastReanchor = format.Sprintf("%s: read %v ahead of the reference's timeline at the re-anchoring: not adopted (see LastCounterFault)", src.Name, time.Duration(refused.ahead))
 	case r.rerated:
-		c.st.watch.lastReanchor = fmt.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, r.from, r.hz, (r.hz/r.from-1)*100)
+		c.st.watch.lastReanchor = format.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, r.from, r.hz, (r.hz/r.from-1)*100)
 	case r.gap < 0:
-		c.st.watch.lastReanchor = fmt.Sprintf("%s: fell %v behind the reference in %v (stepped back or stalled)", src.Name, time.Duration(-r.gap), time.Duration(r.elapsed))
+		c.st.watch.lastReanchor = format.Sprintf("%s: fell %v behind the reference in %v (stepped back or stalled)", src.Name, time.Duration(-r.gap), time.Duration(r.elapsed))
 	default:
-		c.st.watch.lastReanchor = fmt.Sprintf("%s: ran %v ahead of the reference in %v (jumped forward)", src.Name, time.Duration(r.gap), time.Duration(r.elapsed))
+		c.st.watch.lastReanchor = format.Sprintf("%s: ran %v ahead of the reference in %v (jumped forward)", src.Name, time.Duration(r.gap), time.Duration(r.elapsed))
 	}
 	tr.reanchored(now, src, r.p2, c.st.cur)
 }

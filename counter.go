@@ -1,9 +1,9 @@
 package schedclock
 
 import (
-	"fmt"
 	"runtime"
 
+	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/kernel"
 )
 
@@ -128,7 +128,7 @@ func Hardware() (Source, error) {
 	case "loong64":
 		return stableCounterTimer.source()
 	}
-	return Source{}, fmt.Errorf("%w: no counter register is read on %s", ErrUnsupported, runtime.GOARCH)
+	return Source{}, format.Errorf("%w: no counter register is read on %s", ErrUnsupported, runtime.GOARCH)
 }
 
 // choice is what the walk of a table found: the counter to use, or why
@@ -156,7 +156,7 @@ func chooseCounter(table []*counter) choice {
 		refusals = append(refusals, err)
 	}
 	if len(refusals) == 0 {
-		return choice{err: fmt.Errorf("%w: no hardware counter for GOARCH=%s", ErrUnsupported, runtime.GOARCH)}
+		return choice{err: format.Errorf("%w: no hardware counter for GOARCH=%s", ErrUnsupported, runtime.GOARCH)}
 	}
 	return choice{err: joinRefusals(refusals)}
 }
@@ -167,13 +167,13 @@ func joinRefusals(refusals []error) error {
 	if len(refusals) == 1 {
 		return refusals[0]
 	}
-	format := "%w"
+	verbs := "%w"
 	args := make([]any, len(refusals))
 	for i, err := range refusals {
 		if i > 0 {
-			format += "; %w"
+			verbs += "; %w"
 		}
 		args[i] = err
 	}
-	return fmt.Errorf(format, args...)
+	return format.Errorf(verbs, args...)
 }

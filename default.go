@@ -1,9 +1,10 @@
 package schedclock
 
 import (
-	"fmt"
 	"time"
 	"unsafe"
+
+	"github.com/schedclock/schedclock/internal/format"
 )
 
 // The default clock follows the kernel's boot sequence: it starts on a
@@ -232,12 +233,12 @@ func (c *Clock) chooseHardware() {
 		p.report.rejected = err.Error()
 		return
 	case p.takenOver != "":
-		p.report.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", hw.Name, p.takenOver)
+		p.report.rejected = format.Sprintf("%s: not adopted: Register(%q) took the clock over first", hw.Name, p.takenOver)
 		return
 	case hw.Rate == 0 || !ev.kernelTrusts:
 		c.st.track = &tracker{ref: rawNow, src: hw, endsOnRegister: true, restart: true}
 		if !ev.kernelTrusts {
-			p.report.rejected = fmt.Sprintf("%s: not trusted yet: %s, and the cross-CPU check has not passed", hw.Name, p.report.kernel)
+			p.report.rejected = format.Sprintf("%s: not trusted yet: %s, and the cross-CPU check has not passed", hw.Name, p.report.kernel)
 			p.report.pending = "the cross-CPU check"
 		} else {
 			// Not rejected: trusted, and adopted as soon as its rate
@@ -250,7 +251,7 @@ func (c *Clock) chooseHardware() {
 			err = c.switchLocked(hw, conv, rating{hz: float64(hw.Rate), origin: ev.ch.origin, errPPM: ev.ch.errPPM})
 		}
 		if err != nil {
-			p.report.rejected = fmt.Sprintf("%s: unusable: %v", hw.Name, err)
+			p.report.rejected = format.Sprintf("%s: unusable: %v", hw.Name, err)
 			return
 		}
 		c.st.declared = hw.Rate

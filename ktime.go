@@ -1,13 +1,13 @@
 package schedclock
 
 import (
-	"fmt"
 	"math"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/perfclock"
 	"github.com/schedclock/schedclock/internal/pvclock"
@@ -351,8 +351,8 @@ func (c *Clock) describeKernelMapsLocked() string {
 			// before the new segment corrects it, at the pace it grew
 			// over the period.
 			bound := r.bracket/2 + r.drift + r.drift*int64(wallLead)/int64(wallPeriod)
-			fmt.Fprintf(&b, "±%v (pairing bracket %v, worst drift found %v)",
-				time.Duration(bound), time.Duration(r.bracket), time.Duration(r.drift))
+			b.WriteString(format.Sprintf("±%v (pairing bracket %v, worst drift found %v)",
+				time.Duration(bound), time.Duration(r.bracket), time.Duration(r.drift)))
 		}
 	}
 	return b.String()

@@ -1,13 +1,13 @@
 package schedclock
 
 import (
-	"fmt"
 	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/pvclock"
 )
@@ -609,5 +609,5 @@ func (c *Clock) exactKernelLocked(i int) string {
 	if mode == pvclock.ModePvclock {
 		counter = "the kvm-clock page"
 	}
-	return fmt.Sprintf("exact: the kernel's own conversion of %s (vDSO clock mode %d, its last %d updates)", counter, mode, kernelHistoryLen)
+	return format.Sprintf("exact: the kernel's own conversion of %s (vDSO clock mode %d, its last %d updates)", counter, mode, kernelHistoryLen)
 }

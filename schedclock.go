@@ -2,7 +2,6 @@ package schedclock
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"math/bits"
 	"runtime"
@@ -11,6 +10,8 @@ import (
 	"time"
 	"unsafe"
 	"weak"
+
+	"github.com/schedclock/schedclock/internal/format"
 )
 
 // A Clock turns a free-running counter into monotonic nanoseconds. Now is
@@ -434,7 +435,7 @@ func (c *Clock) Close() error {
 		return ErrClosed
 	}
 	if c == defaultClock {
-		return fmt.Errorf("%w: it is shared by every package of the process", errDefaultClock)
+		return format.Errorf("%w: it is shared by every package of the process", errDefaultClock)
 	}
 	if !c.lockAsWriter() {
 		return reentered("Close")
@@ -875,7 +876,7 @@ func WithReference(now func() int64) Option {
 func WithCoarseResolution(d time.Duration) Option {
 	return Option{func(o *options) error {
 		if d < minCoarseResolution || d > maxCoarseResolution {
-			return fmt.Errorf("WithCoarseResolution(%v): want %v to %v", d, minCoarseResolution, maxCoarseResolution)
+			return format.Errorf("WithCoarseResolution(%v): want %v to %v", d, minCoarseResolution, maxCoarseResolution)
 		}
 		if err := o.once("WithCoarseResolution"); err != nil {
 			return err
@@ -889,7 +890,7 @@ func WithCoarseResolution(d time.Duration) Option {
 // this package to guess.
 func (o *options) once(name string) error {
 	if o.seen[name] {
-		return fmt.Errorf("%s given twice", name)
+		return format.Errorf("%s given twice", name)
 	}
 	if o.seen == nil {
 		o.seen = map[string]bool{}
@@ -903,10 +904,10 @@ func (o *options) once(name string) error {
 func (o *options) apply(opts []Option) error {
 	for _, opt := range opts {
 		if opt.apply == nil {
-			return fmt.Errorf("%w: a zero Option (make Options with WithReference, WithCoarseResolution)", errInvalidOption)
+			return format.Errorf("%w: a zero Option (make Options with WithReference, WithCoarseResolution)", errInvalidOption)
 		}
 		if err := opt.apply(o); err != nil {
-			return fmt.Errorf("%w: %v", errInvalidOption, err)
+			return format.Errorf("%w: %v", errInvalidOption, err)
 		}
 	}
 	return nil

@@ -1,7 +1,6 @@
 package schedclock
 
 import (
-	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -64,12 +63,12 @@ func prepareCNTVCT(src Source) (Source, func() (string, error)) {
 // probeCNTVCT is CNTVCT with the origin and error of its rate.
 func probeCNTVCT() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !hwcounter.CNTVCTSupported {
-		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "cntvct", noAsmReason("arm64"))
+		return Source{}, 0, 0, format.Errorf("%w %q: %s", ErrUnsupported, "cntvct", noAsmReason("arm64"))
 	}
 	// CNTFRQ_EL0 bits 63:32 are RES0.
 	rate := hwcounter.CNTFRQ() & 0xffff_ffff
 	if rate == 0 {
-		return Source{}, 0, 0, fmt.Errorf("%w %q: CNTFRQ_EL0 reads 0 (firmware did not program the counter frequency)", errUntrusted, "cntvct")
+		return Source{}, 0, 0, format.Errorf("%w %q: CNTFRQ_EL0 reads 0 (firmware did not program the counter frequency)", errUntrusted, "cntvct")
 	}
 	return Source{Name: "cntvct", Read: hwcounter.CNTVCT(), Bits: cntvctBits, Rate: rate}, rateCNTFRQ, cntfrqErrPPM, nil
 }
@@ -165,9 +164,9 @@ func (t cntvctTrust) String() string {
 	if t.Match.Erratum == errata.None {
 		b.WriteString("no erratum")
 	} else {
-		fmt.Fprintf(&b, "%s (%s), kernel's workaround read: %s", t.Match.Erratum, t.Match.Where, t.Match.Erratum.Workaround())
+		b.WriteString(format.Sprintf("%s (%s), kernel's workaround read: %s", t.Match.Erratum, t.Match.Where, t.Match.Erratum.Workaround()))
 	}
-	fmt.Fprintf(&b, "; read %s, portable %s", format.Ns(t.Cost.CounterNs), format.Ns(t.Cost.PortableNs))
+	b.WriteString("; read " + format.Ns(t.Cost.CounterNs) + ", portable " + format.Ns(t.Cost.PortableNs))
 	if t.Fallback {
 		b.WriteString(": slower than the portable source (the kernel traps the counter?), falling back to it")
 	}
@@ -183,9 +182,9 @@ func (t cntvctTrust) String() string {
 func (t cntvctTrust) untrusted() error {
 	switch {
 	case t.Reason != "":
-		return fmt.Errorf("%w %q: %s", ErrUnsupported, "cntvct", t.Reason)
+		return format.Errorf("%w %q: %s", ErrUnsupported, "cntvct", t.Reason)
 	case t.Fallback:
-		return fmt.Errorf("%w %q: %s", errUntrusted, "cntvct", strings.TrimPrefix(t.String(), "cntvct: "))
+		return format.Errorf("%w %q: %s", errUntrusted, "cntvct", strings.TrimPrefix(t.String(), "cntvct: "))
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package schedclock
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"math"
 	"time"
@@ -103,7 +102,7 @@ func (t *timer) source() (Source, error) {
 // measured it returns Rate 0 and rateMeasured.
 func (t *timer) probe() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !t.supported {
-		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, t.name, noAsmReason(t.arch))
+		return Source{}, 0, 0, format.Errorf("%w %q: %s", ErrUnsupported, t.name, noAsmReason(t.arch))
 	}
 	rate, origin, errPPM, err := t.rate()
 	if err != nil {
@@ -142,11 +141,11 @@ func rdtimeRate(property []byte, readErr error) (rate uint64, origin rateOrigin,
 		return 0, rateMeasured, 0, nil
 	}
 	if readErr != nil {
-		return 0, 0, 0, fmt.Errorf("%w %q: reading %s: %v", errUntrusted, "rdtime", timebase.DeviceTreePath, readErr)
+		return 0, 0, 0, format.Errorf("%w %q: reading %s: %v", errUntrusted, "rdtime", timebase.DeviceTreePath, readErr)
 	}
 	rate, err = timebase.DeviceTreeFrequency(property)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("%w %q: %s: %v", errUntrusted, "rdtime", timebase.DeviceTreePath, err)
+		return 0, 0, 0, format.Errorf("%w %q: %s: %v", errUntrusted, "rdtime", timebase.DeviceTreePath, err)
 	}
 	return rate, rateDeviceTree, nominalRateErrPPM, nil
 }
@@ -160,14 +159,14 @@ func timebaseRate(cpuinfo []byte, readErr error) (rate uint64, origin rateOrigin
 		return 0, rateMeasured, 0, nil
 	}
 	if readErr != nil {
-		return 0, 0, 0, fmt.Errorf("%w %q: reading %s: %v", errUntrusted, "timebase", timebase.CPUInfoPath, readErr)
+		return 0, 0, 0, format.Errorf("%w %q: reading %s: %v", errUntrusted, "timebase", timebase.CPUInfoPath, readErr)
 	}
 	rate, err = timebase.CPUInfoTimebase(cpuinfo)
 	switch {
 	case errors.Is(err, timebase.ErrNoTimebaseLine):
 		return 0, rateMeasured, 0, nil
 	case err != nil:
-		return 0, 0, 0, fmt.Errorf("%w %q: %s: %v", errUntrusted, "timebase", timebase.CPUInfoPath, err)
+		return 0, 0, 0, format.Errorf("%w %q: %s: %v", errUntrusted, "timebase", timebase.CPUInfoPath, err)
 	}
 	return rate, rateCPUInfo, nominalRateErrPPM, nil
 }
@@ -177,7 +176,7 @@ func timebaseRate(cpuinfo []byte, readErr error) (rate uint64, origin rateOrigin
 func stableCounterRate(cfg func(leaf uint32) uint32) (uint64, error) {
 	rate, err := timebase.StableCounterFrequency(cfg(2), cfg(4), cfg(5))
 	if err != nil {
-		return 0, fmt.Errorf("%w %q: %v", errUntrusted, "stablecounter", err)
+		return 0, format.Errorf("%w %q: %v", errUntrusted, "stablecounter", err)
 	}
 	return rate, nil
 }
@@ -224,7 +223,7 @@ func withMeasuredRate(src Source, origin rateOrigin, err error) (Source, error) 
 	}
 	hz, _, err := measureRate(src.Read, timerMeasureTime)
 	if err != nil {
-		return Source{}, fmt.Errorf("%w %q: measuring its rate against %s: %v", errUntrusted, src.Name, rawClockName, err)
+		return Source{}, format.Errorf("%w %q: measuring its rate against %s: %v", errUntrusted, src.Name, rawClockName, err)
 	}
 	src.Rate = uint64(math.Round(hz))
 	return src, nil
@@ -267,12 +266,12 @@ func clocksourceVerdict(want string) kernel.Verdict {
 func prepareReadCost(src Source) (Source, func() (string, error)) {
 	return src, func() (string, error) {
 		if src.Rate != 0 && !statedRateHolds(src) {
-			return src.Name + ": does not run at its stated rate", fmt.Errorf("%w %q: does not run at the stated %d Hz", errUntrusted, src.Name, src.Rate)
+			return src.Name + ": does not run at its stated rate", format.Errorf("%w %q: does not run at the stated %d Hz", errUntrusted, src.Name, src.Rate)
 		}
 		cost := measureReadCost(src.Read)
-		found := fmt.Sprintf("%s: read %s, portable %s", src.Name, format.Ns(cost.CounterNs), format.Ns(cost.PortableNs))
+		found := format.Sprintf("%s: read %s, portable %s", src.Name, format.Ns(cost.CounterNs), format.Ns(cost.PortableNs))
 		if cost.counterSlower() {
-			return found + ": slower than the portable source", fmt.Errorf("%w %q: read %s, slower than the portable source's %s (the counter is trapped?)",
+			return found + ": slower than the portable source", format.Errorf("%w %q: read %s, slower than the portable source's %s (the counter is trapped?)",
 				errUntrusted, src.Name, format.Ns(cost.CounterNs), format.Ns(cost.PortableNs))
 		}
 		return found, nil

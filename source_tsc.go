@@ -1,12 +1,12 @@
 package schedclock
 
 import (
-	"fmt"
 	"math"
 	"strings"
 	"time"
 
 	"github.com/schedclock/schedclock/internal/cpu"
+	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 )
@@ -28,10 +28,10 @@ func tscRate(cpuid cpu.Func, clocksource string) (rate uint64, origin rateOrigin
 		if refusal.Absent {
 			sentinel = ErrUnsupported
 		}
-		return 0, 0, 0, fmt.Errorf("%w %q: %s", sentinel, "tsc", refusal.Reason)
+		return 0, 0, 0, format.Errorf("%w %q: %s", sentinel, "tsc", refusal.Reason)
 	}
 	if cs := strings.TrimSpace(clocksource); cs != "" && cs != "tsc" {
-		return 0, 0, 0, fmt.Errorf("%w %q: kernel clocksource is %s, not tsc", errUntrusted, "tsc", cs)
+		return 0, 0, 0, format.Errorf("%w %q: kernel clocksource is %s, not tsc", errUntrusted, "tsc", cs)
 	}
 	rate, from, errPPM := tsc.Rate()
 	switch from {
@@ -81,7 +81,7 @@ func tscSource() (Source, error) {
 		}
 		hz, _, err := measureRate(src.Read, tscMeasureTime)
 		if err != nil {
-			return Source{}, fmt.Errorf("%w %q: measuring its rate against %s: %v", errUntrusted, "tsc", rawClockName, err)
+			return Source{}, format.Errorf("%w %q: measuring its rate against %s: %v", errUntrusted, "tsc", rawClockName, err)
 		}
 		src.Rate = uint64(math.Round(hz))
 	}
@@ -93,7 +93,7 @@ func tscSource() (Source, error) {
 // file read, so the default clock's set-up calls it without blocking.
 func probeTSC() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !hwcounter.TSCSupported {
-		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "tsc", noAsmReason("amd64"))
+		return Source{}, 0, 0, format.Errorf("%w %q: %s", ErrUnsupported, "tsc", noAsmReason("amd64"))
 	}
 	rate, origin, errPPM, err := tscRate(cpu.CPUID, kernel.Clocksource())
 	if err != nil {

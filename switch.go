@@ -1,9 +1,10 @@
 package schedclock
 
 import (
-	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/schedclock/schedclock/internal/format"
 )
 
 // The switch protocol: how Register, rate refinement and Suspend move
@@ -71,7 +72,7 @@ func (c *Clock) Register(src Source) error {
 	if err != nil {
 		return err
 	}
-	if err := c.lockWriter(fmt.Sprintf("Register(%q)", src.Name)); err != nil {
+	if err := c.lockWriter(format.Sprintf("Register(%q)", src.Name)); err != nil {
 		return err
 	}
 	defer c.unlock()
@@ -79,7 +80,7 @@ func (c *Clock) Register(src Source) error {
 		c.nameWriterLocked() // src's Read runs under the lock too
 	}
 	if src.Rate < c.st.declared {
-		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.st.src.Name, c.st.declared)
+		return format.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.st.src.Name, c.st.declared)
 	}
 	endTrack, undo := c.st.policy.registerLocked(src, c.st.track)
 	if tr := c.st.track; endTrack {
@@ -183,7 +184,7 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 		if _, err = readOnce(src); err != nil {
 			if p, ok := asPanic(err); same && ok {
 				c.recordFaultLocked("switch to "+src.Name, p.v)
-				err = fmt.Errorf("%w: %q: Read panicked before the switch: %v", ErrFault, src.Name, p.v)
+				err = format.Errorf("%w: %q: Read panicked before the switch: %v", ErrFault, src.Name, p.v)
 			}
 			return
 		}
@@ -219,11 +220,11 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 	case r == nil:
 		return err
 	case marked && f.reference:
-		return fmt.Errorf("%w: the reference panicked while anchoring %q: %v", ErrFault, src.Name, f.v)
+		return format.Errorf("%w: the reference panicked while anchoring %q: %v", ErrFault, src.Name, f.v)
 	case marked || same:
-		return fmt.Errorf("%w: %q: Read panicked during the switch to %q: %v", ErrFault, c.st.src.Name, src.Name, faultValue(r))
+		return format.Errorf("%w: %q: Read panicked during the switch to %q: %v", ErrFault, c.st.src.Name, src.Name, faultValue(r))
 	}
-	return fmt.Errorf("%w %q: Read panicked: %v", ErrInvalidSource, src.Name, r)
+	return format.Errorf("%w %q: Read panicked: %v", ErrInvalidSource, src.Name, r)
 }
 
 // switchLine publishes a line on next with conversion conv, starting

@@ -1,10 +1,10 @@
 package schedclock
 
 import (
-	"fmt"
 	"sync/atomic"
 	"time"
 
+	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/warp"
 )
 
@@ -148,7 +148,7 @@ func (p *trustPolicy) registerLocked(src Source, tr *tracker) (endTrack bool, un
 	p.verdict = nil
 	if !tr.adopted {
 		// The default clock was about to adopt the hardware counter.
-		p.report.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", tr.src.Name, src.Name)
+		p.report.rejected = format.Sprintf("%s: not adopted: Register(%q) took the clock over first", tr.src.Name, src.Name)
 		p.report.pending = ""
 	}
 	return true, func() { p.verdict, p.report.rejected, p.report.pending = verdict, rejected, pending }
@@ -211,9 +211,9 @@ func (c *Clock) checkTrust() {
 	}
 	for i, wait := 0, first; rep.Verdict == warp.Unchecked && !rep.Never && i < warpRetries; i, wait = i+1, 2*wait {
 		c.st.mu.Lock()
-		p.report.crossCPU = fmt.Sprintf("%s; again in %v (try %d of %d)", rep, wait, i+2, warpRetries+1)
+		p.report.crossCPU = format.Sprintf("%s; again in %v (try %d of %d)", rep, wait, i+2, warpRetries+1)
 		if !p.vouched {
-			p.report.pending = fmt.Sprintf("the cross-CPU check, again in %v (try %d of %d)", wait, i+2, warpRetries+1)
+			p.report.pending = format.Sprintf("the cross-CPU check, again in %v (try %d of %d)", wait, i+2, warpRetries+1)
 		}
 		c.unlock()
 		if !c.sleepUnlessClosed(wait) {
@@ -237,7 +237,7 @@ func (c *Clock) checkTrust() {
 		err = ownErr
 	}
 	if err == nil && p.needsEvidence && rep.Verdict != warp.None {
-		err = fmt.Errorf("%w %q: no evidence: %s, and %s", errUntrusted, hw.Name, p.report.kernel, rep)
+		err = format.Errorf("%w %q: no evidence: %s, and %s", errUntrusted, hw.Name, p.report.kernel, rep)
 	}
 	if err != nil {
 		c.fallBackLocked(err.Error())
@@ -290,14 +290,14 @@ func (c *Clock) fallBackLocked(why string) {
 		err = c.switchLocked(src, conv, rating{hz: 1e9, origin: rateDeclared})
 	}
 	if err != nil {
-		c.st.policy.rejectLocked(fmt.Sprintf("%s; switching to the portable source failed: %v", why, err))
+		c.st.policy.rejectLocked(format.Sprintf("%s; switching to the portable source failed: %v", why, err))
 	}
 }
 
 // measurePending is what Info.Evidence.Pending says while the default clock
 // measures the rate of the trusted counter name before adopting it.
 func measurePending(name string) string {
-	return fmt.Sprintf("%s: adopted once its rate is measured against %s (%v)", name, rawClockName, firstMeasurement)
+	return format.Sprintf("%s: adopted once its rate is measured against %s (%v)", name, rawClockName, firstMeasurement)
 }
 
 // lostTrust returns the default clock's check that the kernel still runs
@@ -313,12 +313,12 @@ func lostTrust(d *counter, name string) func() string {
 	return func() string {
 		if d.verdict != nil {
 			if v := d.verdict(); !v.Keep() {
-				return fmt.Sprintf("%s: %s", name, v)
+				return format.Sprintf("%s: %s", name, v)
 			}
 		}
 		if d.evidence != nil {
 			if why := d.evidence(); why != "" {
-				return fmt.Sprintf("%s: %s", name, why)
+				return format.Sprintf("%s: %s", name, why)
 			}
 		}
 		return ""
@@ -332,5 +332,5 @@ func warpUntrusted(r warp.Report, name string) error {
 	if r.Verdict != warp.Found {
 		return nil
 	}
-	return fmt.Errorf("%w %q: %s", errUntrusted, name, r)
+	return format.Errorf("%w %q: %s", errUntrusted, name, r)
 }

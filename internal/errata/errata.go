@@ -12,12 +12,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io/fs"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/schedclock/schedclock/internal/format"
 )
 
 // Some arm64 parts return wrong values from CNTVCT_EL0 now and then. The
@@ -88,7 +89,7 @@ func (e Erratum) String() string {
 	if e.known() {
 		return errataText[e].name
 	}
-	return fmt.Sprintf("errata.Erratum(%d)", int(e))
+	return format.Sprintf("errata.Erratum(%d)", int(e))
 }
 
 // Workaround says in words what the erratum's read does.
@@ -153,7 +154,7 @@ func Detect(root fs.FS) Match {
 		for _, dt := range dtErrata {
 			if _, err := fs.Stat(root, path.Join(node, dt.property)); err == nil {
 				m.Erratum = dt.erratum
-				m.Where = fmt.Sprintf("device tree %s: %s", dtPath, dt.property)
+				m.Where = format.Sprintf("device tree %s: %s", dtPath, dt.property)
 				return m
 			}
 		}
@@ -217,9 +218,9 @@ func findArchTimerNode(root fs.FS) (node, dtPath string, err error) {
 			}
 		}
 		// An ACPI machine may show a device tree with /chosen alone.
-		return "", "", fmt.Errorf("no node compatible with %s in %s: %w", strings.Join(archTimerCompatibles, " or "), dt, fs.ErrNotExist)
+		return "", "", format.Errorf("no node compatible with %s in %s: %w", strings.Join(archTimerCompatibles, " or "), dt, fs.ErrNotExist)
 	}
-	return "", "", fmt.Errorf("no device tree: %w", fs.ErrNotExist)
+	return "", "", format.Errorf("no device tree: %w", fs.ErrNotExist)
 }
 
 // isArchTimer reports whether a compatible property (NUL-terminated
@@ -271,10 +272,10 @@ func findCortexA73(root fs.FS) (string, error) {
 		}
 		midr, err := parseMIDR(content)
 		if err != nil {
-			return "", fmt.Errorf("%s: %w", f, err)
+			return "", format.Errorf("%s: %w", f, err)
 		}
 		if midr&midrModelMask == midrCortexA73 {
-			return fmt.Sprintf("MIDR_EL1 %#x (cpu%d)", midr, cpuNumber(f)), nil
+			return format.Sprintf("MIDR_EL1 %#x (cpu%d)", midr, cpuNumber(f)), nil
 		}
 	}
 	if len(files) > 0 {
@@ -320,11 +321,11 @@ func cpuinfoCortexA73(cpuinfo []byte) (string, error) {
 			part = value
 		}
 		if strings.EqualFold(implementer, "0x41") && strings.EqualFold(part, "0xd09") {
-			return fmt.Sprintf("/proc/cpuinfo: CPU implementer 0x41, part 0xd09 (processor %s)", cpu), nil
+			return format.Sprintf("/proc/cpuinfo: CPU implementer 0x41, part 0xd09 (processor %s)", cpu), nil
 		}
 	}
 	if err := scanner.Err(); err != nil {
-		return "", fmt.Errorf("proc/cpuinfo: %w", err)
+		return "", format.Errorf("proc/cpuinfo: %w", err)
 	}
 	return "", nil
 }

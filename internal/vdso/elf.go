@@ -3,7 +3,8 @@ package vdso
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
+
+	"github.com/schedclock/schedclock/internal/format"
 )
 
 // The symbol lookup below follows the Go runtime's own vDSO loader
@@ -155,8 +156,8 @@ func u16(d []byte, off uint64) uint16 { return le.Uint16(d[off:]) }
 func u32(d []byte, off uint64) uint32 { return le.Uint32(d[off:]) }
 func u64(d []byte, off uint64) uint64 { return le.Uint64(d[off:]) }
 
-func malformed(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errMalformed, fmt.Sprintf(format, args...))
+func malformed(what string, args ...any) error {
+	return format.Errorf("%w: %s", errMalformed, format.Sprintf(what, args...))
 }
 
 // parseELF reads the headers and the dynamic table of image and checks
@@ -414,7 +415,7 @@ func (img *elfImage) lookup(sym symbol) (uint64, error) {
 		return 0, err
 	}
 	if img.hash.nbucket == 0 {
-		return 0, fmt.Errorf("%w: %s (empty hash table)", errSymbolNotFound, sym)
+		return 0, format.Errorf("%w: %s (empty hash table)", errSymbolNotFound, sym)
 	}
 	found := func(i uint64) (uint64, bool, error) { return img.match(i, sym, ver) }
 	if img.hash.gnu {
@@ -454,9 +455,9 @@ func (img *elfImage) lookup(sym symbol) (uint64, error) {
 
 func (img *elfImage) notFound(sym symbol, ver int32) error {
 	if ver < 0 {
-		return fmt.Errorf("%w: %s", errVersionNotFound, sym)
+		return format.Errorf("%w: %s", errVersionNotFound, sym)
 	}
-	return fmt.Errorf("%w: %s", errSymbolNotFound, sym)
+	return format.Errorf("%w: %s", errSymbolNotFound, sym)
 }
 
 // match checks symbol i against sym: a defined global or weak function

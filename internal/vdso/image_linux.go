@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/sysfile"
 )
 
@@ -28,7 +28,7 @@ func sysinfoEhdr() (uintptr, error) {
 	if err != nil {
 		raw, rerr := sysfile.Read("/proc/self/auxv")
 		if rerr != nil {
-			return 0, fmt.Errorf("auxiliary vector unreadable: %v; %v", err, rerr)
+			return 0, format.Errorf("auxiliary vector unreadable: %v; %v", err, rerr)
 		}
 		auxv = parseAuxv(raw)
 	}
@@ -106,10 +106,10 @@ func liveImage() (uintptr, []byte, error) {
 	}
 	switch mapped, known := mappedFor(base, uintptr(n)); {
 	case known && !mapped:
-		return 0, nil, fmt.Errorf("%w: the headers claim %d bytes, not all of them mapped (mincore)", errMalformed, n)
+		return 0, nil, format.Errorf("%w: the headers claim %d bytes, not all of them mapped (mincore)", errMalformed, n)
 	case !known:
 		if end, ok := mappingEnd(base); ok && n > uint64(end-base) {
-			return 0, nil, fmt.Errorf("%w: the headers claim %d bytes, /proc/self/maps maps %d", errMalformed, n, end-base)
+			return 0, nil, format.Errorf("%w: the headers claim %d bytes, /proc/self/maps maps %d", errMalformed, n, end-base)
 		}
 	}
 	return base, bytes.Clone(memory(base, uintptr(n))), nil

@@ -6,7 +6,6 @@
 package warp
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/schedclock/schedclock/internal/format"
@@ -81,19 +80,19 @@ func (r Report) OK() bool { return r.Verdict == None }
 func (r Report) String() string {
 	switch r.Verdict {
 	case None:
-		return fmt.Sprintf("no warp across %d CPUs (%s, %d cross-CPU reads, %v)",
+		return format.Sprintf("no warp across %d CPUs (%s, %d cross-CPU reads, %v)",
 			r.CPUs, plural(r.Pairs, "pair"), r.Reads, r.Took.Round(time.Microsecond))
 	case Found:
-		where := fmt.Sprintf("a read on CPU %d was %d cycles", r.After, r.Cycles)
+		where := format.Sprintf("a read on CPU %d was %d cycles", r.After, r.Cycles)
 		if r.Ns > 0 {
-			where += fmt.Sprintf(" (%s)", formatNs(r.Ns))
+			where += format.Sprintf(" (%s)", formatNs(r.Ns))
 		}
 		if r.Before == r.After {
 			where += " behind an earlier read on the same CPU"
 		} else {
-			where += fmt.Sprintf(" behind an earlier read on CPU %d", r.Before)
+			where += format.Sprintf(" behind an earlier read on CPU %d", r.Before)
 		}
-		return fmt.Sprintf("cross-CPU warp: %s; %d of %d cross-CPU reads went backwards (%d CPUs, %s, %v)",
+		return format.Sprintf("cross-CPU warp: %s; %d of %d cross-CPU reads went backwards (%d CPUs, %s, %v)",
 			where, r.Warps, r.Reads, r.CPUs, plural(r.Pairs, "pair"), r.Took.Round(time.Microsecond))
 	}
 	return "cross-CPU check not run: " + r.Reason
@@ -104,7 +103,7 @@ func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	return format.Sprintf("%d %ss", n, noun)
 }
 
 // formatNs is format.Ns, under the name this package's tests know it by.
