@@ -143,7 +143,7 @@ FUZZ_TARGETS := .:FuzzLine \
 	./internal/kernel:FuzzClocksource \
 	./internal/errata:FuzzCompatible ./internal/errata:FuzzDeviceTree ./internal/errata:FuzzGTDT \
 	./internal/errata:FuzzMIDR ./internal/errata:FuzzCPUInfo \
-	./internal/vdso:FuzzLookup ./internal/vdso:FuzzAuxv ./internal/vdso:FuzzMapsRange ./internal/vdso:FuzzImageLength \
+	./internal/vdso:FuzzLookup ./internal/vdso:FuzzAuxv ./internal/vdso:FuzzImageLength \
 	./internal/pvclock:FuzzMapsLine ./internal/pvclock:FuzzPvclockPage ./internal/pvclock:FuzzHypervPage ./internal/pvclock:FuzzTimeData \
 	./internal/perfclock:FuzzPerfPage \
 	./internal/testutil/pprofdecode:FuzzSamples \

@@ -11,14 +11,17 @@ import (
 // (runtime/vdso_linux.go and vdso_elf64.go, which follow the kernel's
 // tools/testing/selftests/vDSO/parse_vdso.c): the first PT_LOAD gives the
 // load bias, PT_DYNAMIC gives the dynamic table, and the dynamic table
-// gives the symbol table, its strings, a SysV or GNU hash table and the
-// symbol versions. The runtime trusts the image (the kernel made it) and
+// gives the symbol table, its strings and the symbol versions. It differs
+// in two ways. The runtime trusts the image (the kernel made it) and
 // indexes fixed-size arrays laid over memory; this version reads a []byte
 // and checks every offset, size and index against it first, so that a
 // malformed image (a fuzzer's, or a kernel's we have not seen) yields an
-// error and never a panic or a read outside the slice. Every loop is
-// bounded: by a strictly increasing offset, by a table's declared length
-// or by the image's size.
+// error and never a panic or a read outside the slice. And it reads the
+// symbol table in order rather than through a hash table: it looks one
+// symbol up, once per process, in a table of a few dozen, so the tables
+// (two kinds, each with its chains to bound) would cost more code than
+// they save time. Every loop is bounded: by a strictly increasing offset,
+// by a table's declared length or by the image's size.
 
 // ELF constants (the System V gABI, "Dynamic Section" and "symbol
 // Versioning" of the LSB).
@@ -37,15 +40,13 @@ const (
 	ptDynamic = 2
 	pfExecute = 1
 
-	dtNull    = 0
-	dtHash    = 4
-	dtStrtab  = 5
-	dtSymtab  = 6
-	dtStrsz   = 10
-	dtSyment  = 11
-	dtGNUHash = 0x6ffffef5
-	dtVersym  = 0x6ffffff0
-	dtVerdef  = 0x6ffffffc
+	dtNull   = 0
+	dtStrtab = 5
+	dtSymtab = 6
+	dtStrsz  = 10
+	dtSyment = 11
+	dtVersym = 0x6ffffff0
+	dtVerdef = 0x6ffffffc
 
 	verFlagBase = 1 // the version definition of the file itself
 	shnUndef    = 0
@@ -105,20 +106,6 @@ type elfImage struct {
 	verdef           uint64 // index of DT_VERDEF, 0 when absent
 	hasVersym        bool
 	hasVerdef        bool
-
-	hash                 hashTable // one of the two hash tables, parsed and bounded
-	hasDynamic, hasStrsz bool
-}
-
-// hashTable is one of an image's two symbol hash tables, parsed and
-// bounded: DT_GNU_HASH (gnu) or DT_HASH.
-type hashTable struct {
-	gnu       bool
-	nbucket   uint64
-	buckets   uint64 // index of the bucket array (uint32 each)
-	chains    uint64 // index of the chain array (uint32 each)
-	nchain    uint64 // entries in the chain array
-	symOffset uint64 // GNU hash: index of the first hashed symbol
 }
 
 // lookupSymbol finds sym in a vDSO image (the bytes from its ELF header on) and
@@ -180,7 +167,7 @@ func parseELF(image []byte) (*elfImage, error) {
 		return nil, malformed("program headers [%#x, +%d×%d) outside the image of %d bytes", phoff, phnum, phentsize, len(image))
 	}
 
-	var foundLoad bool
+	var foundLoad, foundDynamic bool
 	var dynOff, dynSize uint64
 	for i := uint64(0); i < phnum; i++ {
 		ph := phoff + i*phentsize
@@ -205,20 +192,18 @@ func parseELF(image []byte) (*elfImage, error) {
 			if !span(image, off, filesz) {
 				return nil, malformed("PT_DYNAMIC [%#x, +%#x) outside the image", off, filesz)
 			}
-			dynOff, dynSize = off, filesz
-			img.hasDynamic = true
+			dynOff, dynSize, foundDynamic = off, filesz, true
 		}
 	}
 	if !foundLoad {
 		return nil, malformed("no PT_LOAD")
 	}
-	if !img.hasDynamic {
+	if !foundDynamic {
 		return nil, malformed("no PT_DYNAMIC")
 	}
 
 	var strsz, syment uint64
-	var hash, gnuHash, strtab, symtab uint64
-	var hasHash, hasGNUHash, hasStrtab, hasSymtab bool
+	var hasStrsz, hasStrtab, hasSymtab bool
 	for d := dynOff; d+elfDynSize <= dynOff+dynSize; d += elfDynSize {
 		tag, val := u64(image, d), u64(image, d+8)
 		if tag == dtNull {
@@ -226,12 +211,12 @@ func parseELF(image []byte) (*elfImage, error) {
 		}
 		switch tag {
 		case dtStrsz:
-			strsz, img.hasStrsz = val, true
+			strsz, hasStrsz = val, true
 			continue
 		case dtSyment:
 			syment = val
 			continue
-		case dtStrtab, dtSymtab, dtHash, dtGNUHash, dtVersym, dtVerdef:
+		case dtStrtab, dtSymtab, dtVersym, dtVerdef:
 		default:
 			continue
 		}
@@ -241,44 +226,36 @@ func parseELF(image []byte) (*elfImage, error) {
 		}
 		switch tag {
 		case dtStrtab:
-			strtab, hasStrtab = off, true
+			img.strtab, hasStrtab = off, true
 		case dtSymtab:
-			symtab, hasSymtab = off, true
-		case dtHash:
-			hash, hasHash = off, true
-		case dtGNUHash:
-			gnuHash, hasGNUHash = off, true
+			img.symtab, hasSymtab = off, true
 		case dtVersym:
 			img.versym, img.hasVersym = off, true
 		case dtVerdef:
 			img.verdef, img.hasVerdef = off, true
 		}
 	}
-	if !hasStrtab || !hasSymtab || (!hasHash && !hasGNUHash) {
-		return nil, malformed("dynamic table lacks DT_STRTAB, DT_SYMTAB or a hash table")
+	if !hasStrtab || !hasSymtab {
+		return nil, malformed("dynamic table lacks DT_STRTAB or DT_SYMTAB")
 	}
 	if syment != 0 && syment != elfSymSize {
 		return nil, malformed("DT_SYMENT %d, want %d", syment, elfSymSize)
 	}
-	img.strtab, img.strEnd = strtab, uint64(len(image))
-	if img.hasStrsz && span(image, strtab, strsz) {
-		img.strEnd = strtab + strsz
+	img.strEnd = uint64(len(image))
+	if hasStrsz && span(image, img.strtab, strsz) {
+		img.strEnd = img.strtab + strsz
 	}
-	img.symtab = symtab
-	img.symCount = (uint64(len(image)) - symtab) / elfSymSize
+	// The symbol table runs to the string table where that follows it
+	// (as the linker lays a vDSO out), to the end of the image otherwise.
+	end := uint64(len(image))
+	if img.strtab > img.symtab {
+		end = img.strtab
+	}
+	img.symCount = (end - img.symtab) / elfSymSize
 	if !img.hasVerdef {
 		// Without definitions a version index means nothing; the
 		// runtime drops versym too.
 		img.hasVersym = false
-	}
-
-	// The runtime prefers the GNU table when both exist.
-	if hasGNUHash {
-		if err := img.parseGNUHash(gnuHash); err != nil {
-			return nil, err
-		}
-	} else if err := img.parseSysVHash(hash); err != nil {
-		return nil, err
 	}
 	return img, nil
 }
@@ -294,45 +271,6 @@ func (img *elfImage) index(vaddr uint64) (uint64, bool) {
 	}
 	off += img.loadOffset
 	return off, off < uint64(len(img.data))
-}
-
-// parseSysVHash reads a DT_HASH header: nbucket, nchain, then the two
-// uint32 arrays.
-func (img *elfImage) parseSysVHash(off uint64) error {
-	if !span(img.data, off, 8) {
-		return malformed("DT_HASH header outside the image")
-	}
-	nbucket, nchain := uint64(u32(img.data, off)), uint64(u32(img.data, off+4))
-	img.hash.buckets = off + 8
-	img.hash.chains = img.hash.buckets + 4*nbucket
-	if !span(img.data, img.hash.buckets, 4*(nbucket+nchain)) { // < 2^35: no overflow
-		return malformed("DT_HASH tables (%d buckets, %d chains) outside the image", nbucket, nchain)
-	}
-	img.hash.nbucket, img.hash.nchain = nbucket, nchain
-	// In a SysV table chain[i] is indexed by symbol: the table holds
-	// nchain symbols.
-	img.symCount = min(img.symCount, nchain)
-	return nil
-}
-
-// parseGNUHash reads a DT_GNU_HASH header: nbuckets, symoffset,
-// bloom_size, bloom_shift, then the bloom words (64-bit in ELF64), the
-// buckets and the chain, which runs to the end of the symbol table.
-func (img *elfImage) parseGNUHash(off uint64) error {
-	if !span(img.data, off, 16) {
-		return malformed("DT_GNU_HASH header outside the image")
-	}
-	nbucket := uint64(u32(img.data, off))
-	symOffset := uint64(u32(img.data, off+4))
-	bloomSize := uint64(u32(img.data, off+8))
-	img.hash.buckets = off + 16 + 8*bloomSize // < 2^36: no overflow
-	if nbucket == 0 || !span(img.data, img.hash.buckets, 4*nbucket) {
-		return malformed("DT_GNU_HASH buckets (%d, after %d bloom words) outside the image", nbucket, bloomSize)
-	}
-	img.hash.chains = img.hash.buckets + 4*nbucket
-	img.hash.nchain = (uint64(len(img.data)) - img.hash.chains) / 4
-	img.hash.nbucket, img.hash.symOffset, img.hash.gnu = nbucket, symOffset, true
-	return nil
 }
 
 // str returns the NUL-terminated string at index off of the string
@@ -357,7 +295,6 @@ func (img *elfImage) version(ver string) (int32, error) {
 	if !img.hasVerdef {
 		return 0, nil
 	}
-	hash := elfHash(ver)
 	def := img.verdef
 	for range maxVersionDefs {
 		// Elf64_Verdef: version u16, flags u16, ndx u16, cnt u16, hash
@@ -366,8 +303,8 @@ func (img *elfImage) version(ver string) (int32, error) {
 			return 0, malformed("version definition at %#x outside the image", def)
 		}
 		flags, ndx := u16(img.data, def+2), u16(img.data, def+4)
-		defHash, aux, next := u32(img.data, def+8), uint64(u32(img.data, def+12)), uint64(u32(img.data, def+16))
-		if flags&verFlagBase == 0 && defHash == hash {
+		aux, next := uint64(u32(img.data, def+12)), uint64(u32(img.data, def+16))
+		if flags&verFlagBase == 0 {
 			// Elf64_Verdaux: name u32, next u32.
 			if !span(img.data, def+aux, 8) {
 				return 0, malformed("version name at %#x outside the image", def+aux)
@@ -384,71 +321,17 @@ func (img *elfImage) version(ver string) (int32, error) {
 	return -1, nil
 }
 
-// elfHash is the SysV ABI's symbol hash (DT_HASH and Elf64_Verdef.vd_hash).
-func elfHash(name string) uint32 {
-	var h uint32
-	for i := 0; i < len(name); i++ {
-		h = h<<4 + uint32(name[i])
-		g := h & 0xf0000000
-		if g != 0 {
-			h ^= g >> 24
-		}
-		h &^= g
-	}
-	return h
-}
-
-// gnuHash is the DT_GNU_HASH function (Bernstein's h*33 + c).
-func gnuHash(name string) uint32 {
-	h := uint32(5381)
-	for i := 0; i < len(name); i++ {
-		h = h*33 + uint32(name[i])
-	}
-	return h
-}
-
-// lookup walks the hash chain of sym.name and checks each candidate as
-// the runtime's vdsoParseSymbols does.
+// lookup reads the symbol table in order for sym, checking each entry
+// as the runtime's vdsoParseSymbols does.
 func (img *elfImage) lookup(sym symbol) (uint64, error) {
 	ver, err := img.version(sym.version)
 	if err != nil {
 		return 0, err
 	}
-	if img.hash.nbucket == 0 {
-		return 0, format.Errorf("%w: %s (empty hash table)", errSymbolNotFound, sym)
-	}
-	found := func(i uint64) (uint64, bool, error) { return img.match(i, sym, ver) }
-	if img.hash.gnu {
-		h := gnuHash(sym.name)
-		i := uint64(u32(img.data, img.hash.buckets+4*(uint64(h)%img.hash.nbucket)))
-		if i < img.hash.symOffset {
-			return 0, img.notFound(sym, ver)
-		}
-		for ; i-img.hash.symOffset < img.hash.nchain; i++ {
-			chain := u32(img.data, img.hash.chains+4*(i-img.hash.symOffset))
-			if chain|1 == h|1 {
-				if off, ok, err := found(i); err != nil || ok {
-					return off, err
-				}
-			}
-			if chain&1 != 0 { // the last entry of this bucket's chain
-				break
-			}
-		}
-		return 0, img.notFound(sym, ver)
-	}
-	h := elfHash(sym.name)
-	i := uint64(u32(img.data, img.hash.buckets+4*(uint64(h)%img.hash.nbucket)))
-	// A chain visits each symbol at most once unless it loops: nchain
-	// steps are enough for a well-formed table and stop a looping one.
-	for steps := uint64(0); i != 0 && steps < img.hash.nchain; steps++ {
-		if off, ok, err := found(i); err != nil || ok {
+	for i := uint64(1); i < img.symCount; i++ { // entry 0 is the undefined symbol
+		if off, ok, err := img.match(i, sym, ver); err != nil || ok {
 			return off, err
 		}
-		if i >= img.hash.nchain {
-			return 0, malformed("DT_HASH chain index %d ≥ nchain %d", i, img.hash.nchain)
-		}
-		i = uint64(u32(img.data, img.hash.chains+4*i))
 	}
 	return 0, img.notFound(sym, ver)
 }
@@ -464,9 +347,6 @@ func (img *elfImage) notFound(sym symbol, ver int32) error {
 // (or untyped symbol) of that name and version, whose address lies in an
 // executable segment.
 func (img *elfImage) match(i uint64, sym symbol, ver int32) (uint64, bool, error) {
-	if i >= img.symCount {
-		return 0, false, malformed("symbol index %d beyond the symbol table", i)
-	}
 	s := img.symtab + i*elfSymSize
 	// Elf64_Sym: name u32, info u8, other u8, shndx u16, value u64, size u64.
 	name, info, shndx, value := u32(img.data, s), img.data[s+4], u16(img.data, s+6), u64(img.data, s+8)

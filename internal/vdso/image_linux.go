@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"strconv"
-	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -66,24 +64,20 @@ func findSysinfoEhdr(auxv [][2]uintptr) (uintptr, error) {
 
 // How much of the memory at AT_SYSINFO_EHDR may be read. The kernel maps
 // the whole vDSO shared object there, file offset 0 at the ELF header, so
-// the image's own headers say how long it is. Of the three ways to know
-// how much is mapped, this package takes the headers, checked twice:
-//
-//   - /proc/self/maps' [vdso] range is authoritative but needs /proc,
-//     which a chroot or a sandbox may lack; where it is readable the
-//     length from the headers must fit in the mapping that holds the
-//     header, or the vDSO is not used.
-//   - mincore(2) over the range would prove each page mapped without
-//     /proc, but it is one more system call for a seccomp policy to kill
-//     the process over, at first use, far from the cause.
-//   - The headers: the ELF header is at the start of a mapping (the
-//     auxiliary vector says so), and the runtime already read it, the
-//     program headers, the dynamic table and the symbol tables through
-//     the same address at startup (runtime/vdso_linux.go, vdsoauxv), so
-//     reading the program headers cannot fault if they lie in the first
-//     page (4096 bytes: no Linux page is smaller). The image is then the
-//     extent of its PT_LOAD segments: every table the lookup reads lies
-//     inside them (the lookup checks it) and the kernel maps them whole.
+// the image's own headers say how long it is: the ELF header is at the
+// start of a mapping (the auxiliary vector says so), and the runtime
+// already read it, the program headers, the dynamic table and the symbol
+// tables through the same address at startup (runtime/vdso_linux.go,
+// vdsoauxv), so reading the program headers cannot fault if they lie in
+// the first page (4096 bytes: no Linux page is smaller). The image is
+// then the extent of its PT_LOAD segments: every table the lookup reads
+// lies inside them (the lookup checks it) and the kernel maps them
+// whole. mincore(2) then proves every page of that extent mapped, in one
+// system call; where it cannot answer (a seccomp filter that forbids
+// it), the headers are trusted as the runtime trusts them. (Reading
+// /proc/self/maps instead would cost the first Raw, Boottime or wall
+// clock read of a process far more: the kernel writes out every mapping
+// of the process.)
 //
 // The length is capped at maxImage in any case: a vDSO is a few pages.
 const (
@@ -104,13 +98,8 @@ func liveImage() (uintptr, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	switch mapped, known := mappedFor(base, uintptr(n)); {
-	case known && !mapped:
+	if mapped, known := mappedFor(base, uintptr(n)); known && !mapped {
 		return 0, nil, format.Errorf("%w: the headers claim %d bytes, not all of them mapped (mincore)", errMalformed, n)
-	case !known:
-		if end, ok := mappingEnd(base); ok && n > uint64(end-base) {
-			return 0, nil, format.Errorf("%w: the headers claim %d bytes, /proc/self/maps maps %d", errMalformed, n, end-base)
-		}
 	}
 	return base, bytes.Clone(memory(base, uintptr(n))), nil
 }
@@ -152,12 +141,9 @@ func imageLength(hdr []byte, phdrs func(off, size uint64) []byte) (uint64, error
 }
 
 // mappedFor reports whether every page of [addr, addr+n) is mapped, by
-// mincore(2), which fails with ENOMEM on a range with a hole: one system
-// call, where reading /proc/self/maps costs 180-350µs (the kernel writes
-// out every mapping of the process; measured on the development
-// machine's KVM guest), all of it on the first Raw, Boottime or wall
-// clock read of a process. known is false where mincore answers
-// anything else (a seccomp filter that forbids it): mappingEnd then.
+// mincore(2), which fails with ENOMEM on a range with a hole. known is
+// false where mincore answers anything else (a seccomp filter that
+// forbids it).
 func mappedFor(addr, n uintptr) (mapped, known bool) {
 	const page = minPage
 	lo := addr &^ (page - 1)
@@ -174,40 +160,4 @@ func mappedFor(addr, n uintptr) (mapped, known bool) {
 		return false, true
 	}
 	return false, false
-}
-
-// mappingEnd returns the end of the mapping in /proc/self/maps that holds
-// addr, and false when /proc/self/maps cannot be read.
-func mappingEnd(addr uintptr) (uintptr, bool) {
-	maps, err := sysfile.Read("/proc/self/maps")
-	if err != nil {
-		return 0, false
-	}
-	for len(maps) > 0 {
-		line, rest, _ := bytes.Cut(maps, []byte{'\n'})
-		maps = rest
-		lo, hi, ok := parseMapsRange(string(line))
-		if ok && lo <= addr && addr < hi {
-			return hi, true
-		}
-	}
-	// Readable, yet no mapping holds the header: length 0 refuses the
-	// image, whose header we would not have been able to read anyway.
-	return addr, true
-}
-
-// parseMapsRange reads the "lo-hi" that starts a /proc/self/maps line.
-func parseMapsRange(line string) (lo, hi uintptr, ok bool) {
-	rng, _, _ := strings.Cut(line, " ")
-	l, h, found := strings.Cut(rng, "-")
-	if !found {
-		return 0, 0, false
-	}
-	const bits = int(unsafe.Sizeof(uintptr(0))) * 8
-	lo64, err1 := strconv.ParseUint(l, 16, bits)
-	hi64, err2 := strconv.ParseUint(h, 16, bits)
-	if err1 != nil || err2 != nil || lo64 >= hi64 {
-		return 0, 0, false
-	}
-	return uintptr(lo64), uintptr(hi64), true
 }

@@ -199,21 +199,6 @@ func TestParseAuxv(t *testing.T) {
 	assert.Equal(t, serr == nil, ferr == nil)
 }
 
-func TestParseMapsRange(t *testing.T) {
-	lo, hi, ok := parseMapsRange("f7f0e000-f7f10000 r-xp 00000000 00:00 0                          [vdso]")
-	assert.True(t, ok)
-	assert.Equal(t, uintptr(0xf7f0e000), lo)
-	assert.Equal(t, uintptr(0xf7f10000), hi)
-	bad := []string{"", "x-y r", "10-10 r", "20-10 r", "7f66 r-xp"}
-	if unsafe.Sizeof(uintptr(0)) == 4 {
-		bad = append(bad, "7f661230e000-7f6612310000 r-xp") // does not fit: refused, not truncated
-	}
-	for _, bad := range bad {
-		_, _, ok := parseMapsRange(bad)
-		assert.False(t, ok, bad)
-	}
-}
-
 func TestImageLength(t *testing.T) {
 	for _, ti := range testImages {
 		image := readImage(t, ti.file)
