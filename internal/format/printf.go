@@ -73,11 +73,13 @@ func printf(format string, args []any, wrap bool) (string, []error) {
 	var wrapped []error
 	n := 0
 	for format != "" {
-		lit, d, found := strings.Cut(format, "%")
-		b = append(b, lit...)
-		if !found {
+		pct := strings.IndexByte(format, '%')
+		if pct < 0 {
+			b = append(b, format...)
 			break
 		}
+		b = append(b, format[:pct]...)
+		d := format[pct+1:]
 		plus, sharp, prec, i := false, false, -1, 0
 		for ; i < len(d) && (d[i] == '+' || d[i] == '#'); i++ {
 			plus = plus || d[i] == '+'
@@ -98,7 +100,7 @@ func printf(format string, args []any, wrap bool) (string, []error) {
 		case s != "":
 		case verb == "%":
 			s = "%"
-		case !strings.Contains("vsqxdgfew", verb):
+		case strings.IndexByte("vsqxdgfew", verb[0]) < 0:
 			s = "%!" + verb + "(BADFORMAT)"
 		case n == len(args):
 			s = "%!" + verb + "(MISSING)"

@@ -1,7 +1,7 @@
 package pvclock
 
 import (
-	"strconv"
+	"math"
 	"strings"
 
 	"github.com/schedclock/schedclock/internal/format"
@@ -25,7 +25,7 @@ func ParseMapsLine(line string) (m Mapping, ok bool) {
 	rest := line
 	var fields [5]string
 	for i := range fields {
-		rest = strings.TrimLeft(rest, " ")
+		rest = trimSpaces(rest)
 		end := strings.IndexByte(rest, ' ')
 		if end < 0 {
 			if i != len(fields)-1 {
@@ -35,16 +35,43 @@ func ParseMapsLine(line string) (m Mapping, ok bool) {
 		}
 		fields[i], rest = rest[:end], rest[end:]
 	}
-	l, h, found := strings.Cut(fields[0], "-")
-	if !found {
+	dash := strings.IndexByte(fields[0], '-')
+	if dash < 0 {
 		return Mapping{}, false
 	}
-	lo, err1 := strconv.ParseUint(l, 16, 64)
-	hi, err2 := strconv.ParseUint(h, 16, 64)
-	if err1 != nil || err2 != nil || lo >= hi || len(fields[1]) != 4 || fields[4] == "" {
+	lo, ok1 := parseUint(fields[0][:dash], 16)
+	hi, ok2 := parseUint(fields[0][dash+1:], 16)
+	if !ok1 || !ok2 || lo >= hi || len(fields[1]) != 4 || fields[4] == "" {
 		return Mapping{}, false
 	}
-	return Mapping{Lo: lo, Hi: hi, Perms: fields[1], Name: strings.TrimLeft(rest, " ")}, true
+	return Mapping{Lo: lo, Hi: hi, Perms: fields[1], Name: trimSpaces(rest)}, true
+}
+
+func trimSpaces(s string) string {
+	for s != "" && s[0] == ' ' {
+		s = s[1:]
+	}
+	return s
+}
+
+// parseUint reads s as strconv.ParseUint(s, base, 64) does for base 10
+// or 16: digits alone, at least one, within 64 bits.
+func parseUint(s string, base uint64) (uint64, bool) {
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		c, d := s[i], uint64(base)
+		switch lower := c | 0x20; {
+		case '0' <= c && c <= '9':
+			d = uint64(c - '0')
+		case base == 16 && 'a' <= lower && lower <= 'f':
+			d = uint64(lower-'a') + 10
+		}
+		if d >= base || n > (math.MaxUint64-d)/base {
+			return 0, false
+		}
+		n = n*base + d
+	}
+	return n, s != ""
 }
 
 // ParseMaps parses every line of a /proc/self/maps, skipping those that
@@ -72,20 +99,20 @@ type Release struct{ Major, Minor int }
 
 // ParseRelease reads "major.minor" at the start of a kernel release.
 func ParseRelease(s string) (Release, bool) {
-	maj, rest, found := strings.Cut(s, ".")
-	if !found {
+	dot := strings.IndexByte(s, '.')
+	if dot < 0 {
 		return Release{}, false
 	}
-	end := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
-	if end < 0 {
-		end = len(rest)
+	end := dot + 1
+	for end < len(s) && '0' <= s[end] && s[end] <= '9' {
+		end++
 	}
-	major, err1 := strconv.Atoi(maj)
-	minor, err2 := strconv.Atoi(rest[:end])
-	if err1 != nil || err2 != nil || major < 0 || minor < 0 {
+	major, ok1 := parseUint(s[:dot], 10)
+	minor, ok2 := parseUint(s[dot+1:end], 10)
+	if !ok1 || !ok2 || major > math.MaxInt32 || minor > math.MaxInt32 {
 		return Release{}, false
 	}
-	return Release{major, minor}, true
+	return Release{int(major), int(minor)}, true
 }
 
 func (r Release) atLeast(major, minor int) bool {
