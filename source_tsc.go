@@ -2,7 +2,6 @@ package schedclock
 
 import (
 	"math"
-	"strings"
 	"time"
 
 	"github.com/schedclock/schedclock/internal/cpu"
@@ -30,7 +29,7 @@ func tscRate(cpuid cpu.Func, clocksource string) (rate uint64, origin rateOrigin
 		}
 		return 0, 0, 0, format.Errorf("%w %q: %s", sentinel, "tsc", refusal.Reason)
 	}
-	if cs := strings.TrimSpace(clocksource); cs != "" && cs != "tsc" {
+	if cs := kernel.TrimSpace(clocksource); cs != "" && cs != "tsc" {
 		return 0, 0, 0, format.Errorf("%w %q: kernel clocksource is %s, not tsc", errUntrusted, "tsc", cs)
 	}
 	rate, from, errPPM := tsc.Rate()

@@ -40,11 +40,39 @@ func Clocksource() string {
 }
 
 // parseCurrent reads a current_clocksource file: one name and a newline.
-func parseCurrent(content []byte) string { return strings.TrimSpace(string(content)) }
+func parseCurrent(content []byte) string { return TrimSpace(string(content)) }
 
 // parseAvailable reads an available_clocksource file: names, each
 // followed by a space, then a newline.
-func parseAvailable(content []byte) []string { return strings.Fields(string(content)) }
+func parseAvailable(content []byte) []string {
+	names := []string{}
+	for s := string(content); ; {
+		for s != "" && isSpace(s[0]) {
+			s = s[1:]
+		}
+		end := 0
+		for end < len(s) && !isSpace(s[end]) {
+			end++
+		}
+		if end == 0 {
+			return names
+		}
+		names, s = append(names, s[:end]), s[end:]
+	}
+}
+
+// TrimSpace is strings.TrimSpace for the white space sysfs writes: ASCII's.
+func TrimSpace(s string) string {
+	for s != "" && isSpace(s[0]) {
+		s = s[1:]
+	}
+	for s != "" && isSpace(s[len(s)-1]) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func isSpace(c byte) bool { return c == ' ' || '\t' <= c && c <= '\r' }
 
 // Verdict is what current_clocksource said about a counter.
 type Verdict struct {

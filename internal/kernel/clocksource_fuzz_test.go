@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -31,10 +30,14 @@ func clocksourceSeeds(tb testing.TB) [][2][]byte {
 	return seeds
 }
 
+// space is white space as sysfs writes it: ASCII's (the kernel's isspace
+// less its Latin-1 code points, which a name never holds).
+func space(r rune) bool { return strings.ContainsRune(" \t\n\v\f\r", r) }
+
 // isSpaceOnly reports whether s is all white space, as the kernel's
 // writers and TrimSpace/Fields see it (Unicode, not ASCII alone).
 func isSpaceOnly(s string) bool {
-	return strings.IndexFunc(s, func(r rune) bool { return !unicode.IsSpace(r) }) < 0
+	return strings.IndexFunc(s, func(r rune) bool { return !space(r) }) < 0
 }
 
 // FuzzClocksource feeds the two sysfs files' contents to their parsers
@@ -56,13 +59,13 @@ func FuzzClocksource(f *testing.F) {
 		// current_clocksource: a name with no white space around it,
 		// found in the file with only white space around it.
 		cur := parseCurrent(current)
-		if r, _ := utf8.DecodeRuneInString(cur); cur != "" && unicode.IsSpace(r) {
+		if r, _ := utf8.DecodeRuneInString(cur); cur != "" && space(r) {
 			t.Fatalf("parseCurrent(%q) = %q starts with white space", current, cur)
 		}
-		if r, _ := utf8.DecodeLastRuneInString(cur); cur != "" && unicode.IsSpace(r) {
+		if r, _ := utf8.DecodeLastRuneInString(cur); cur != "" && space(r) {
 			t.Fatalf("parseCurrent(%q) = %q ends with white space", current, cur)
 		}
-		if rest, ok := strings.CutPrefix(strings.TrimLeftFunc(string(current), unicode.IsSpace), cur); !ok || !isSpaceOnly(rest) {
+		if rest, ok := strings.CutPrefix(strings.TrimLeftFunc(string(current), space), cur); !ok || !isSpaceOnly(rest) {
 			t.Fatalf("parseCurrent(%q) = %q: not the file less the white space around it", current, cur)
 		}
 		if got := parseCurrent([]byte(" \t" + cur + "\n")); got != cur {
@@ -74,11 +77,11 @@ func FuzzClocksource(f *testing.F) {
 		names := parseAvailable(available)
 		rest := string(available)
 		for _, name := range names {
-			if name == "" || strings.IndexFunc(name, unicode.IsSpace) >= 0 {
+			if name == "" || strings.IndexFunc(name, space) >= 0 {
 				t.Fatalf("parseAvailable(%q) gives the name %q", available, name)
 			}
-			after, ok := strings.CutPrefix(strings.TrimLeftFunc(rest, unicode.IsSpace), name)
-			if r, _ := utf8.DecodeRuneInString(after); !ok || after != "" && !unicode.IsSpace(r) {
+			after, ok := strings.CutPrefix(strings.TrimLeftFunc(rest, space), name)
+			if r, _ := utf8.DecodeRuneInString(after); !ok || after != "" && !space(r) {
 				t.Fatalf("parseAvailable(%q) = %q: %q is not the next name in %q", available, names, name, rest)
 			}
 			rest = after
