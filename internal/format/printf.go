@@ -68,18 +68,15 @@ func (e *wrapErrors) Unwrap() []error { return e.errs }
 
 // printf writes format with args, and returns the errors that %w
 // operands wrap where wrap is set (Errorf): nil if there is no %w.
-func printf(format string, args []any, wrap bool) (string, []error) {
-	var b []byte
-	var wrapped []error
+func printf(format string, args []any, wrap bool) (out string, wrapped []error) {
 	n := 0
-	for format != "" {
+	for {
 		pct := strings.IndexByte(format, '%')
 		if pct < 0 {
-			b = append(b, format...)
+			out += format
 			break
 		}
-		b = append(b, format[:pct]...)
-		d := format[pct+1:]
+		lit, d := format[:pct], format[pct+1:]
 		plus, sharp, prec, i := false, false, -1, 0
 		for ; i < len(d) && (d[i] == '+' || d[i] == '#'); i++ {
 			plus = plus || d[i] == '+'
@@ -90,14 +87,13 @@ func printf(format string, args []any, wrap bool) (string, []error) {
 				prec = prec*10 + int(d[i]-'0')
 			}
 		}
-		verb, s := "", ""
-		if i < len(d) {
-			verb, format = d[i:i+1], d[i+1:]
-		} else {
-			format, s = "", "%!(NOVERB)"
+		if i == len(d) {
+			out += lit + "%!(NOVERB)"
+			break
 		}
+		verb, s := d[i:i+1], ""
+		format = d[i+1:]
 		switch {
-		case s != "":
 		case verb == "%":
 			s = "%"
 		case strings.IndexByte("vsqxdgfew", verb[0]) < 0:
@@ -105,22 +101,23 @@ func printf(format string, args []any, wrap bool) (string, []error) {
 		case n == len(args):
 			s = "%!" + verb + "(MISSING)"
 		case verb == "w":
-			err, ok := args[n].(error)
-			if s = bad(verb, args[n]); ok && wrap {
+			if err, ok := args[n].(error); ok && wrap {
 				wrapped = append(wrapped, err)
 				s = operand(err, 'v', false, false, prec)
+			} else {
+				s = bad(verb, args[n])
 			}
 			n++
 		default:
 			s = operand(args[n], verb[0], plus && verb != "v", sharp, prec)
 			n++
 		}
-		b = append(b, s...)
+		out += lit + s
 	}
 	if n < len(args) {
-		b = append(b, "%!(EXTRA)"...)
+		out += "%!(EXTRA)"
 	}
-	return string(b), wrapped
+	return out, wrapped
 }
 
 // operand writes one operand: v and s as fmt.Sprint writes it (s of a
