@@ -1,6 +1,7 @@
 package schedclock
 
 import (
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -406,20 +407,21 @@ func (c *Clock) setUp() {
 	// on a loaded machine; Coarse's ticker must not wait for it: a
 	// Coarse that asks for the ticker meanwhile has it started at once.
 	// The background loop looks at everything at its start anyway, so a
-	// wake-up taken here for another reason is not lost.
-	chosen := make(chan struct{})
+	// wake-up taken here for another reason is not lost. The kick after
+	// the choice ends the helper, which takes every kick until it has
+	// ended (done), the background loop none before.
+	var chosen atomic.Bool
+	done := make(chan struct{})
 	go func(w clockRef, st *clockState) {
-		for {
-			select {
-			case <-chosen:
-				return
-			case <-st.loop.wake:
-				startCoarse(w, st)
-			}
+		defer close(done)
+		for <-st.loop.wake; !chosen.Load(); <-st.loop.wake {
+			startCoarse(w, st)
 		}
 	}(weakClock(c), c.st)
 	c.chooseHardware()
-	close(chosen)
+	chosen.Store(true)
+	c.kick()
+	<-done
 	c.st.mu.Lock()
 	checks := c.st.policy.checks && !c.st.loop.closed
 	c.dropFirstUseReadLocked() // also where the choice was made before (tests), or the clock closed

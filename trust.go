@@ -265,14 +265,26 @@ const (
 // sleepUnlessClosed sleeps for d or until the clock is closed, and
 // reports whether it is still open.
 func (c *Clock) sleepUnlessClosed(d time.Duration) bool {
-	timer := newWakeTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-c.st.loop.stop:
-		return false
+	nap := newWakeTimer(d)
+	defer nap.Stop()
+	c.st.mu.Lock()
+	open := !c.st.loop.closed
+	if open {
+		c.st.loop.naps = append(c.st.loop.naps, nap) // Close fires it
 	}
+	c.st.mu.Unlock()
+	if open {
+		<-nap.C
+	}
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	for i, n := range c.st.loop.naps {
+		if n == nap {
+			c.st.loop.naps = append(c.st.loop.naps[:i], c.st.loop.naps[i+1:]...)
+			break
+		}
+	}
+	return !c.st.loop.closed
 }
 
 // fallBackLocked leaves the hardware counter for the portable source, for
