@@ -1,7 +1,6 @@
 package schedclock
 
 import (
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -164,7 +163,7 @@ func findParavirt() (*paravirtPage, error) {
 	if len(refusals) == 0 {
 		return nil, format.Errorf("%w %q: the kernel's clocksource is %q, not a paravirtual clock (kvm-clock, xen, hyperv_clocksource_tsc_page)", ErrUnsupported, "paravirt", cs)
 	}
-	return nil, errors.Join(refusals...)
+	return nil, joinRefusals(refusals)
 }
 
 // paravirtSource is one Source on the page: the page's ns while the page

@@ -5,7 +5,6 @@ package warp
 import (
 	"math/bits"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -147,15 +146,14 @@ func checkOn(env system, read func() uint64, rate uint64, budget time.Duration) 
 // only a busy machine was to blame.
 func runPairs(env system, read func() uint64, pairs [][2]int, d time.Duration, report *Report) (failed string, busy bool) {
 	sides := make([][2]sideResult, len(pairs))
-	var wg sync.WaitGroup
+	done := make(chan struct{}, 2*len(pairs)) // a send from each side as it ends
 	for p, pair := range pairs {
 		lines := new([2]slot)
 		var ready, satisfied atomic.Int32
 		var abort atomic.Bool
 		for s := 0; s < 2; s++ {
-			wg.Add(1)
 			go func() {
-				defer wg.Done()
+				defer func() { done <- struct{}{} }()
 				runtime.LockOSThread()
 				restore, err := env.pin(pair[s])
 				if err != nil {
@@ -183,7 +181,9 @@ func runPairs(env system, read func() uint64, pairs [][2]int, d time.Duration, r
 			}()
 		}
 	}
-	wg.Wait()
+	for range 2 * len(pairs) {
+		<-done
+	}
 
 	for p, pair := range pairs {
 		for s := 0; s < 2; s++ {
