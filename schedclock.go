@@ -139,7 +139,7 @@ type lineLog struct {
 // CPU an idle process pays), the channel that tells it to look again
 // (its timer's, a writer's, Close's), and Close's. The goroutine waits
 // on wake alone, and stop, closed before wake is sent to, says why it
-// woke: a select over both would link the runtime's selectgo (5.5 KB)
+// woke: a select over both would link the runtime's selectgo
 // into every binary (see TestWeight). naps are the sleeps of
 // sleepUnlessClosed, which Close cuts short.
 type loopState struct {

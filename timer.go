@@ -2,7 +2,8 @@ package schedclock
 
 import "time"
 
-// wakeTimer is what the clock's goroutines wait on: a time.Timer whose
+// wakeTimer is what Coarse's ticker and sleepUnlessClosed wait on (the
+// background loop's timer kicks it instead): a time.Timer whose
 // firing is a send on a channel of struct{}. time.NewTimer and
 // time.NewTicker hand their chan time.Time to the runtime as an
 // interface, and that keeps time.Time's String and GoString, and with
