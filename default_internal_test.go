@@ -205,6 +205,32 @@ func newChosenDefaultClock(table []*counter) *Clock {
 	return c
 }
 
+// TestCloseDuringTheHardwareChoice: a default clock closed while its
+// set-up chooses the hardware ends its background goroutine once the
+// choice is made, though the set-up's helper took Close's kick: the loop
+// looks at stop before it waits, and its next look after a closed
+// clock's tick is an hour away.
+func TestCloseDuringTheHardwareChoice(t *testing.T) {
+	probing, release := make(chan struct{}), make(chan struct{})
+	c := newDefaultClock([]*counter{{arch: runtime.GOARCH, probe: func() (Source, rateOrigin, float64, error) {
+		close(probing)
+		<-release
+		return Source{}, 0, 0, ErrUnsupported
+	}}})
+	c.st.policy.startSetUp()
+	<-probing
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	require.Eventually(t, c.st.loop.stopping, 10*time.Second, time.Millisecond, "Close never closed stop")
+	close(release)
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(time.Hour / 360): // a loaded machine delays the end by milliseconds, not seconds
+		t.Fatal("Close waits for the background goroutine's next look, an hour away")
+	}
+}
+
 // TestPortableConversion: the default clock's conversion, written out for
 // package initialisation, is the one newConversion derives.
 func TestPortableConversion(t *testing.T) {

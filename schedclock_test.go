@@ -269,6 +269,21 @@ func TestNarrowCounterSurvivesABusyGoroutine(t *testing.T) {
 	assert.InDelta(t, float64(elapsed), float64(got), float64(time.Millisecond), "elapsed %v, clock %v: a wrap was lost", elapsed, got)
 }
 
+// TestCloseDoesNotWaitForTheLoopsNextLook: Close wakes the background
+// goroutine, which then ends, rather than waiting for its next look at
+// the schedule, a fold period away on the portable source.
+func TestCloseDoesNotWaitForTheLoopsNextLook(t *testing.T) {
+	c, err := schedclock.New(schedclock.Portable())
+	require.NoError(t, err)
+	period := c.Info().RefreshPeriod
+	time.Sleep(period / 100) // the loop has looked once and sleeps until the next fold
+	start := time.Now()
+	require.NoError(t, c.Close())
+	took := time.Since(start)
+	t.Logf("Close took %v; the loop's next look was at most %v away", took, period)
+	assert.Less(t, took, period/2, "Close waited for the background goroutine's next look")
+}
+
 func TestClose(t *testing.T) {
 	base := runtime.NumGoroutine()
 	f := &schedclock.FakeCounter{}

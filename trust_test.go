@@ -383,3 +383,29 @@ func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
 	assert.Nil(t, c.st.policy.verdict, "nor followed")
 	c.unlock()
 }
+
+// TestCloseCutsANapShort: Close ends a sleepUnlessClosed at once (the
+// cross-CPU check's retries sleep minutes), which then reports the
+// clock closed.
+func TestCloseCutsANapShort(t *testing.T) {
+	c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared}, nil)
+	require.NoError(t, err)
+	c.start()
+	woke := make(chan bool, 1)
+	go func() { woke <- c.sleepUnlessClosed(time.Hour) }()
+	require.Eventually(t, func() bool {
+		c.st.mu.Lock()
+		defer c.st.mu.Unlock()
+		return len(c.st.loop.naps) == 1
+	}, 10*time.Second, time.Millisecond, "the nap never started")
+	require.NoError(t, c.Close())
+	select {
+	case open := <-woke:
+		assert.False(t, open, "a closed clock's nap reports it open")
+	case <-time.After(time.Hour / 360): // a loaded machine delays the end by milliseconds, not seconds
+		t.Fatal("Close left the hour's nap to run")
+	}
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	assert.Empty(t, c.st.loop.naps, "the nap left itself behind")
+}
