@@ -528,11 +528,13 @@ func runBackground(w clockRef, st *clockState, delay time.Duration) {
 		}
 		close(st.loop.stopped)
 	}()
-	// The timer kicks the loop, as a writer does: a firing that Reset
-	// could not stop in time is one more look at the schedule.
-	timer := time.AfterFunc(delay, st.loop.kick)
+	// The timer kicks the loop, as a writer does: armed for what is left
+	// of the delay, then by each tick. A firing that Reset could not stop
+	// in time is one more look at the schedule.
+	timer := time.AfterFunc(math.MaxInt64, st.loop.kick)
 	defer timer.Stop()
 	for until := time.Now().Add(delay); time.Now().Before(until); {
+		timer.Reset(time.Until(until))
 		if !st.loop.wait() {
 			exited = false
 			return
