@@ -172,6 +172,49 @@ func TestGenericReaderRechecksSeq(t *testing.T) {
 	assert.True(t, published)
 }
 
+// TestPortableReaderEdges: the portable reader (otherNow's own read of
+// Go's clock, which no FakeCounter reaches) agrees with the line's
+// definition at its edges, as Now and the generic reader do, on the
+// declared line (a pure offset) and on a refined one: a clock reading
+// below the epoch clamps to it, and one past the room left below
+// math.MaxInt64 saturates there.
+func TestPortableReaderEdges(t *testing.T) {
+	c, err := New(Portable())
+	require.NoError(t, err)
+	require.NoError(t, c.Close()) // only this test publishes
+	declared := c.st.cur
+	require.NotZero(t, declared.pureOffset(), "the portable line is not a pure offset")
+	refined := declared
+	refined.conv, err = conversionFor("portable", 1_000_000_100, 63)
+	require.NoError(t, err)
+	require.Zero(t, refined.pureOffset(), "a refined rate taken for a pure offset")
+
+	readers := map[string]func() int64{"otherNow": func() int64 { return otherNow(c) }, "Now": c.nanos, "now": c.now}
+	for _, ln := range []line{declared, refined} {
+		name := fmt.Sprintf("%d/2^%d", ln.conv.mult, ln.conv.shift)
+		for reader, read := range readers {
+			// Within the window: between the line at readings taken
+			// before and after.
+			ln.epochCyc, ln.epochNs = readMono(), 1<<40
+			publishLine(c, ln)
+			before, _ := ln.at(readMono())
+			got := read()
+			after, _ := ln.at(readMono())
+			assert.True(t, before <= got && got <= after, "%s, %s: %d not in [%d, %d]", name, reader, got, before, after)
+
+			// Below the epoch: the epoch.
+			ln.epochCyc = readMono() + uint64(time.Hour)
+			publishLine(c, ln)
+			assert.Equal(t, int64(1<<40), read(), "%s, %s: a reading below the epoch", name, reader)
+
+			// Past the room below math.MaxInt64: saturated.
+			ln.epochCyc, ln.epochNs = readMono()-uint64(time.Second), math.MaxInt64-1000
+			publishLine(c, ln)
+			assert.Equal(t, int64(math.MaxInt64), read(), "%s, %s: a reading past math.MaxInt64", name, reader)
+		}
+	}
+}
+
 // The stress suite's oracle (TestStressNowUnderSIGPROF runs it): the record of every
 // line a clock publishes, kept by the writer's step hook before readers
 // can see the line, and the check that some line that can have been
