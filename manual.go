@@ -264,14 +264,23 @@ func addSat(a, b int64) int64 {
 
 // The manual counter is schedclocktest's to export: it reaches it through
 // internal/testhook, so that nothing test-only is in this package's API.
-func init() {
-	testhook.NewManual = func(rate uint64, bits int) (testhook.Manual, error) {
-		m, err := newManual(rate, bits)
-		if err != nil {
-			return nil, err
-		}
-		return manualLink{m}, nil
+// The link is a store that package initialisation makes itself
+// (linkManual is inlined into it), not a function of its own to call:
+// each block of code that initialisation runs first can cost a process
+// a page fault or a hypervisor exit (see docs/default-clock.md).
+var _ = linkManual()
+
+func linkManual() bool {
+	testhook.NewManual = newManualLink
+	return true
+}
+
+func newManualLink(rate uint64, bits int) (testhook.Manual, error) {
+	m, err := newManual(rate, bits)
+	if err != nil {
+		return nil, err
 	}
+	return manualLink{m}, nil
 }
 
 // manualLink is a manual counter as testhook.Manual: plain integers for
