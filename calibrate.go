@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/schedclock/schedclock/internal/format"
+	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/vdso"
 )
@@ -103,7 +104,7 @@ var calibrationSchedule = []time.Duration{
 // rating is a rate and what is known of it.
 type rating struct {
 	hz     float64
-	origin rateOrigin
+	origin hwcounter.RateOrigin
 	errPPM float64 // the estimate's error, the conversion's rounding included
 }
 
@@ -405,7 +406,7 @@ func (tr *tracker) refine(now time.Time, v *clockView) trackDecision {
 		return trackDecision{reject: err.Error()}
 	}
 	// The conversion's own rounding is part of the error.
-	next := rating{hz: hz, origin: rateRefined, errPPM: errPPM + math.Abs(conv.errorPPM(hz))}
+	next := rating{hz: hz, origin: hwcounter.RateRefined, errPPM: errPPM + math.Abs(conv.errorPPM(hz))}
 	src := tr.src
 	src.Rate = uint64(math.Round(hz))
 	if !tr.adopted {
@@ -419,16 +420,16 @@ func (tr *tracker) refine(now time.Time, v *clockView) trackDecision {
 			return trackDecision{}
 		}
 		if tr.src.Rate == 0 {
-			next.origin = rateMeasured
+			next.origin = hwcounter.RateMeasured
 		}
 		tr.adopted = true
 		return trackDecision{rerate: &rateChange{src: src, conv: conv, rate: next, adopt: true}}
 	}
-	if v.rate.origin == rateNanoseconds {
+	if v.rate.origin == hwcounter.RateNanoseconds {
 		return trackDecision{} // exact by construction: a measurement can only add its own error (the watch still compares)
 	}
 	current := v.rate.errPPM
-	if v.rate.origin == rateDeclared {
+	if v.rate.origin == hwcounter.RateDeclared {
 		current = math.Inf(1) // a caller's word, which the reference is here to check
 	}
 	if !sliding && next.errPPM >= current {
@@ -514,7 +515,7 @@ func (tr *tracker) finishReanchor(v *clockView) trackDecision {
 	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM && tr.keepsRate(src.Read, p2, hz, errPPM) {
 		if cv, cerr := conversionFor(src.Name, hz, src.Bits); cerr == nil {
 			conv, r.rerated = cv, true
-			rate = rating{hz: hz, origin: rateRefined, errPPM: errPPM + math.Abs(cv.errorPPM(hz))}
+			rate = rating{hz: hz, origin: hwcounter.RateRefined, errPPM: errPPM + math.Abs(cv.errorPPM(hz))}
 			src.Rate = uint64(math.Round(hz))
 		}
 	}

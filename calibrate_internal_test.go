@@ -95,7 +95,7 @@ func TestRateAgainstRaw(t *testing.T) {
 // tracking hw against the raw clock, ending with a caller's Register.
 func defaultLike(t *testing.T, hw Source) *Clock {
 	t.Helper()
-	c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared},
+	c, err := newClock(Portable(), rating{hz: 1e9, origin: hwcounter.RateDeclared},
 		&tracker{ref: rawNow, src: hw, endsOnRegister: true})
 	require.NoError(t, err)
 	c.st.mu.Lock()
@@ -151,7 +151,7 @@ func TestCalibrationAdoptsTheMeasuredCounter(t *testing.T) {
 	assert.Equal(t, measurePending("hw"), before.Evidence.Pending)
 	require.Eventually(t, func() bool { return c.Info().Source == "hw" }, 2*time.Second, time.Millisecond)
 	in := c.Info()
-	assert.Contains(t, []string{rateMeasured.String(), rateRefined.String()}, in.RateOrigin)
+	assert.Contains(t, []string{hwcounter.RateMeasured.String(), hwcounter.RateRefined.String()}, in.RateOrigin)
 	assert.InDelta(t, 1e9, float64(in.Rate), 1e9*(in.RateErrorPPM+1)*1e-6, "%+v", in)
 	assert.Empty(t, in.Evidence.Rejected)
 	assert.Empty(t, in.Evidence.Pending)
@@ -187,7 +187,7 @@ func fakeTimeClock(t *testing.T, hz float64, jump *atomic.Int64) (*Clock, *track
 	fake := func() int64 { return int64(time.Since(start)) }
 	hw := Source{Name: "hw", Bits: 64, Rate: uint64(hz), Read: func() uint64 { return uint64(float64(fake()+jump.Load()) * hz / 1e9) }}
 	tr := &tracker{ref: fake, witness: fake, src: hw, adopted: true}
-	c, err := newClock(hw, rating{hz: hz, origin: rateDeclared}, tr)
+	c, err := newClock(hw, rating{hz: hz, origin: hwcounter.RateDeclared}, tr)
 	require.NoError(t, err)
 	c.start()
 	return c, tr
@@ -243,7 +243,7 @@ func TestAPanickingReferenceNeverStopsTheFolds(t *testing.T) {
 		fake := func() int64 { return int64(time.Since(start)) }
 		hw := Source{Name: "narrow", Bits: 21, Rate: 1_000_000, Read: func() uint64 { return uint64(fake() / 1000) }}
 		tr := &tracker{ref: func() int64 { panic("reference on fire") }, witness: fake, src: hw, adopted: true}
-		c, err := newClock(hw, rating{hz: 1e6, origin: rateDeclared}, tr)
+		c, err := newClock(hw, rating{hz: 1e6, origin: hwcounter.RateDeclared}, tr)
 		require.NoError(t, err)
 		c.start()
 		defer c.Close()
@@ -288,7 +288,7 @@ func BenchmarkRefine(b *testing.B) {
 }
 
 // TestAnExactRateIsNeverRefined: a counter that counts nanoseconds by
-// construction (a paravirtual clock's page, rateNanoseconds) is watched
+// construction (a paravirtual clock's page, hwcounter.RateNanoseconds) is watched
 // against its reference but its rate is never replaced by a measurement,
 // not even by the sliding refinements that follow drift after the
 // calibration schedule (64 s on). Here the reference runs 0.3 ppm fast,
@@ -301,13 +301,13 @@ func TestAnExactRateIsNeverRefined(t *testing.T) {
 		ref := func() int64 { return fake() + fake()*3/10_000_000 }
 		hw := Source{Name: "page", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(fake()) }}
 		tr := &tracker{ref: ref, witness: fake, src: hw, adopted: true, endsOnRegister: true}
-		c, err := newClock(hw, rating{hz: 1e9, origin: rateNanoseconds}, tr)
+		c, err := newClock(hw, rating{hz: 1e9, origin: hwcounter.RateNanoseconds}, tr)
 		require.NoError(t, err)
 		c.start()
 		defer c.Close()
 		time.Sleep(200 * time.Second)
 		in := c.Info()
-		assert.Equal(t, rateNanoseconds.String(), in.RateOrigin, "%+v", in)
+		assert.Equal(t, hwcounter.RateNanoseconds.String(), in.RateOrigin, "%+v", in)
 		assert.Equal(t, uint64(1e9), in.Rate)
 		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
 	})
@@ -351,7 +351,7 @@ func lyingClock(t *testing.T, onceBy uint64) (*Clock, *lyingCounter, func() int6
 	}
 	hw := Source{Name: "liar", Bits: 64, Rate: 1e9, Read: l.read}
 	tr := &tracker{ref: broken, witness: ref, src: hw, adopted: true}
-	c, err := newClock(hw, rating{hz: 1e9, origin: rateDeclared}, tr)
+	c, err := newClock(hw, rating{hz: 1e9, origin: hwcounter.RateDeclared}, tr)
 	require.NoError(t, err)
 	c.start()
 	return c, l, ref
@@ -569,7 +569,7 @@ func TestANarrowCountersGarbageIsNeverFolded(t *testing.T) {
 				}
 				hw := Source{Name: "narrow", Bits: 23, Rate: 1e6, Read: read}
 				tr := &tracker{ref: ref, witness: ref, src: hw, adopted: true}
-				c, err := newClock(hw, rating{hz: 1e6, origin: rateDeclared}, tr)
+				c, err := newClock(hw, rating{hz: 1e6, origin: hwcounter.RateDeclared}, tr)
 				require.NoError(t, err)
 				c.start()
 				defer c.Close()
@@ -612,7 +612,7 @@ func TestAStepWithinTheRateProbeIsNoRate(t *testing.T) {
 		ref := func() int64 { return int64(time.Since(start)) + reads.Load() }
 		hw := Source{Name: "stepper", Bits: 64, Rate: 1e9, Read: read}
 		tr := &tracker{ref: ref, witness: ref, src: hw, adopted: true}
-		c, err := newClock(hw, rating{hz: 1e9, origin: rateDeclared}, tr)
+		c, err := newClock(hw, rating{hz: 1e9, origin: hwcounter.RateDeclared}, tr)
 		require.NoError(t, err)
 		c.start()
 		defer c.Close()

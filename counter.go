@@ -1,68 +1,30 @@
 package schedclock
 
 import (
+	"math"
 	"runtime"
+	"time"
 
 	"github.com/schedclock/schedclock/internal/format"
-	"github.com/schedclock/schedclock/internal/kernel"
+	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
-// A hardware counter is, to the default clock, a descriptor: what it is
-// called, how to find it without blocking, where its rate comes from,
-// whose word it is trusted on and which checks it must pass. Each
-// counter's own file (source_NAME.go) declares its entry, and counters
-// lists them in order of preference, as x/sys/cpu lists its features in
-// one table: the default clock walks the table and never asks a
-// counter's name. Adding a counter is its files and one entry here.
-type counter struct {
-	// arch is the GOARCH the counter exists on; the walk skips the others.
-	arch string
-	// probe returns the counter as a Source without blocking (it runs
-	// in the default clock's set-up, before its choice): Rate 0 with rateMeasured when the
-	// rate must be measured, which the default clock does in the
-	// background against CLOCK_MONOTONIC_RAW; or an error wrapping
-	// ErrUnsupported or errUntrusted that says why the counter cannot
-	// be used.
-	probe func() (src Source, origin rateOrigin, errPPM float64, err error)
-	// verdict reads the kernel's word on the counter (is its clocksource
-	// this counter?), at start and every verdictPeriod for life: the
-	// kernel's clocksource watchdog can demote a counter hours after
-	// boot. nil where the kernel keeps no watchdog on the counter;
-	// noVerdict then says why, for Info.Evidence.Kernel. A counter the kernel
-	// runs on is adopted at once, the cross-CPU check a second opinion;
-	// one whose verdict cannot be read (no sysfs) only once the
-	// cross-CPU check ran and found no warp.
-	verdict   func() kernel.Verdict
-	noVerdict string
-	// evidence, if not nil, is the counter's own evidence, asked with
-	// the kernel's verdict for life: "" while it holds, else why not (a
-	// paravirtual page whose stable bit cleared).
-	evidence func() string
-	// prepare, if not nil, runs in the set-up once the counter is chosen
-	// (cheaply: the choice waits for it) and returns the Source to use (a read
-	// function with a workaround) and the counter's own check, run in the
-	// background before the counter's rate is adopted: what it found, for
-	// Info.Evidence.CounterCheck, and an error if the counter must not be used.
-	prepare func(Source) (Source, func() (found string, err error))
-	// describe, if not nil, says what the counter's own evidence shows
-	// (the paravirtual page: where, its version and flags), for
-	// Info.Evidence.CounterCheck: read at start and with every verdict.
-	describe func() string
-	// status, if not nil, says what the counter's Source reads when
-	// that is not the counter (a paravirtual clock's Source on its
-	// fallback; "" while it is the counter), and the history of such
-	// times, each with its time ("" while there was none). Info appends
-	// the first to Source and the second to CounterCheck, fresh at every
-	// call.
-	status func() (reading, history string)
-}
+// A hardware counter is, to the default clock, a descriptor
+// (internal/hwcounter's Counter: what it is called, how to find it
+// without blocking, where its rate comes from, whose word it is trusted
+// on and which checks it must pass). Each counter's descriptor is in
+// internal/hwcounter beside its reader, but for the paravirtual clock's
+// (source_pvclock.go), and counterTable lists them in order of
+// preference, as x/sys/cpu lists its features in one table: the default
+// clock walks the table and never asks a counter's name. Adding a
+// counter is its files and one entry here.
 
 // counterTable is the default clock's table, in order of preference: the
 // entries of this architecture's counters. runtime.GOARCH is a constant,
 // so a binary links the probes, parsers and tables of its own machine's
 // counters alone (the arm64 errata, the riscv64 device tree, the ppc64le
 // cpuinfo parser stay out of an amd64 binary). Each table is static data.
-func counterTable() []*counter {
+func counterTable() []*hwcounter.Counter {
 	switch runtime.GOARCH {
 	case "amd64":
 		return amd64Counters
@@ -81,13 +43,27 @@ func counterTable() []*counter {
 }
 
 var (
-	amd64Counters   = []*counter{&tscCounter, &pvclockCounter}
-	arm64Counters   = []*counter{&cntvctCounter}
-	riscv64Counters = []*counter{&rdtimeCounter}
-	ppc64leCounters = []*counter{&timebaseCounter}
-	s390xCounters   = []*counter{&todCounter}
-	loong64Counters = []*counter{&stableCounterCounter}
+	amd64Counters   = []*hwcounter.Counter{&hwcounter.TSCCounter, &pvclockCounter}
+	arm64Counters   = []*hwcounter.Counter{&hwcounter.CNTVCTCounter}
+	riscv64Counters = []*hwcounter.Counter{&hwcounter.RDTIMECounter}
+	ppc64leCounters = []*hwcounter.Counter{&hwcounter.TimeBaseCounter}
+	s390xCounters   = []*hwcounter.Counter{&hwcounter.TODCounter}
+	loong64Counters = []*hwcounter.Counter{&hwcounter.StableCounterCounter}
 )
+
+// counterMeasures are what the counters' own checks measure with: the
+// portable source's read, and rates against this package's raw clock.
+var counterMeasures = hwcounter.Measures{Portable: readMono, Rate: measureRate}
+
+// sourceOf is a descriptor's Source as this package's.
+func sourceOf(s hwcounter.Source) Source {
+	return Source{Name: s.Name, Read: s.Read, Bits: s.Bits, Rate: s.Rate}
+}
+
+// counterSource is src as a descriptor's.
+func counterSource(src Source) hwcounter.Source {
+	return hwcounter.Source{Name: src.Name, Read: src.Read, Bits: src.Bits, Rate: src.Rate}
+}
 
 // Hardware returns this machine's counter register as a Source, the
 // counter the default clock runs on where it trusts it, read with the
@@ -118,40 +94,101 @@ func Hardware() (Source, error) {
 	case "amd64":
 		return tscSource()
 	case "arm64":
-		return cntvctSource()
+		src, _, _, err := hwcounter.ProbeCNTVCT()
+		return sourceOf(src), err
 	case "riscv64":
-		return rdtimeTimer.source()
+		return withMeasuredRate(hwcounter.ProbeRDTIME())
 	case "ppc64le":
-		return timebaseTimer.source()
+		return withMeasuredRate(hwcounter.ProbeTimeBase())
 	case "s390x":
-		return todTimer.source()
+		return withMeasuredRate(hwcounter.ProbeTOD())
 	case "loong64":
-		return stableCounterTimer.source()
+		return withMeasuredRate(hwcounter.ProbeStableCounter())
 	}
 	return Source{}, format.Errorf("%w: no counter register is read on %s", ErrUnsupported, runtime.GOARCH)
+}
+
+// tscMeasureTime is how long Hardware measures the TSC's rate when no
+// CPUID leaf gives it.
+const tscMeasureTime = 20 * time.Millisecond
+
+// tscSource is Hardware on amd64: the TSC at the rate CPUID gives, else
+// the rate the default clock measured and refined for the TSC, or,
+// before the default clock runs on it, a measurement of tscMeasureTime
+// rounded to the nearest Hz.
+func tscSource() (Source, error) {
+	probed, origin, _, err := hwcounter.ProbeTSC()
+	if err != nil {
+		return Source{}, err
+	}
+	src := sourceOf(probed)
+	if origin == hwcounter.RateMeasured {
+		// The default clock measures and refines the same counter in the
+		// background; once it runs on it, its rate is the best there is.
+		if in := Default().Info(); in.Source == src.Name && (in.RateOrigin == hwcounter.RateMeasured.String() || in.RateOrigin == hwcounter.RateRefined.String()) {
+			src.Rate = in.Rate
+			return src, nil
+		}
+		hz, _, err := measureRate(src.Read, tscMeasureTime)
+		if err != nil {
+			return Source{}, format.Errorf("%w %q: measuring its rate against %s: %v", errUntrusted, "tsc", rawClockName, err)
+		}
+		src.Rate = uint64(math.Round(hz))
+	}
+	return src, nil
+}
+
+// timerMeasureTime is how long Hardware measures a timer counter's rate
+// against CLOCK_MONOTONIC_RAW where no firmware figure gives it
+// (qemu-user has no device tree and passes the host's /proc/cpuinfo
+// through): 200 ms keeps the measurement's error within some 10 ppm
+// under emulation, where each bracketing read of the reference costs a
+// microsecond or two.
+const timerMeasureTime = 200 * time.Millisecond
+
+// withMeasuredRate completes what a timer counter's probe returned: the
+// TOD clock's architected rate as it is; where the probe found no rate
+// (origin RateMeasured, Rate 0), or where the counter does not run at
+// the rate firmware stated (hwcounter.StatedRateHolds, which costs
+// 20 ms), it measures the rate, which blocks for timerMeasureTime, and
+// rounds it to the nearest Hz.
+func withMeasuredRate(probed hwcounter.Source, origin hwcounter.RateOrigin, _ float64, err error) (Source, error) {
+	if err != nil {
+		return Source{}, err
+	}
+	src := sourceOf(probed)
+	if origin == hwcounter.RateArchitected || origin != hwcounter.RateMeasured && hwcounter.StatedRateHolds(probed, measureRate) {
+		return src, nil
+	}
+	hz, _, err := measureRate(src.Read, timerMeasureTime)
+	if err != nil {
+		return Source{}, format.Errorf("%w %q: measuring its rate against %s: %v", errUntrusted, src.Name, rawClockName, err)
+	}
+	src.Rate = uint64(math.Round(hz))
+	return src, nil
 }
 
 // choice is what the walk of a table found: the counter to use, or why
 // there is none.
 type choice struct {
-	desc   *counter
+	desc   *hwcounter.Counter
 	src    Source
-	origin rateOrigin
+	origin hwcounter.RateOrigin
 	errPPM float64
 	err    error // nil when desc is set
 }
 
 // chooseCounter walks table in order and returns the first counter of
 // this architecture whose probe succeeds, or every refusal.
-func chooseCounter(table []*counter) choice {
+func chooseCounter(table []*hwcounter.Counter) choice {
 	var refusals []error
 	for _, d := range table {
-		if d.arch != runtime.GOARCH {
+		if d.Arch != runtime.GOARCH {
 			continue
 		}
-		src, origin, errPPM, err := d.probe()
+		src, origin, errPPM, err := d.Probe()
 		if err == nil {
-			return choice{desc: d, src: src, origin: origin, errPPM: errPPM}
+			return choice{desc: d, src: sourceOf(src), origin: origin, errPPM: errPPM}
 		}
 		refusals = append(refusals, err)
 	}

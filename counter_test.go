@@ -3,9 +3,12 @@ package schedclock
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,24 +17,26 @@ import (
 
 	"github.com/schedclock/schedclock/internal/cpu"
 	"github.com/schedclock/schedclock/internal/hwcounter"
+	"github.com/schedclock/schedclock/internal/kernel"
 )
 
-// The table's walk, and what every counter's tests (source_tsc_test.go,
-// source_cntvct_test.go) assert of a counter: that a refusal says why,
-// that it counts, and that its rate agrees with the raw clock.
+// The table's walk, and Hardware on each architecture: a refusal says
+// why, a counter counts, its rate agrees with the raw clock, and a Clock
+// on it never goes back (internal/hwcounter tests how each descriptor
+// decides).
 
 // TestChooseCounterWalksTheTableInOrder: the walk skips the counters of
 // other architectures, takes the first whose probe succeeds, and where
 // none does, returns every refusal in one error that wraps each.
 func TestChooseCounterWalksTheTableInOrder(t *testing.T) {
 	probed := []string{}
-	entry := func(name, arch string, err error) *counter {
-		return &counter{arch: arch, probe: func() (Source, rateOrigin, float64, error) {
+	entry := func(name, arch string, err error) *hwcounter.Counter {
+		return &hwcounter.Counter{Arch: arch, Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
 			probed = append(probed, name)
 			if err != nil {
-				return Source{}, 0, 0, err
+				return hwcounter.Source{}, 0, 0, err
 			}
-			return Source{Name: name}, rateCPUID, 0.5, nil
+			return hwcounter.Source{Name: name}, hwcounter.RateCPUID, 0.5, nil
 		}}
 	}
 	untrusted := fmt.Errorf("%w: first", errUntrusted)
@@ -39,21 +44,21 @@ func TestChooseCounterWalksTheTableInOrder(t *testing.T) {
 	other := entry("elsewhere", "not-"+runtime.GOARCH, nil)
 	first, second, third := entry("first", runtime.GOARCH, untrusted), entry("second", runtime.GOARCH, nil), entry("third", runtime.GOARCH, nil)
 
-	ch := chooseCounter([]*counter{other, first, second, third})
+	ch := chooseCounter([]*hwcounter.Counter{other, first, second, third})
 	assert.Same(t, second, ch.desc)
 	assert.Equal(t, "second", ch.src.Name)
-	assert.Equal(t, rateCPUID, ch.origin)
+	assert.Equal(t, hwcounter.RateCPUID, ch.origin)
 	assert.NoError(t, ch.err)
 	assert.Equal(t, []string{"first", "second"}, probed, "a counter of another arch was probed, or the walk went on")
 
 	probed = nil
-	ch = chooseCounter([]*counter{first, other, entry("second", runtime.GOARCH, unsupported)})
+	ch = chooseCounter([]*hwcounter.Counter{first, other, entry("second", runtime.GOARCH, unsupported)})
 	assert.Nil(t, ch.desc)
 	assert.ErrorIs(t, ch.err, errUntrusted)
 	assert.ErrorIs(t, ch.err, ErrUnsupported)
 	assert.EqualError(t, ch.err, untrusted.Error()+"; "+unsupported.Error())
 
-	ch = chooseCounter([]*counter{other})
+	ch = chooseCounter([]*hwcounter.Counter{other})
 	assert.ErrorIs(t, ch.err, ErrUnsupported)
 	assert.Contains(t, ch.err.Error(), runtime.GOARCH)
 }
@@ -131,13 +136,13 @@ func TestProbeHardware(t *testing.T) {
 	assert.Contains(t, names, src.Name)
 	assert.GreaterOrEqual(t, src.Bits, 56)
 	assertCounts(t, src)
-	if origin == rateMeasured {
+	if origin == hwcounter.RateMeasured {
 		assert.Zero(t, src.Rate, "probeHardware must not measure")
 		return
 	}
 	require.NotZero(t, src.Rate)
 	assert.NoError(t, src.validate())
-	if cpu.Emulated() && !statedRateHolds(src) {
+	if cpu.Emulated() && !hwcounter.StatedRateHolds(counterSource(src), measureRate) {
 		// qemu-loongarch64 7.2: CPUCFG states 100 MHz, RDTIME.D reads the
 		// host's TSC; the constructor and the default clock's check
 		// measure instead (TestStableCounter, TestPrepareReadCost).
@@ -153,7 +158,7 @@ func TestProbeHardwareOnThisArch(t *testing.T) {
 	case "amd64":
 		// The TSC first, then the paravirtual clock: the first that
 		// probes wins, and where neither does both refusals are said.
-		_, _, _, tscErr := probeTSC()
+		_, _, _, tscErr := hwcounter.ProbeTSC()
 		_, _, _, pvErr := probePvclock()
 		switch {
 		case tscErr == nil || pvErr == nil:
@@ -164,12 +169,12 @@ func TestProbeHardwareOnThisArch(t *testing.T) {
 			assert.Contains(t, err.Error(), pvErr.Error())
 		}
 	case "arm64":
-		_, _, _, cntvctErr := probeCNTVCT()
+		_, _, _, cntvctErr := hwcounter.ProbeCNTVCT()
 		assert.Equal(t, cntvctErr, err)
 	case "riscv64", "ppc64le", "s390x", "loong64":
 		for _, e := range timerEntries {
-			if e.entry.arch == runtime.GOARCH {
-				_, _, _, ownErr := e.entry.probe()
+			if e.entry.Arch == runtime.GOARCH {
+				_, _, _, ownErr := e.entry.Probe()
 				assert.Equal(t, ownErr, err)
 			}
 		}
@@ -193,7 +198,7 @@ func hwSource(tb testing.TB) (Source, bool) {
 	default:
 		return Source{}, false
 	}
-	if hw.Rate != 0 && !statedRateHolds(hw) {
+	if hw.Rate != 0 && !hwcounter.StatedRateHolds(counterSource(hw), measureRate) {
 		// The counter does not run at the rate its firmware states
 		// (qemu-loongarch64's CPUCFG): measured, as the constructor does.
 		hw.Rate = 0
@@ -322,7 +327,353 @@ func BenchmarkTailLatency(b *testing.B) {
 
 // probeHardware returns this machine's preferred hardware counter without
 // blocking (see chooseCounter).
-func probeHardware() (src Source, origin rateOrigin, errPPM float64, err error) {
+func probeHardware() (src Source, origin hwcounter.RateOrigin, errPPM float64, err error) {
 	ch := chooseCounter(counterTable())
 	return ch.src, ch.origin, ch.errPPM, ch.err
+}
+
+func TestTSC(t *testing.T) {
+	src, err := TSC()
+	if !hwcounter.TSCSupported {
+		require.ErrorIs(t, err, ErrUnsupported)
+		assert.Contains(t, err.Error(), hwcounter.NoAsmReason("amd64"))
+		if runtime.GOARCH == "amd64" && runtime.Compiler == "gc" {
+			assert.Contains(t, err.Error(), "purego")
+		} else {
+			assert.Contains(t, err.Error(), "not amd64")
+		}
+		_, _, _, err = hwcounter.ProbeTSC()
+		assert.ErrorIs(t, err, ErrUnsupported)
+		return
+	}
+	if err != nil {
+		// A real machine may lack an invariant TSC or the kernel may
+		// distrust it; the error must say which.
+		t.Logf("TSC rejected: %v", err)
+		assertReasoned(t, err)
+		_, _, _, probeErr := hwcounter.ProbeTSC()
+		assert.EqualError(t, probeErr, err.Error())
+		return
+	}
+	assert.Equal(t, "tsc", src.Name)
+	assert.Equal(t, 64, src.Bits)
+	require.NoError(t, src.validate())
+	assertCounts(t, src)
+	_, origin, errPPM, err := hwcounter.ProbeTSC()
+	require.NoError(t, err)
+	if origin == hwcounter.RateMeasured {
+		errPPM = 0 // TSC's own measurement: compare against a second one
+	}
+	assertRateAgrees(t, src, errPPM)
+}
+
+func TestCNTVCT(t *testing.T) {
+	src, err := CNTVCT()
+	if !hwcounter.CNTVCTSupported {
+		require.ErrorIs(t, err, ErrUnsupported)
+		assert.Contains(t, err.Error(), hwcounter.NoAsmReason("arm64"))
+		if runtime.GOARCH == "arm64" && runtime.Compiler == "gc" {
+			assert.Contains(t, err.Error(), "purego")
+		} else {
+			assert.Contains(t, err.Error(), "not arm64")
+		}
+		return
+	}
+	// Every arm64 Linux system, qemu-user included, programs CNTFRQ_EL0.
+	require.NoError(t, err)
+	assert.Equal(t, "cntvct", src.Name)
+	assert.Equal(t, 56, src.Bits)
+	require.NoError(t, src.validate())
+	_, origin, errPPM, err := hwcounter.ProbeCNTVCT()
+	require.NoError(t, err)
+	assert.Equal(t, hwcounter.RateCNTFRQ, origin)
+	assertCounts(t, src)
+	assertRateAgrees(t, src, errPPM)
+}
+
+// timerReaderHere returns the read of this build's riscv64, ppc64le,
+// s390x or loong64 counter (the ordering tests run it as they run
+// readTSC and readCNTVCT), nil where the build has none, and nil under
+// qemu-riscv64 and qemu-loongarch64: qemu 7.2 implements RDTIME and
+// RDTIME.D as a bare RDTSC of the host (each counts at the host's TSC
+// rate, not at the rate the guest's firmware states), which the host CPU
+// reorders with the emulated loads whatever guest barrier surrounds it.
+// The ordering tests then measure qemu's counter, not this reader, and
+// fail or pass with the host's timing (docs/guarantees.md has the
+// counts). qemu-ppc64le's time base counts at the host's rate too, but
+// its ISYNC orders it there: the mutation that removes it is killed.
+func timerReaderHere() func() uint64 {
+	if (hwcounter.RDTIMESupported || hwcounter.StableCounterSupported) && cpu.Emulated() {
+		return nil
+	}
+	for _, read := range []func() uint64{hwcounter.RDTIME(), hwcounter.TimeBase(), hwcounter.TOD(), hwcounter.StableCounter()} {
+		if read != nil {
+			return read
+		}
+	}
+	return nil
+}
+
+// timerReaderName names the assembly function timerReaderHere returns.
+func timerReaderName() string {
+	switch {
+	case hwcounter.RDTIMESupported:
+		return "readRDTIME"
+	case hwcounter.TimeBaseSupported:
+		return "readTimeBase"
+	case hwcounter.TODSupported:
+		return "readTOD"
+	}
+	return "readStableCounter"
+}
+
+// timerCounter is one of the timer counters Hardware serves, as its
+// tests (TestRDTIME, TestTimeBase, TestTOD, TestStableCounter) see it.
+type timerCounter struct {
+	name      string // the Source's Name
+	arch      string // the GOARCH whose assembly reads it
+	supported bool
+	construct func() (Source, error)
+	probe     func() (hwcounter.Source, hwcounter.RateOrigin, float64, error)
+	// origins are the rate origins the probe may return here.
+	origins []hwcounter.RateOrigin
+}
+
+// testTimerCounter checks a counter's constructor where its assembly is
+// not in the build (ErrUnsupported, saying why) and, where it is, the
+// Source, a Clock on it read by several goroutines, and its rate against
+// CLOCK_MONOTONIC_RAW over 2 s.
+func testTimerCounter(t *testing.T, tc timerCounter) {
+	src, err := tc.construct()
+	if !tc.supported {
+		require.ErrorIs(t, err, ErrUnsupported)
+		assert.Contains(t, err.Error(), hwcounter.NoAsmReason(tc.arch))
+		if runtime.GOARCH == tc.arch && runtime.Compiler == "gc" {
+			assert.Contains(t, err.Error(), "purego")
+		} else {
+			assert.Contains(t, err.Error(), "not "+tc.arch)
+		}
+		assert.Zero(t, src)
+		_, _, _, err = tc.probe()
+		assert.ErrorIs(t, err, ErrUnsupported)
+		return
+	}
+	require.NoError(t, err)
+	assert.Equal(t, tc.name, src.Name)
+	assert.Equal(t, 64, src.Bits)
+	require.NoError(t, src.validate())
+	probed, origin, errPPM, err := tc.probe()
+	require.NoError(t, err)
+	t.Logf("%s: %d Hz (%v, ±%g ppm)", src.Name, src.Rate, origin, errPPM)
+	assert.Contains(t, tc.origins, origin)
+	switch {
+	case origin == hwcounter.RateMeasured:
+		assert.Zero(t, probed.Rate, "the probe must not measure")
+	case src.Rate != probed.Rate:
+		// The counter does not run at the stated rate (qemu-loongarch64).
+		t.Logf("%s: the stated %d Hz replaced by the measured %d Hz", src.Name, probed.Rate, src.Rate)
+		assert.False(t, hwcounter.StatedRateHolds(probed, measureRate), "a stated rate that holds is kept")
+	}
+	assertCounts(t, src)
+
+	c, err := New(src)
+	require.NoError(t, err)
+	defer c.Close()
+	assert.Equal(t, src.Name, c.Info().Source)
+	assertNeverBackAcrossGoroutines(t, c)
+	assertClockRateWithin(t, c, src.Name, 100)
+}
+
+// assertNeverBackAcrossGoroutines reads c from four goroutines while the
+// test updates it 200 times, and fails if one of them sees it go back.
+func assertNeverBackAcrossGoroutines(t *testing.T, c *Clock) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var stopped sync.WaitGroup
+	stopped.Add(1)
+	backs := make(chan [2]int64, 4)
+	for range 4 {
+		wg.Go(func() {
+			done := make(chan struct{})
+			go func() { stopped.Wait(); close(done) }()
+			for last := c.nanos(); ; {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if now := c.nanos(); now < last {
+					backs <- [2]int64{last, now}
+					return
+				} else {
+					last = now
+				}
+				runtime.Gosched()
+			}
+		})
+	}
+	for range 200 {
+		require.NoError(t, c.Update())
+		time.Sleep(time.Millisecond)
+	}
+	stopped.Done()
+	wg.Wait()
+	close(backs)
+	for b := range backs {
+		t.Errorf("%s went back: %d after %d", c.Info().Source, b[1], b[0])
+	}
+}
+
+// assertClockRateWithin checks that c advances with CLOCK_MONOTONIC_RAW
+// to within ppm over 2 s. Each end is bracketed by two reads of the
+// reference; the bracket's width is added to the tolerance, so a slow
+// or preempted read cannot fail the test (only the counter's rate can).
+func assertClockRateWithin(t *testing.T, c *Clock, name string, ppm float64) {
+	t.Helper()
+	bracket := func() (clock, ref, width int64) {
+		lo := rawNow()
+		clock = c.nanos()
+		hi := rawNow()
+		return clock, lo + (hi-lo)/2, hi - lo
+	}
+	c0, r0, w0 := bracket()
+	time.Sleep(2 * time.Second)
+	c1, r1, w1 := bracket()
+	elapsed := float64(r1 - r0)
+	offPPM := (float64(c1-c0) - elapsed) / elapsed * 1e6
+	slackPPM := float64(w0+w1) / 2 / elapsed * 1e6
+	t.Logf("%s over %v of %s: %+.2f ppm (brackets ±%.2f ppm)", name, time.Duration(r1-r0), rawClockName, offPPM, slackPPM)
+	assert.InDelta(t, 0, offPPM, ppm+slackPPM, "%s's Clock disagrees with %s", name, rawClockName)
+}
+
+func TestWithMeasuredRate(t *testing.T) {
+	refusal := errors.New("refused")
+	_, err := withMeasuredRate(hwcounter.Source{Name: "x", Read: readMono, Bits: 64, Rate: 5}, hwcounter.RateDeviceTree, 0, refusal)
+	assert.Equal(t, refusal, err, "a probe's error is returned as it is")
+
+	stated := hwcounter.Source{Name: "mono", Read: readMono, Bits: 64, Rate: 1_000_000_000}
+	src, err := withMeasuredRate(stated, hwcounter.RateDeviceTree, 0, nil)
+	require.NoError(t, err)
+	assert.Equal(t, stated.Rate, src.Rate, "a stated rate that holds is kept as it is")
+
+	// A stated rate the counter does not follow (qemu-loongarch64's
+	// CPUCFG) is replaced by a measured one.
+	stated.Rate = 100_000_000
+	src, err = withMeasuredRate(stated, hwcounter.RateCPUCFG, 0, nil)
+	require.NoError(t, err)
+	assert.InDelta(t, 1e9, float64(src.Rate), 1e9*600e-6)
+
+	// Go's monotonic clock as the counter: 1 GHz against the raw clock,
+	// off by no more than the kernel's NTP steering (at most 500 ppm).
+	src, err = withMeasuredRate(hwcounter.Source{Name: "mono", Read: readMono, Bits: 64}, hwcounter.RateMeasured, 0, nil)
+	require.NoError(t, err)
+	assert.InDelta(t, 1e9, float64(src.Rate), 1e9*600e-6)
+
+	_, err = withMeasuredRate(hwcounter.Source{Name: "stuck", Read: func() uint64 { return 7 }, Bits: 64}, hwcounter.RateMeasured, 0, nil)
+	assert.ErrorIs(t, err, errUntrusted)
+	assert.EqualError(t, err, `schedclock: counter not trusted "stuck": measuring its rate against `+rawClockName+": counter or reference did not advance")
+
+	// The TOD clock's architected rate is neither measured nor checked.
+	src, err = withMeasuredRate(hwcounter.Source{Name: "tod", Read: func() uint64 { return 7 }, Bits: 64, Rate: 5}, hwcounter.RateArchitected, 0, nil)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(5), src.Rate)
+}
+
+// timerEntries are the four counters' entries, with the clocksource the
+// kernel registers each under.
+var timerEntries = []struct {
+	entry *hwcounter.Counter
+	name  string
+	want  string
+}{
+	{&hwcounter.RDTIMECounter, "rdtime", "riscv_clocksource"},
+	{&hwcounter.TimeBaseCounter, "timebase", "timebase"},
+	{&hwcounter.TODCounter, "tod", "tod"},
+	{&hwcounter.StableCounterCounter, "stablecounter", "Constant"},
+}
+
+func TestTimerCountersInTheTable(t *testing.T) {
+	for _, e := range timerEntries {
+		if e.entry.Arch == runtime.GOARCH {
+			assert.Contains(t, counterTable(), e.entry, e.name)
+		} else {
+			assert.NotContains(t, counterTable(), e.entry, "%s: another architecture's counter in the table", e.name)
+		}
+		assert.Equal(t, e.want, e.entry.Verdict().Want, "%s follows the kernel's word on its own clocksource", e.name)
+		assert.NotNil(t, e.entry.Prepare, "%s checks what a read costs", e.name)
+		src, _, _, err := e.entry.Probe()
+		if e.entry.Arch != runtime.GOARCH {
+			assert.ErrorIs(t, err, ErrUnsupported)
+			continue
+		}
+		if err == nil {
+			assert.Equal(t, e.name, src.Name)
+		}
+	}
+}
+
+// TestTimerCountersAreAdoptedOnTheKernelsWord gives each entry's verdict
+// a synthetic current_clocksource (under qemu-user the real one is the
+// host's): the default clock adopts the counter where the kernel runs on
+// it, and stays on the portable source, saying why, where it does not.
+func TestTimerCountersAreAdoptedOnTheKernelsWord(t *testing.T) {
+	base := time.Now()
+	dir := t.TempDir()
+	for _, e := range timerEntries {
+		hw := hwcounter.Source{Name: e.name, Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
+		probe := func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
+			return hw, hwcounter.RateArchitected, 0, nil
+		}
+		for _, current := range []string{e.want, "kvm-clock"} {
+			t.Run(e.name+" on "+current, func(t *testing.T) {
+				path := filepath.Join(dir, e.name+"-"+current)
+				require.NoError(t, os.WriteFile(path, []byte(current+"\n"), 0o644))
+				c := newChosenDefaultClock([]*hwcounter.Counter{{Arch: runtime.GOARCH, Probe: probe,
+					Verdict: func() kernel.Verdict { return kernel.ReadVerdict(path, e.entry.Verdict().Want) }}})
+				defer func() { require.NoError(t, c.Close()) }()
+				in := *c.st.info.Load()
+				assert.Contains(t, in.Evidence.Kernel, "kernel clocksource is "+current)
+				if current == e.want {
+					assert.Equal(t, e.name, in.Source)
+					assert.Empty(t, in.Evidence.Rejected)
+					return
+				}
+				assert.Equal(t, "portable", in.Source)
+				assert.Contains(t, in.Evidence.Rejected, e.name+": ")
+				assert.Contains(t, in.Evidence.Rejected, "kvm-clock, not "+e.want)
+			})
+		}
+	}
+}
+
+func TestRDTIME(t *testing.T) {
+	testTimerCounter(t, timerCounter{
+		name: "rdtime", arch: "riscv64", supported: hwcounter.RDTIMESupported,
+		construct: RDTIME, probe: hwcounter.ProbeRDTIME,
+		origins: []hwcounter.RateOrigin{hwcounter.RateDeviceTree, hwcounter.RateMeasured},
+	})
+}
+
+func TestTimeBase(t *testing.T) {
+	testTimerCounter(t, timerCounter{
+		name: "timebase", arch: "ppc64le", supported: hwcounter.TimeBaseSupported,
+		construct: TimeBase, probe: hwcounter.ProbeTimeBase,
+		origins: []hwcounter.RateOrigin{hwcounter.RateCPUInfo, hwcounter.RateMeasured},
+	})
+}
+
+func TestTOD(t *testing.T) {
+	testTimerCounter(t, timerCounter{
+		name: "tod", arch: "s390x", supported: hwcounter.TODSupported,
+		construct: TOD, probe: hwcounter.ProbeTOD,
+		origins: []hwcounter.RateOrigin{hwcounter.RateArchitected},
+	})
+}
+
+func TestStableCounter(t *testing.T) {
+	testTimerCounter(t, timerCounter{
+		name: "stablecounter", arch: "loong64", supported: hwcounter.StableCounterSupported,
+		construct: StableCounter, probe: hwcounter.ProbeStableCounter,
+		origins: []hwcounter.RateOrigin{hwcounter.RateCPUCFG},
+	})
 }

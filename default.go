@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/schedclock/schedclock/internal/format"
+	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 // The default clock follows the kernel's boot sequence: it starts on a
@@ -74,7 +75,7 @@ func alignedSlot(slots *[cacheLine / 8]paddedClock) *Clock {
 // newDefaultClock returns a clock that starts as the default clock does,
 // choosing among the counters of table at its first use (tests give
 // tables of their own; chooseHardware makes the choice at once).
-func newDefaultClock(table []*counter) *Clock {
+func newDefaultClock(table []*hwcounter.Counter) *Clock {
 	p := new(trustPolicy)
 	return bootDefaultClock(new(Clock), new(clockState), p, p.readFirstUse, table)
 }
@@ -89,14 +90,14 @@ func newDefaultClock(table []*counter) *Clock {
 // docs/default-clock.md). So its first line is stored into c's bank
 // directly, not published (no reader can see c yet: TestBootLine keeps
 // the bank equal to a publication's), and its Info snapshot is bootInfo.
-func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, read func() uint64, table []*counter) *Clock {
+func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, read func() uint64, table []*hwcounter.Counter) *Clock {
 	const rate = 1_000_000_000 // Portable's
 	conv := portableConversion
 	// Field by field: st is zero (a package variable, or new), and a
 	// clockState literal would be built in this function's frame first,
 	// growing the initialising goroutine's stack (a copy, and fresh pages
 	// to fault in) in every process that imports the package.
-	st.src, st.conv, st.rate, st.declared = Source{Name: "portable", Read: read, Bits: 63, Rate: rate}, conv, rating{hz: rate, origin: rateDeclared}, rate
+	st.src, st.conv, st.rate, st.declared = Source{Name: "portable", Read: read, Bits: 63, Rate: rate}, conv, rating{hz: rate, origin: hwcounter.RateDeclared}, rate
 	st.loop.wake, st.loop.stop, st.loop.stopped = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 	st.writer.step, st.ticker.every, st.policy = noStep, defaultCoarseResolution, p
 	c.st = st
@@ -175,7 +176,7 @@ type evidence struct {
 // kernel keeps no verdict on it (the arm64 generic timer), the counter's
 // own check decides. Info shows each piece of evidence: Kernel, CrossCPU,
 // CounterCheck, Rejected, Pending.
-func gatherEvidence(table []*counter) evidence {
+func gatherEvidence(table []*hwcounter.Counter) evidence {
 	ev := evidence{ch: chooseCounter(table), kernelTrusts: true}
 	ev.hw = ev.ch.src
 	d := ev.ch.desc
@@ -183,17 +184,19 @@ func gatherEvidence(table []*counter) evidence {
 		ev.kernel = "not read: no hardware counter"
 		return ev
 	}
-	if d.prepare != nil {
-		ev.hw, ev.ownCheck = d.prepare(ev.hw)
+	if d.Prepare != nil {
+		hw, check := d.Prepare(counterSource(ev.hw))
+		ev.hw = sourceOf(hw)
+		ev.ownCheck = func() (string, error) { return check(counterMeasures) }
 	}
-	ev.kernel = d.noVerdict
-	ev.status = d.status
-	if d.describe != nil {
-		ev.describe = d.describe
-		ev.counterCheck = d.describe()
+	ev.kernel = d.NoVerdict
+	ev.status = d.Status
+	if d.Describe != nil {
+		ev.describe = d.Describe
+		ev.counterCheck = d.Describe()
 	}
-	if d.verdict != nil {
-		v := d.verdict()
+	if d.Verdict != nil {
+		v := d.Verdict()
 		ev.kernel = v.String()
 		ev.vouched = v.Known() && v.Current == v.Want
 		ev.needsEvidence = !ev.vouched

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 // hardwareExpected reports whether this machine offers a hardware counter
@@ -24,8 +26,8 @@ func hardwareExpected(t *testing.T) (Source, bool) {
 	// A counter whose probe has no kernel check of its own (the riscv64,
 	// ppc64le, s390x and loong64 ones) is adopted only on the kernel's
 	// word, which under qemu-user is the host's: not expected there.
-	if d := chooseCounter(counterTable()).desc; d.verdict != nil {
-		if v := d.verdict(); !v.Keep() {
+	if d := chooseCounter(counterTable()).desc; d.Verdict != nil {
+		if v := d.Verdict(); !v.Keep() {
 			t.Logf("%s not expected: %v", hw.Name, v)
 			return Source{}, false
 		}
@@ -61,17 +63,17 @@ func TestDefaultClockAdoptsAndRefinesTheHardwareCounter(t *testing.T) {
 	in := waitInfo(time.Second, func(in Info) bool { return in.Source == hw.Name })
 	require.Equal(t, hw.Name, in.Source, "default clock never adopted %s: %+v", hw.Name, in)
 	assert.Empty(t, in.Evidence.Rejected)
-	if in.RateOrigin == rateNanoseconds.String() {
+	if in.RateOrigin == hwcounter.RateNanoseconds.String() {
 		// A paravirtual clock counts nanoseconds by construction: watched
 		// against the reference, never refined away from 1 GHz.
-		in = waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin != rateNanoseconds.String() })
-		assert.Equal(t, rateNanoseconds.String(), in.RateOrigin, "an exact rate was refined: %+v", in)
+		in = waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin != hwcounter.RateNanoseconds.String() })
+		assert.Equal(t, hwcounter.RateNanoseconds.String(), in.RateOrigin, "an exact rate was refined: %+v", in)
 		assert.Equal(t, uint64(1e9), in.Rate)
 		assert.Zero(t, in.RateErrorPPM)
 		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
 		return
 	}
-	assert.Contains(t, []string{rateCPUID.String(), rateHypervisor.String(), rateMeasured.String(), rateCNTFRQ.String(), rateRefined.String()}, in.RateOrigin)
+	assert.Contains(t, []string{hwcounter.RateCPUID.String(), hwcounter.RateHypervisor.String(), hwcounter.RateMeasured.String(), hwcounter.RateCNTFRQ.String(), hwcounter.RateRefined.String()}, in.RateOrigin)
 	assert.LessOrEqual(t, in.RateErrorPPM, 50.0, "first hardware rate")
 
 	// Within two seconds of the first use the refinement is at 1 ppm or
@@ -85,9 +87,9 @@ func TestDefaultClockAdoptsAndRefinesTheHardwareCounter(t *testing.T) {
 	need := max(2*time.Second, time.Duration(8e6*stepNs))
 	t.Logf("counter step %.0f ns: 1 ppm expected within %v of the first use", stepNs, need)
 	in = waitInfo(need-time.Duration(runtimeNano()-Default().st.policy.first.at.Load()), func(in Info) bool {
-		return in.RateOrigin == rateRefined.String() && in.RateErrorPPM <= 1
+		return in.RateOrigin == hwcounter.RateRefined.String() && in.RateErrorPPM <= 1
 	})
-	assert.Equal(t, rateRefined.String(), in.RateOrigin)
+	assert.Equal(t, hwcounter.RateRefined.String(), in.RateOrigin)
 	assert.LessOrEqual(t, in.RateErrorPPM, 1.0, "%+v", in)
 
 	// Where the TSC's rate had to be measured, tscSource() now takes the
@@ -105,7 +107,7 @@ func TestDefaultClockTracksTheRawClock(t *testing.T) {
 	if _, ok := hardwareExpected(t); !ok {
 		return
 	}
-	waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin == rateRefined.String() && in.RateErrorPPM <= 1 })
+	waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin == hwcounter.RateRefined.String() && in.RateErrorPPM <= 1 })
 	pair := func() (clock, raw, best int64) {
 		best = int64(math.MaxInt64)
 		for i := 0; i < 50; i++ {
@@ -162,7 +164,7 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 		fake := func() int64 { return int64(time.Since(start)) }
 		hw := Source{Name: "hw", Bits: 64, Rate: 2_100_000_000, Read: func() uint64 { return uint64(float64(fake()) * 2.1) }}
 		tr := &tracker{ref: fake, witness: fake, src: hw, adopted: true, endsOnRegister: true}
-		c, err := newClock(hw, rating{hz: 2.1e9, origin: rateCPUID, errPPM: 1}, tr)
+		c, err := newClock(hw, rating{hz: 2.1e9, origin: hwcounter.RateCPUID, errPPM: 1}, tr)
 		require.NoError(t, err)
 		polls := 0
 		c.st.policy = &trustPolicy{verdict: func() string { polls++; return "" }}
@@ -187,7 +189,7 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 		assert.LessOrEqual(t, wakes, 8, "wake-ups in 10 s idle")
 		assert.Equal(t, maxWatchPeriod, tr.watch.every)
 		assert.GreaterOrEqual(t, polled, 1, "the kernel's verdict is still polled (every %v, on the watch's ticks)", verdictPeriod)
-		assert.Equal(t, rateRefined.String(), in.RateOrigin, "refinements still run")
+		assert.Equal(t, hwcounter.RateRefined.String(), in.RateOrigin, "refinements still run")
 		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
 		// Coarse's ticker and the wall map's refreshing stopped once
 		// nothing read them.
@@ -199,7 +201,7 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 // newChosenDefaultClock is newDefaultClock with its hardware choice made
 // at once, as the set-up makes it at the first use: what a test of the
 // choice looks at. Its background work starts at its first use.
-func newChosenDefaultClock(table []*counter) *Clock {
+func newChosenDefaultClock(table []*hwcounter.Counter) *Clock {
 	c := newDefaultClock(table)
 	c.chooseHardware()
 	return c
@@ -212,10 +214,10 @@ func newChosenDefaultClock(table []*counter) *Clock {
 // clock's tick is an hour away.
 func TestCloseDuringTheHardwareChoice(t *testing.T) {
 	probing, release := make(chan struct{}), make(chan struct{})
-	c := newDefaultClock([]*counter{{arch: runtime.GOARCH, probe: func() (Source, rateOrigin, float64, error) {
+	c := newDefaultClock([]*hwcounter.Counter{{Arch: runtime.GOARCH, Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
 		close(probing)
 		<-release
-		return Source{}, 0, 0, ErrUnsupported
+		return hwcounter.Source{}, 0, 0, ErrUnsupported
 	}}})
 	c.st.policy.startSetUp()
 	<-probing

@@ -4,7 +4,11 @@ package schedclock
 // the few internals they must reach: a counter they drive by hand and the
 // writer's step hook.
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/schedclock/schedclock/internal/hwcounter"
+)
 
 // FakeCounter is a manually driven counter for tests: it reads what it was
 // set to, masked to its width, and can be moved forwards or backwards.
@@ -45,15 +49,14 @@ func (c *Clock) CoarseFollowsTheKernel() bool { return c.coarse.tick.Load() != n
 
 // The internals the external tests name that are not the package's API:
 // the per-architecture counters (Hardware returns this machine's), the
-// jiffy counter, the rate origins Info prints, and the errors that report
-// a caller's mistake.
+// jiffy counter, and the errors that report a caller's mistake.
 var (
 	TSC           = tscSource
-	CNTVCT        = cntvctSource
-	RDTIME        = rdtimeTimer.source
-	TimeBase      = timebaseTimer.source
-	StableCounter = stableCounterTimer.source
-	TOD           = todTimer.source
+	CNTVCT        = func() (Source, error) { src, _, _, err := hwcounter.ProbeCNTVCT(); return sourceOf(src), err }
+	RDTIME        = func() (Source, error) { return withMeasuredRate(hwcounter.ProbeRDTIME()) }
+	TimeBase      = func() (Source, error) { return withMeasuredRate(hwcounter.ProbeTimeBase()) }
+	StableCounter = func() (Source, error) { return withMeasuredRate(hwcounter.ProbeStableCounter()) }
+	TOD           = func() (Source, error) { return withMeasuredRate(hwcounter.ProbeTOD()) }
 	NewJiffies    = newJiffies
 
 	ErrUntrusted     = errUntrusted
@@ -62,18 +65,6 @@ var (
 	ErrReentered     = errReentered
 )
 
-type (
-	Jiffies    = jiffyCounter
-	RateOrigin = rateOrigin
-)
+type Jiffies = jiffyCounter
 
-const (
-	MaxHZ = maxHZ
-
-	RateDeclared   = rateDeclared
-	RateCPUID      = rateCPUID
-	RateHypervisor = rateHypervisor
-	RateMeasured   = rateMeasured
-	RateCNTFRQ     = rateCNTFRQ
-	RateRefined    = rateRefined
-)
+const MaxHZ = maxHZ

@@ -605,7 +605,7 @@ func TestStressAtIsTheDefinition(t *testing.T) {
 // (Update in schedclock.go, Register and the freezer in switch.go,
 // Suspend and Resume in switch.go), on the portable source (source.go),
 // a fake counter, the default clock (default.go) and the hardware counter
-// (source_tsc.go, source_cntvct.go). Its oracle, and the oracle's own
+// (Hardware, counter.go). Its oracle, and the oracle's own
 // tests, are above.
 //
 // In the kernel the danger is an NMI that interrupts the writer half-way
@@ -995,7 +995,7 @@ func stressCases(t *testing.T) []stressCase {
 			refined.Rate = 24_000_000 - uint64(switches%2)
 			conv, err := newConversion(refined)
 			if err == nil {
-				err = f.switchLocked(refined, conv, rating{hz: float64(refined.Rate), origin: rateRefined})
+				err = f.switchLocked(refined, conv, rating{hz: float64(refined.Rate), origin: hwcounter.RateRefined})
 			}
 			if err != nil {
 				panic(err)
@@ -1010,7 +1010,7 @@ func stressCases(t *testing.T) []stressCase {
 	// and writer are all pinned to one, and the clock has no background
 	// goroutine, so nothing publishes from another CPU.
 	if hw, cpu, ok := stressHardware(t); ok {
-		c, err := newClock(hw, rating{hz: float64(hw.Rate), origin: rateMeasured}, nil)
+		c, err := newClock(hw, rating{hz: float64(hw.Rate), origin: hwcounter.RateMeasured}, nil)
 		require.NoError(t, err)
 		name := hw.Name
 		if cpu >= 0 {
@@ -1073,7 +1073,7 @@ func stressHardware(t *testing.T) (Source, int, bool) {
 	case hwcounter.CNTVCTSupported:
 		read, name = hwcounter.CNTVCT(), "cntvct"
 	default:
-		t.Logf("no hardware counter case: this build has no counter assembly (%s; %s)", noAsmReason("amd64"), noAsmReason("arm64"))
+		t.Logf("no hardware counter case: this build has no counter assembly (%s; %s)", hwcounter.NoAsmReason("amd64"), hwcounter.NoAsmReason("arm64"))
 		return Source{}, 0, false
 	}
 	cpu := -1
@@ -1087,7 +1087,7 @@ func stressHardware(t *testing.T) (Source, int, bool) {
 	}
 	src := Source{Name: name, Read: read, Bits: 64}
 	if name == "cntvct" {
-		src.Bits, src.Rate = cntvctBits, hwcounter.CNTFRQ()&0xffff_ffff
+		src.Bits, src.Rate = hwcounter.CNTVCTBits, hwcounter.CNTFRQ()&0xffff_ffff
 		return src, cpu, src.Rate != 0
 	}
 	done := make(chan error)

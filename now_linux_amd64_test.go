@@ -37,7 +37,7 @@ func TestTSCHandoff(t *testing.T) {
 		want = uint64(n)
 	}
 	rate := uint64(0)
-	if hw, _, _, err := probeTSC(); err == nil {
+	if hw, _, _, err := hwcounter.ProbeTSC(); err == nil {
 		rate = hw.Rate
 	}
 	for _, r := range []struct {

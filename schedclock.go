@@ -12,6 +12,7 @@ import (
 	"weak"
 
 	"github.com/schedclock/schedclock/internal/format"
+	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 // A Clock turns a free-running counter into monotonic nanoseconds. Now is
@@ -234,7 +235,7 @@ func New(src Source, opts ...Option) (*Clock, error) {
 	if o.reference != nil {
 		tr = &tracker{ref: o.reference, src: src, adopted: true}
 	}
-	c, err := newClock(src, rating{hz: float64(src.Rate), origin: rateDeclared}, tr)
+	c, err := newClock(src, rating{hz: float64(src.Rate), origin: hwcounter.RateDeclared}, tr)
 	if err != nil {
 		return nil, err
 	}

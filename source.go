@@ -2,13 +2,13 @@ package schedclock
 
 import (
 	"errors"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 	_ "unsafe" // for go:linkname
 
 	"github.com/schedclock/schedclock/internal/format"
+	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/vdso"
 )
 
@@ -73,7 +73,7 @@ var (
 	// Boottime) does not exist on this platform or in this build, or
 	// cannot be trusted as a clock on this machine; the message says why.
 	// Portable works everywhere.
-	ErrUnsupported = errors.New("schedclock: counter not supported here")
+	ErrUnsupported = hwcounter.ErrUnsupported
 	// ErrFault: user code the clock called (a Source's Read) panicked
 	// during the call that returns it; the clock was left exactly as it
 	// was before the call, and Info counts the fault. The call may be
@@ -87,7 +87,7 @@ var (
 var (
 	// errUntrusted: the hardware counter exists but cannot be trusted as
 	// a clock on this machine. It is an ErrUnsupported to errors.Is.
-	errUntrusted error = &subError{"schedclock: counter not trusted", ErrUnsupported}
+	errUntrusted = hwcounter.ErrUntrusted
 	// errInvalidOption: an Option given to New is unusable (a nil
 	// reference clock, a duplicate Option, ...).
 	errInvalidOption = errors.New("schedclock: invalid option")
@@ -101,54 +101,6 @@ var (
 	// changes nothing, and the writer that ran the user code goes on.
 	errReentered = errors.New("schedclock: writer method called from inside the clock's own writer")
 )
-
-// subError is a sentinel error of its own that errors.Is also matches
-// with a broader one (kind).
-type subError struct {
-	msg  string
-	kind error
-}
-
-func (e *subError) Error() string { return e.msg }
-func (e *subError) Unwrap() error { return e.kind }
-
-// rateOrigin says where a Source's Rate came from.
-type rateOrigin int
-
-const (
-	rateDeclared   rateOrigin = iota // given by the caller in Source.Rate
-	rateCPUID                        // x86 CPUID leaf 0x15 (and 0x16)
-	rateHypervisor                   // hypervisor timing leaf 0x40000010
-	rateMeasured                     // measured against CLOCK_MONOTONIC_RAW
-	rateCNTFRQ                       // arm64 CNTFRQ_EL0
-	rateRefined                      // refined in the background against the Clock's reference
-)
-
-// The rate origins of the riscv64, ppc64le, s390x and loong64 counters,
-// numbered on from rateRefined.
-const (
-	rateDeviceTree  rateOrigin = rateRefined + 1 + iota // riscv64 device tree /cpus/timebase-frequency
-	rateCPUInfo                                         // ppc64le /proc/cpuinfo timebase line
-	rateArchitected                                     // fixed by the architecture (s390x TOD: bit 51 is 1 µs)
-	rateCPUCFG                                          // loong64 CPUCFG leaves 4 and 5
-	// rateNanoseconds: the counter counts nanoseconds by construction (a
-	// paravirtual clock's page converts the TSC with the hypervisor's
-	// own scale): exact, never refined, still watched.
-	rateNanoseconds
-)
-
-// rateOriginNames are the RateOrigins' names, as Info prints them.
-var rateOriginNames = [...]string{rateDeclared: "declared", rateCPUID: "cpuid", rateHypervisor: "hypervisor leaf",
-	rateMeasured: "measured", rateCNTFRQ: "cntfrq", rateRefined: "refined",
-	rateDeviceTree: "device tree", rateCPUInfo: "cpuinfo", rateArchitected: "architected", rateCPUCFG: "cpucfg",
-	rateNanoseconds: "nanoseconds by construction"}
-
-func (o rateOrigin) String() string {
-	if o >= 0 && int(o) < len(rateOriginNames) {
-		return rateOriginNames[o]
-	}
-	return format.Sprintf("rateOrigin(%d)", int(o))
-}
 
 func (s Source) validate() error {
 	switch {
@@ -191,18 +143,6 @@ var portableReadPtr = funcPtr(readMono)
 // corrections, so it is steered rather than raw.
 func Portable() Source {
 	return Source{Name: "portable", Read: readMono, Bits: 63, Rate: 1_000_000_000}
-}
-
-// noAsmReason says which half of the assembly's build tag (gc && !purego,
-// on arch) excluded it from this build.
-func noAsmReason(arch string) string {
-	switch {
-	case runtime.GOARCH != arch:
-		return "not " + arch + " (GOARCH=" + runtime.GOARCH + ")"
-	case runtime.Compiler != "gc":
-		return "built with " + runtime.Compiler + ", not gc"
-	}
-	return "built with the purego tag"
 }
 
 // orderSink is what orderAfter loads: it is never written, so every core

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/schedclock/schedclock/internal/format"
+	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/pvclock"
 )
@@ -127,7 +128,7 @@ type paravirtFound struct {
 // it.
 func findParavirt() (*paravirtPage, error) {
 	if !pvclock.Supported {
-		return nil, format.Errorf("%w %q: %s", ErrUnsupported, "paravirt", noAsmReason("amd64"))
+		return nil, format.Errorf("%w %q: %s", ErrUnsupported, "paravirt", hwcounter.NoAsmReason("amd64"))
 	}
 	cs := kernel.Clocksource()
 	maps, err := pvclock.Maps()
@@ -541,11 +542,11 @@ func readPvclock() uint64 { return pvclockShared.src.read() }
 
 // probePvclock is Paravirt in the shape of the default clock's counter
 // descriptors: the page's time is in ns by construction, so its rate is
-// exact (rateNanoseconds): the default clock watches it against
+// exact (hwcounter.RateNanoseconds): the default clock watches it against
 // CLOCK_MONOTONIC_RAW but never refines it.
-func probePvclock() (src Source, origin rateOrigin, errPPM float64, err error) {
-	src, err = Paravirt()
-	return src, rateNanoseconds, 0, err
+func probePvclock() (src hwcounter.Source, origin hwcounter.RateOrigin, errPPM float64, err error) {
+	pv, err := Paravirt()
+	return counterSource(pv), hwcounter.RateNanoseconds, 0, err
 }
 
 // pvclockVerdict is the kernel's word on the paravirtual clock: its
@@ -606,11 +607,11 @@ func pvclockStatus() (reading, history string) {
 // clock's table: trusted on the kernel's word (its clocksource is the
 // page's clock) and the page's own evidence (the stable bit), both
 // followed for life.
-var pvclockCounter = counter{
-	arch:     "amd64",
-	probe:    probePvclock,
-	verdict:  pvclockVerdict,
-	evidence: pvclockEvidence,
-	describe: pvclockDescription,
-	status:   pvclockStatus,
+var pvclockCounter = hwcounter.Counter{
+	Arch:     "amd64",
+	Probe:    probePvclock,
+	Verdict:  pvclockVerdict,
+	Evidence: pvclockEvidence,
+	Describe: pvclockDescription,
+	Status:   pvclockStatus,
 }

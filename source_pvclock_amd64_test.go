@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/pvclock"
 	"github.com/schedclock/schedclock/internal/race"
 )
@@ -262,7 +263,7 @@ func TestNowThroughPageFaults(t *testing.T) {
 	onSyntheticPvclock(t, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
 		// The clock made by New, and a default clock (its watch against
 		// CLOCK_MONOTONIC_RAW, its Info) on the same shared Source.
-		d := newChosenDefaultClock([]*counter{&pvclockCounter})
+		d := newChosenDefaultClock([]*hwcounter.Counter{&pvclockCounter})
 		defer func() { require.NoError(t, d.Close()) }()
 		require.Equal(t, "kvm-clock (pvclock, stable)", d.Info().Source)
 		clocks := map[string]*Clock{"New(Paravirt())": c, "the default clock": d}
@@ -354,7 +355,7 @@ func TestNowThroughPageFaults(t *testing.T) {
 // back once the page is consistent again.
 func TestDefaultClockInfoNamesAPageFallBack(t *testing.T) {
 	onSyntheticPvclock(t, func(_ *Clock, pg *pvclock.Page, s *paravirtSource) {
-		c := newChosenDefaultClock([]*counter{&pvclockCounter})
+		c := newChosenDefaultClock([]*hwcounter.Counter{&pvclockCounter})
 		defer func() { require.NoError(t, c.Close()) }()
 		in := c.Info()
 		require.Equal(t, "kvm-clock (pvclock, stable)", in.Source, "%+v", in)

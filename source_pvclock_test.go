@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/pvclock"
 )
@@ -63,7 +64,7 @@ func TestParavirtHere(t *testing.T) {
 	probed, origin, errPPM, err := probePvclock()
 	require.NoError(t, err)
 	assert.Equal(t, src.Name, probed.Name)
-	assert.Equal(t, rateNanoseconds, origin)
+	assert.Equal(t, hwcounter.RateNanoseconds, origin)
 	assert.Zero(t, errPPM)
 	t.Logf("%s: %s", src.Name, desc)
 }

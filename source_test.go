@@ -69,15 +69,6 @@ func TestInvalidSourcesAreRefused(t *testing.T) {
 	assert.Equal(t, schedclock.Instant(1001), c.Now())
 }
 
-func TestRateOriginNames(t *testing.T) {
-	for o, name := range map[schedclock.RateOrigin]string{
-		schedclock.RateDeclared: "declared", schedclock.RateCPUID: "cpuid", schedclock.RateHypervisor: "hypervisor leaf",
-		schedclock.RateMeasured: "measured", schedclock.RateCNTFRQ: "cntfrq", schedclock.RateRefined: "refined", schedclock.RateOrigin(99): "rateOrigin(99)",
-	} {
-		assert.Equal(t, name, o.String())
-	}
-}
-
 // TestHardwareIsThisArchitecturesCounter: Hardware returns this
 // architecture's counter register, or its refusal, and on an
 // architecture without one an error wrapping ErrUnsupported.

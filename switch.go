@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/schedclock/schedclock/internal/format"
+	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 // The switch protocol: how Register, rate refinement and Suspend move
@@ -94,7 +95,7 @@ func (c *Clock) Register(src Source) error {
 			undo()
 		}
 	}()
-	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: rateDeclared}); err != nil {
+	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: hwcounter.RateDeclared}); err != nil {
 		return err
 	}
 	switched = true

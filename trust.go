@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/schedclock/schedclock/internal/format"
+	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/warp"
 )
 
@@ -48,7 +49,7 @@ type trustPolicy struct {
 	// once the choice is made); checks says the choice wants the
 	// counter's background checks run; takenOver names the Source of a
 	// caller's Register that came before the choice.
-	table     []*counter
+	table     []*hwcounter.Counter
 	chosen    bool
 	checks    bool
 	takenOver string
@@ -299,7 +300,7 @@ func (c *Clock) fallBackLocked(why string) {
 	src := Portable()
 	conv, err := newConversion(src)
 	if err == nil {
-		err = c.switchLocked(src, conv, rating{hz: 1e9, origin: rateDeclared})
+		err = c.switchLocked(src, conv, rating{hz: 1e9, origin: hwcounter.RateDeclared})
 	}
 	if err != nil {
 		c.st.policy.rejectLocked(format.Sprintf("%s; switching to the portable source failed: %v", why, err))
@@ -318,18 +319,18 @@ func measurePending(name string) string {
 // follow (the kernel keeps no verdict on the counter, and it has no
 // evidence of its own). Where the kernel's word cannot be read (not
 // Linux, no sysfs), the kernel has nothing to say (kernel.Verdict.Keep).
-func lostTrust(d *counter, name string) func() string {
-	if d.verdict == nil && d.evidence == nil {
+func lostTrust(d *hwcounter.Counter, name string) func() string {
+	if d.Verdict == nil && d.Evidence == nil {
 		return nil
 	}
 	return func() string {
-		if d.verdict != nil {
-			if v := d.verdict(); !v.Keep() {
+		if d.Verdict != nil {
+			if v := d.Verdict(); !v.Keep() {
 				return format.Sprintf("%s: %s", name, v)
 			}
 		}
-		if d.evidence != nil {
-			if why := d.evidence(); why != "" {
+		if d.Evidence != nil {
+			if why := d.Evidence(); why != "" {
 				return format.Sprintf("%s: %s", name, why)
 			}
 		}

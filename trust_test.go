@@ -30,7 +30,7 @@ import (
 func TestKernelVerdictForLife(t *testing.T) {
 	hw := realtime1GHz()
 	hw.Rate = 1e9
-	c, err := newClock(hw, rating{hz: 1e9, origin: rateCPUID}, &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true})
+	c, err := newClock(hw, rating{hz: 1e9, origin: hwcounter.RateCPUID}, &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true})
 	require.NoError(t, err)
 	var demoted atomic.Bool
 	c.st.policy = &trustPolicy{}
@@ -191,7 +191,7 @@ func TestPendingTrustDoesNotSpin(t *testing.T) {
 		start := time.Now()
 		fake := func() int64 { return int64(time.Since(start)) }
 		hw := Source{Name: "hw", Bits: 64, Read: func() uint64 { return uint64(fake()) }}
-		c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared}, &tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
+		c, err := newClock(Portable(), rating{hz: 1e9, origin: hwcounter.RateDeclared}, &tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
 		require.NoError(t, err)
 		c.st.policy = &trustPolicy{trustPending: true}
 		c.start()
@@ -221,8 +221,10 @@ func TestPendingTrustDoesNotSpin(t *testing.T) {
 // was read, Rejected why, and Pending what the trust waits for.
 func TestTheTSCIsTrustedOnlyOnEvidence(t *testing.T) {
 	base := time.Now()
-	tsc := Source{Name: "tsc", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
-	probe := func() (Source, rateOrigin, float64, error) { return tsc, rateCPUID, 0, nil }
+	tsc := hwcounter.Source{Name: "tsc", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
+	probe := func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
+		return tsc, hwcounter.RateCPUID, 0, nil
+	}
 	dir := t.TempDir()
 	file := func(name, content string) string {
 		p := filepath.Join(dir, name)
@@ -246,8 +248,8 @@ func TestTheTSCIsTrustedOnlyOnEvidence(t *testing.T) {
 		{"tsc", file("tsc", "tsc\n"), "kernel clocksource is tsc", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newChosenDefaultClock([]*counter{{arch: runtime.GOARCH, probe: probe,
-				verdict: func() kernel.Verdict { return kernel.ReadVerdict(tc.path, "tsc") }}})
+			c := newChosenDefaultClock([]*hwcounter.Counter{{Arch: runtime.GOARCH, Probe: probe,
+				Verdict: func() kernel.Verdict { return kernel.ReadVerdict(tc.path, "tsc") }}})
 			defer func() {
 				require.NoError(t, c.Close()) // unused: its checks never start
 			}()
@@ -281,7 +283,7 @@ func TestAnUncheckedTSCIsNeverAdopted(t *testing.T) {
 		start := time.Now()
 		fake := func() int64 { return int64(time.Since(start)) }
 		hw := Source{Name: "tsc", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(fake()) }}
-		c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared},
+		c, err := newClock(Portable(), rating{hz: 1e9, origin: hwcounter.RateDeclared},
 			&tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
 		require.NoError(t, err)
 		c.st.policy = &trustPolicy{hw: hw, report: trustReport{kernel: "kernel clocksource unknown (hidden)"}, trustPending: true, needsEvidence: true}
@@ -324,7 +326,7 @@ func TestARefusedRegisterKeepsTheDefaultClocksChecks(t *testing.T) {
 	hw := realtime1GHz()
 	hw.Rate = 1e9
 	tr := &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true}
-	c, err := newClock(hw, rating{hz: 1e9, origin: rateMeasured}, tr)
+	c, err := newClock(hw, rating{hz: 1e9, origin: hwcounter.RateMeasured}, tr)
 	require.NoError(t, err)
 	c.st.policy = &trustPolicy{verdict: func() string { return "" }}
 	err = c.Register(Source{Name: "broken", Bits: 64, Rate: 2e9, Read: func() uint64 { panic("broken counter") }})
@@ -345,26 +347,28 @@ func TestARefusedRegisterKeepsTheDefaultClocksChecks(t *testing.T) {
 // stepping back.
 func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
 	base := time.Now()
-	page := Source{Name: "page", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
+	page := hwcounter.Source{Name: "page", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
 	var cleared atomic.Bool
 	kernelFile := filepath.Join(t.TempDir(), "current_clocksource")
 	require.NoError(t, os.WriteFile(kernelFile, []byte("kvm-clock\n"), 0o644))
-	c := newChosenDefaultClock([]*counter{{
-		arch:    runtime.GOARCH,
-		probe:   func() (Source, rateOrigin, float64, error) { return page, rateNanoseconds, 0, nil },
-		verdict: func() kernel.Verdict { return kernel.ReadVerdict(kernelFile, "kvm-clock") },
-		evidence: func() string {
+	c := newChosenDefaultClock([]*hwcounter.Counter{{
+		Arch: runtime.GOARCH,
+		Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
+			return page, hwcounter.RateNanoseconds, 0, nil
+		},
+		Verdict: func() kernel.Verdict { return kernel.ReadVerdict(kernelFile, "kvm-clock") },
+		Evidence: func() string {
 			if cleared.Load() {
 				return "PVCLOCK_TSC_STABLE_BIT is clear"
 			}
 			return ""
 		},
-		describe: func() string { return fmt.Sprintf("test page, stable %v", !cleared.Load()) },
+		Describe: func() string { return fmt.Sprintf("test page, stable %v", !cleared.Load()) },
 	}})
 	defer func() { require.NoError(t, c.Close()) }()
 	in := c.Info() // the first use: the background work starts
 	require.Equal(t, "page", in.Source, "%+v", in)
-	assert.Equal(t, rateNanoseconds.String(), in.RateOrigin)
+	assert.Equal(t, hwcounter.RateNanoseconds.String(), in.RateOrigin)
 	assert.Equal(t, "test page, stable true", in.Evidence.CounterCheck)
 	assert.Contains(t, in.Evidence.Kernel, "kvm-clock")
 	before := c.nanos()
@@ -388,7 +392,7 @@ func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
 // cross-CPU check's retries sleep minutes), which then reports the
 // clock closed.
 func TestCloseCutsANapShort(t *testing.T) {
-	c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared}, nil)
+	c, err := newClock(Portable(), rating{hz: 1e9, origin: hwcounter.RateDeclared}, nil)
 	require.NoError(t, err)
 	c.start()
 	woke := make(chan bool, 1)

@@ -2,9 +2,11 @@
 // the barriers that order its read after the caller's earlier loads and
 // before its later ones (see each NAME_GOARCH.s): GOARCH's register,
 // where a NAME_GOARCH.go and .s pair reads it (gc, not purego), which
-// sets asm and asmBuild; none in every other build (none.go). The
-// descriptors that decide whether a counter is a clock, and at what
-// rate, are schedclock's.
+// sets asm and asmBuild; none in every other build (none.go). Beside
+// them, each counter's descriptor (counter.go: tsc.go, cntvct.go, and
+// timer.go for the riscv64, ppc64le, s390x and loong64 counters as
+// data): whether the counter is a clock here, at what rate, and on
+// whose word, for the default clock's table.
 package hwcounter
 
 import (
