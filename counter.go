@@ -51,9 +51,16 @@ var (
 	loong64Counters = []*hwcounter.Counter{&hwcounter.StableCounterCounter}
 )
 
-// counterMeasures are what the counters' own checks measure with: the
-// portable source's read, and rates against this package's raw clock.
-var counterMeasures = hwcounter.Measures{Portable: readMono, Rate: measureRate}
+// counterMeasures are what the counters' own checks (their descriptors'
+// Prepare) measure with: the portable source's read, and rates against
+// this package's raw clock. amd64's counters have no such check, and an
+// amd64 binary does not link the measurement (time.Sleep and all).
+func counterMeasures() hwcounter.Measures {
+	if runtime.GOARCH == "amd64" {
+		return hwcounter.Measures{}
+	}
+	return hwcounter.Measures{Portable: readMono, Rate: measureRate}
+}
 
 // sourceOf is a descriptor's Source as this package's.
 func sourceOf(s hwcounter.Source) Source {

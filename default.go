@@ -187,7 +187,7 @@ func gatherEvidence(table []*hwcounter.Counter) evidence {
 	if d.Prepare != nil {
 		hw, check := d.Prepare(counterSource(ev.hw))
 		ev.hw = sourceOf(hw)
-		ev.ownCheck = func() (string, error) { return check(counterMeasures) }
+		ev.ownCheck = func() (string, error) { return check(counterMeasures()) }
 	}
 	ev.kernel = d.NoVerdict
 	ev.status = d.Status

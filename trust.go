@@ -28,12 +28,12 @@ type trustPolicy struct {
 	verdict    func() string
 	verdictDue time.Time
 	// describe says what the counter's own evidence shows, for
-	// CounterCheck (its descriptor's describe), nil if nothing.
+	// CounterCheck (its descriptor's Describe), nil if nothing.
 	describe func() string
-	// status is its descriptor's status, nil if none.
+	// status is its descriptor's Status, nil if none.
 	status func() (reading, history string)
 	// ownCheck is the counter's own background check (its descriptor's
-	// prepare), nil if none.
+	// Prepare, given the clock's measures), nil if none.
 	ownCheck func() (found string, err error)
 	// vouched: the kernel runs on hw, so the clock runs on it at once and
 	// the cross-CPU check is a second opinion. needsEvidence: the kernel
