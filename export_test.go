@@ -47,6 +47,15 @@ func SetStep(c *Clock, step func(string)) {
 // time data.
 func (c *Clock) CoarseFollowsTheKernel() bool { return c.coarse.tick.Load() != nil }
 
+// WallPairedAfter says whether the background goroutine has paired c's
+// wall map (a full pairing, not a first use's provisional one) at a
+// reading after ns.
+func (c *Clock) WallPairedAfter(ns int64) bool {
+	c.st.mu.Lock()
+	defer c.unlock()
+	return c.st.wall.lastPair[0] > ns
+}
+
 // The internals the external tests name that are not the package's API:
 // the per-architecture counters (Hardware returns this machine's), the
 // jiffy counter, and the errors that report a caller's mistake.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock"
 	"github.com/schedclock/schedclock/internal/cpu"
@@ -68,15 +69,22 @@ func (r wallBrackets) ok() bool {
 // start and again after WallNow has not been read for three seconds (the
 // map refreshed at its idle pace), WallNow falls inside
 // [time.Now, time.Now] brackets, near their middle: the wall map is
-// paired without a bias of its own. A phase passes if one of five
+// paired without a bias of its own. Each phase's first WallNow wakes the
+// background goroutine, which pairs the map afresh; the phase measures
+// once it has (on a loaded machine the woken goroutine can wait for a
+// CPU longer than all the rounds take). A phase passes if one of five
 // rounds of 20,000 brackets does (a round can meet a preemption or a
-// re-aiming of the map on a loaded machine, and after the idle spell the
-// map is re-aimed only once the goroutine the first reading woke has
-// run: .ci/run beside a mutation run saw two rounds 690 ns ahead and a
-// third half re-aimed).
+// re-aiming of the map on a loaded machine).
 func TestWallNowInsideTimeNowBrackets(t *testing.T) {
 	inAProcessOfItsOwn(t, func(t *testing.T) {
 		phase := func(name string) {
+			woke := schedclock.Now()
+			schedclock.WallNow()
+			for waited := time.Duration(0); !schedclock.Default().WallPairedAfter(int64(woke)); waited += time.Millisecond {
+				require.Less(t, waited, time.Minute, "%s: the woken goroutine never paired the map", name)
+				time.Sleep(time.Millisecond)
+				schedclock.WallNow() // a use: the default clock's set-up starts at one 10 ms after the first
+			}
 			var rounds []wallBrackets
 			for range 5 {
 				r := measureWallBrackets(20_000)
