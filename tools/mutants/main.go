@@ -66,7 +66,9 @@ type mutation struct {
 	// (0: once), for a kill that rests on how the host happens to reorder
 	// an emulated counter read: qemu-ppc64le's time base is the host's
 	// TSC, and without the guest's ISYNC its reordering shows in most
-	// runs of the ordering tests, not in all.
+	// runs of the ordering tests, not in all; and the TSC's missing
+	// LFENCE, which a host's placement of the two vCPUs can hide for a
+	// run (make test beside CPU hogs once saw it survive).
 	Tries int
 }
 
