@@ -135,7 +135,7 @@ tail:
 # path's FuzzLine and one per parser of machine input. make test runs
 # each for FUZZ_SHORT executions: a count, not a duration, because a
 # duration's deadline can fail a run with no crasher ("context deadline
-# exceeded" on a loaded machine: go.dev/issue/75804, fixed in Go 1.27);
+# exceeded" on a loaded machine, a fault of the fuzzer that Go 1.27 fixes);
 # make fuzz runs each for FUZZTIME. Minimising a crasher is capped so that
 # a short run does not spend itself shrinking the large seeds (the vDSO
 # images, a 64 KiB cpuinfo line) instead of fuzzing.

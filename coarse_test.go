@@ -33,7 +33,7 @@ func TestCoarseStartsCurrentAndFollowsNow(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	counter.Store(5e6)
-	// The first call is current, not 0 (quanta #94).
+	// The first call is current, not 0.
 	assert.Equal(t, schedclock.Instant(5*time.Millisecond), c.Coarse())
 	counter.Store(12e6)
 	assert.LessOrEqual(t, c.Coarse(), c.Now(), "never ahead of Now")

@@ -6,7 +6,7 @@
 // bank (ISB) and before the caller's seq re-check. That re-check is an
 // acquire load (LDAR), which is not ordered after an earlier plain load or
 // an MRS; so the counter value feeds the address of a dummy acquire load,
-// which cannot issue before the MRS completes, and every later load is
+// which cannot execute before the MRS completes, and every later load is
 // ordered after that acquire (the kernel's arch_counter_enforce_ordering,
 // with LDAR in place of LDR).
 

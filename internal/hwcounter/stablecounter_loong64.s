@@ -9,7 +9,7 @@
 // barrier: the manual defines it on memory accesses only, and no barrier
 // is documented to order RDTIME.D; this is the strongest there is, as ISB
 // is on arm64. After it, the value feeds the address of a dummy load,
-// which cannot issue before RDTIME.D's result, and DBAR 0 orders that
+// which cannot execute before RDTIME.D's result, and DBAR 0 orders that
 // load before every later one (arm64's arch_counter_enforce_ordering).
 
 // func readStableCounter() uint64
