@@ -18,13 +18,14 @@
 //     instructions may begin execution before the read operation is
 //     performed", and offers LFENCE after RDTSC for software that needs
 //     them, "including any memory accesses", to wait. The re-check is such
-//     a memory access. Instead of a second LFENCE, both readers below
+//     a memory access. Instead of a second LFENCE, both TSC readers
 //     make a load carry the counter value in its address: it cannot be
 //     performed before RDTSC has produced the value, and x86 keeps later
 //     loads after it (SDM Vol. 3A, "Memory Ordering in P6 and More Recent
 //     Processor Families": "Reads are not reordered with other reads";
 //     AMD APM Vol. 2, "Memory Access Ordering": loads do not pass previous
-//     loads). tscNow's re-check is that load; readTSC, whose caller
+//     loads). The root package's clockNow makes its seq re-check that
+//     load (now_amd64.s); readTSC, whose caller
 //     re-checks in Go, makes a dummy one (as orderAfter does for the
 //     portable source).
 
