@@ -3,6 +3,7 @@
 package schedclock_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"runtime"
@@ -59,13 +60,39 @@ func TestCoarseSpinning(t *testing.T) {
 	}
 	for _, procs := range []int{2, 1} {
 		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
-			out, err := runTestChild(t, coarseSpinEnv+"="+strconv.Itoa(procs), "-test.run=^TestCoarseSpinning$", "-test.count=1", "-test.v")
-			t.Logf("child:\n%s", out)
-			require.NoError(t, err)
-			assert.Contains(t, string(out), "--- PASS: TestCoarseSpinning")
+			for round := 1; ; round++ {
+				out, err := runTestChild(t, coarseSpinEnv+"="+strconv.Itoa(procs), "-test.run=^TestCoarseSpinning$", "-test.count=1", "-test.v")
+				t.Logf("child, round %d of at most %d:\n%s", round, coarseSpinRounds, out)
+				if err != nil && round < coarseSpinRounds && onlyTooStale(out) {
+					continue
+				}
+				require.NoError(t, err)
+				assert.Contains(t, string(out), "--- PASS: TestCoarseSpinning")
+				return
+			}
 		})
 	}
 }
+
+// coarseSpinRounds is how many children TestCoarseSpinning runs at one
+// GOMAXPROCS while the only assertion that fails is the staleness bound.
+// That bound is what one probe ticker measured of the scheduler's
+// lateness, a sample of what Coarse's own ticker meets; under an emulator
+// on a busy machine a single stall of the ticker has been seen to outlast
+// twice the probe's worst (qemu-loongarch64 beside the other packages'
+// tests: 49.4 ms stale, the probe at most 22.0 ms late), so a miss is
+// measured again in a new process; a Coarse that is not refreshed misses
+// in every round.
+const coarseSpinRounds = 3
+
+// onlyTooStale reports whether the one assertion that failed in a
+// coarseSpinChild's output is the staleness bound.
+func onlyTooStale(out []byte) bool {
+	return bytes.Count(out, []byte("Error Trace:")) == 1 && bytes.Contains(out, []byte(coarseTooStale))
+}
+
+// coarseTooStale is the message of coarseSpinChild's staleness bound.
+const coarseTooStale = "staler than one resolution and the scheduler's lateness allow"
 
 // spinHistogram counts staleness readings in 10 µs buckets up to 2 s.
 type spinHistogram struct {
@@ -187,8 +214,7 @@ func coarseSpinChild(t *testing.T, procs int) {
 	// The OS's and the scheduler's lateness, as the probe saw it beside
 	// both loops: a sample of what the ticker meets.
 	lateness := max(late, refLate)
-	assert.LessOrEqual(t, beyond.max, 2*res+2*lateness+2*time.Millisecond,
-		"staler than one resolution and the scheduler's lateness allow")
+	assert.LessOrEqual(t, beyond.max, 2*res+2*lateness+2*time.Millisecond, coarseTooStale)
 }
 
 // spinSink keeps the reference loop's work.
