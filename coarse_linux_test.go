@@ -79,10 +79,9 @@ func TestCoarseSpinning(t *testing.T) {
 // That bound is what one probe ticker measured of the scheduler's
 // lateness, a sample of what Coarse's own ticker meets; under an emulator
 // on a busy machine a single stall of the ticker has been seen to outlast
-// twice the probe's worst (qemu-loongarch64 beside the other packages'
-// tests: 49.4 ms stale, the probe at most 22.0 ms late), so a miss is
-// measured again in a new process; a Coarse that is not refreshed misses
-// in every round.
+// twice the probe's worst (qemu-loongarch64, beside the other packages'
+// tests), so a miss is measured again in a new process; a Coarse that is
+// not refreshed misses in every round.
 const coarseSpinRounds = 3
 
 // onlyTooStale reports whether the one assertion that failed in a
