@@ -55,8 +55,9 @@ const callerBuilt = true
 // vDSO uses 32 bytes for every clock, its return address included; qemu
 // 10's aarch64 vDSO uses none. A kernel built with -fstack-check needs a
 // page more: the runtime's nanotime1 (runtime/sys_linux_amd64.s) says
-// so, and the vDSO of one such kernel (a CoreOS build) pushed 40 bytes, then `sub $0x1038, %rsp; orq $0,
-// (%rsp)`: a write 4192 bytes below its entry, 4200 in the count above.
+// so, and the vDSO of one such kernel (a CoreOS build) pushed 40
+// bytes, then `sub $0x1038, %rsp; orq $0, (%rsp)`: a write 4192 bytes
+// below its entry, 4200 in the count above.
 // 5 KiB covers that with close to 900 bytes to spare, and keeps what a
 // reader's goroutine stack must grow to at 8 KiB (the frame, the
 // prologue's 800-byte guard and the callers' frames).
