@@ -1,0 +1,90 @@
+// Package testenv says what a test depends on and whether it runs here:
+// the qualification layer (tests that need real hardware, load or long
+// time) and the machine's facts (the kernel's clocksource, root, CPUs).
+//
+// A plain go test runs the fast layer alone, on any machine. A
+// qualification test calls Qualify first; make qualify (and make
+// test-full, and CI) sets SCHEDCLOCK_QUALIFY=1 to run them. A test that
+// needs something of the machine checks it with the functions here and
+// skips with the reason when it is absent, never assuming the
+// development machine.
+package testenv
+
+import (
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// QualifyEnv is the environment variable that turns the qualification
+// layer on.
+const QualifyEnv = "SCHEDCLOCK_QUALIFY"
+
+// Qualifying reports whether the qualification layer runs.
+func Qualifying() bool { return os.Getenv(QualifyEnv) == "1" }
+
+// Qualify skips t unless the qualification layer runs: t needs real
+// hardware, load or long time, which a plain go test does not give it.
+func Qualify(t testing.TB) {
+	t.Helper()
+	if !Qualifying() {
+		t.Skipf("qualification layer: runs with %s=1 (make qualify)", QualifyEnv)
+	}
+}
+
+// clocksourceDir is where Linux says which clocksource its timekeeping
+// runs on.
+const clocksourceDir = "/sys/devices/system/clocksource/clocksource0/"
+
+// Clocksource returns the kernel's current clocksource ("tsc",
+// "kvm-clock", "arch_sys_counter", ...) and the ones it could switch to,
+// or ok false where sysfs does not say (not Linux, no sysfs).
+func Clocksource() (current string, available []string, ok bool) {
+	if runtime.GOOS != "linux" {
+		return "", nil, false
+	}
+	cur, err := os.ReadFile(clocksourceDir + "current_clocksource")
+	if err != nil {
+		return "", nil, false
+	}
+	avail, _ := os.ReadFile(clocksourceDir + "available_clocksource")
+	return strings.TrimSpace(string(cur)), strings.Fields(string(avail)), true
+}
+
+// RequireClocksource skips t unless the kernel runs on the clocksource
+// named want.
+func RequireClocksource(t testing.TB, want string) {
+	t.Helper()
+	cur, _, ok := Clocksource()
+	switch {
+	case !ok:
+		t.Skipf("needs a kernel on the %s clocksource: this system does not say which it runs on", want)
+	case cur != want:
+		t.Skipf("needs a kernel on the %s clocksource: this one runs on %s", want, cur)
+	}
+}
+
+// RequireRoot skips t unless it runs as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+}
+
+// Emulated reports whether the test binary runs under a user-mode
+// emulator (qemu-user), where the counters and the scheduler are the
+// emulator's: what a test measures of time there is not the machine's.
+func Emulated() bool {
+	exe, err := os.Readlink("/proc/self/exe")
+	return err == nil && strings.Contains(exe, "qemu-")
+}
+
+// RequireCPUs skips t unless n CPUs can run its goroutines at once.
+func RequireCPUs(t testing.TB, n int) {
+	t.Helper()
+	if runtime.GOMAXPROCS(0) < n || runtime.NumCPU() < n {
+		t.Skipf("needs %d CPUs: GOMAXPROCS %d, %d CPUs", n, runtime.GOMAXPROCS(0), runtime.NumCPU())
+	}
+}
