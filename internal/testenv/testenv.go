@@ -11,8 +11,10 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -87,4 +89,53 @@ func RequireCPUs(t testing.TB, n int) {
 	if runtime.GOMAXPROCS(0) < n || runtime.NumCPU() < n {
 		t.Skipf("needs %d CPUs: GOMAXPROCS %d, %d CPUs", n, runtime.GOMAXPROCS(0), runtime.NumCPU())
 	}
+}
+
+// RequireClocksourceAvailable skips t unless the kernel could run on the
+// clocksource named want (available_clocksource lists it, or it is the
+// current one).
+func RequireClocksourceAvailable(t testing.TB, want string) {
+	t.Helper()
+	cur, avail, ok := Clocksource()
+	switch {
+	case !ok:
+		t.Skipf("needs a kernel that can run on the %s clocksource: this system does not say which it runs on", want)
+	case cur != want && !slices.Contains(avail, want):
+		t.Skipf("needs a kernel that can run on the %s clocksource: this one runs on %s and offers %q", want, cur, avail)
+	}
+}
+
+// SwitchClocksource switches the kernel's clocksource to want for the
+// rest of t and back to the one it ran on when t ends (t.Cleanup). It
+// changes the whole machine's timekeeping, so only a qualification test
+// calls it; it needs root and a kernel that lists want among its
+// available clocksources, and skips t, saying which is missing,
+// otherwise. A kernel already on want is left as it is.
+func SwitchClocksource(t testing.TB, want string) {
+	t.Helper()
+	RequireClocksourceAvailable(t, want)
+	cur, _, _ := Clocksource()
+	if cur == want {
+		return
+	}
+	RequireRoot(t)
+	if err := writeClocksource(want); err != nil {
+		t.Fatalf("switching the kernel's clocksource from %s to %s: %v", cur, want, err)
+	}
+	t.Cleanup(func() {
+		if err := writeClocksource(cur); err != nil {
+			t.Errorf("restoring the kernel's clocksource %s (it runs on %s): %v", cur, want, err)
+		}
+	})
+}
+
+// writeClocksource makes the kernel run on name and checks that it does.
+func writeClocksource(name string) error {
+	if err := os.WriteFile(clocksourceDir+"current_clocksource", []byte(name), 0); err != nil {
+		return err
+	}
+	if cur, _, _ := Clocksource(); cur != name {
+		return fmt.Errorf("the kernel runs on %q after the write", cur)
+	}
+	return nil
 }
