@@ -494,8 +494,15 @@ func Paravirt() (Source, error) {
 	if err != nil {
 		return Source{}, err
 	}
+	return paravirtOn(p, sharePvclock)
+}
+
+// paravirtOn is Paravirt on page p, with share setting pvclockShared up
+// on a pvclock page (sharePvclock; a test's synthetic page is shared by
+// the test).
+func paravirtOn(p *paravirtPage, share func(*paravirtPage) error) (Source, error) {
 	if p.pv != nil {
-		if err := sharePvclock(p); err != nil {
+		if err := share(p); err != nil {
 			return Source{}, err
 		}
 		return Source{Name: p.kind.name, Read: readPvclock, Bits: 63, Rate: 1_000_000_000}, nil
@@ -567,6 +574,11 @@ func pvclockEvidence() string {
 	if err != nil {
 		return err.Error()
 	}
+	return p.evidence()
+}
+
+// evidence is pvclockEvidence for page p.
+func (p *paravirtPage) evidence() string {
 	why, evidence := p.state()
 	if why == "" {
 		return ""
@@ -582,6 +594,11 @@ func pvclockDescription() string {
 	if err != nil {
 		return err.Error()
 	}
+	return p.description()
+}
+
+// description is pvclockDescription for page p.
+func (p *paravirtPage) description() string {
 	why, evidence := p.state()
 	switch {
 	case why != "":

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock/internal/hwcounter"
+	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/pvclock"
 	"github.com/schedclock/schedclock/internal/race"
 )
@@ -28,24 +29,19 @@ func TestPvclockSharedLayout(t *testing.T) {
 }
 
 // TestNowInlinesThePvclockPage: Clock.Now's inlined page read agrees
-// with the Go path (genericNow, through readPvclock) on the real page,
+// with the Go path (genericNow, through readPvclock) on a pvclock page,
 // reading for reading, in order.
 func TestNowInlinesThePvclockPage(t *testing.T) {
-	src, err := Paravirt()
-	if err != nil || pvclockShared.page == nil {
-		t.Skipf("no pvclock page here: %v", err)
-	}
-	c, err := New(src)
-	require.NoError(t, err)
-	defer c.Close()
-	prev := c.nanos()
-	for range 20000 {
-		g := genericNow(c)
-		a := c.nanos()
-		require.LessOrEqual(t, prev, g)
-		require.LessOrEqual(t, g, a)
-		prev = a
-	}
+	onSyntheticPvclock(t, syntheticPvclock(), nil, func(c *Clock, _ *pvclock.Page, _ *paravirtSource) {
+		prev := c.nanos()
+		for range 20000 {
+			g := genericNow(c)
+			a := c.nanos()
+			require.LessOrEqual(t, prev, g)
+			require.LessOrEqual(t, g, a)
+			prev = a
+		}
+	})
 }
 
 // TestNowConvertsThePageByItsLine: the inline page read converts the
@@ -54,10 +50,7 @@ func TestNowInlinesThePvclockPage(t *testing.T) {
 // that declares 1.001 GHz) it converts as the line says. Either way it
 // agrees with the Go path reading for reading, a second into the line.
 func TestNowConvertsThePageByItsLine(t *testing.T) {
-	src, err := Paravirt()
-	if err != nil || pvclockShared.page == nil {
-		t.Skipf("no pvclock page here: %v", err)
-	}
+	src, _, _ := syntheticParavirt(t, syntheticPvclock(), nil)
 	for _, rate := range []uint64{1_000_000_000, 1_001_000_000} {
 		src.Rate = rate
 		c, err := New(src)
@@ -90,10 +83,7 @@ func TestNowConvertsThePageByItsLine(t *testing.T) {
 // product overflows (the 128-bit path), the inline page read converts
 // as the Go path does, not by the pure offset.
 func TestNowOnAPageLineOutsideItsWindow(t *testing.T) {
-	src, err := Paravirt()
-	if err != nil || pvclockShared.page == nil {
-		t.Skipf("no pvclock page here: %v", err)
-	}
+	src, _, _ := syntheticParavirt(t, syntheticPvclock(), nil)
 	c, err := New(src)
 	require.NoError(t, err)
 	defer c.Close()
@@ -120,37 +110,25 @@ func TestNowOnAPageLineOutsideItsWindow(t *testing.T) {
 	assert.Greater(t, before, int64(ln.conv.nanos(ln.conv.overflowFrom())), "the 128-bit path must be taken")
 }
 
-// onSyntheticPvclock points the shared pvclock state at a copy of the
-// real page for the length of f, with a Clock on it; the Clock is
-// closed (its goroutine stopped) before the state is restored.
-func onSyntheticPvclock(t *testing.T, f func(c *Clock, pg *pvclock.Page, s *paravirtSource)) {
-	onSyntheticPvclockWith(t, nil, rawNow, f)
+// syntheticParavirt is Paravirt on a synthetic page holding first,
+// shared (sharePage) for the rest of t with a Source whose reference is
+// raw (nil: the page's own timeline at first, timelineOf).
+func syntheticParavirt(t *testing.T, first pvclock.Pvclock, raw func() int64) (Source, *pvclock.Page, *paravirtSource) {
+	pg, page := syntheticPage(t, first)
+	if raw == nil {
+		raw = timelineOf(first)
+	}
+	s := sharePage(t, page, raw)
+	src, err := paravirtOn(page, alreadyShared)
+	require.NoError(t, err)
+	return src, pg, s
 }
 
-// onSyntheticPvclockWith is onSyntheticPvclock with the page's first
-// parameters (nil: the real page's) and the Source's reference raw.
-func onSyntheticPvclockWith(t *testing.T, first *pvclock.Pvclock, raw func() int64, f func(c *Clock, pg *pvclock.Page, s *paravirtSource)) {
-	src, err := Paravirt()
-	if err != nil || pvclockShared.page == nil {
-		t.Skipf("no pvclock page here: %v", err)
-	}
-	pg, page := syntheticCopy(t)
-	if first != nil {
-		pg.Publish(*first)
-	}
-	s, err := newParavirtSource(page, raw)
-	require.NoError(t, err)
-	// The default clock's Info reads the shared state under its lock
-	// (pvclockStatus), from its background goroutine too: swap it there.
-	defaultClock.st.mu.Lock()
-	saved := pvclockShared
-	pvclockShared.page, pvclockShared.src = pg, s
-	defaultClock.st.mu.Unlock()
-	defer func() {
-		defaultClock.st.mu.Lock()
-		pvclockShared = saved
-		defaultClock.st.mu.Unlock()
-	}()
+// onSyntheticPvclock runs f with a Clock on syntheticParavirt's Source;
+// the Clock is closed (its goroutine stopped) before the shared state is
+// restored.
+func onSyntheticPvclock(t *testing.T, first pvclock.Pvclock, raw func() int64, f func(c *Clock, pg *pvclock.Page, s *paravirtSource)) {
+	src, pg, s := syntheticParavirt(t, first, raw)
 	c, err := New(src)
 	require.NoError(t, err)
 	defer c.Close()
@@ -160,7 +138,7 @@ func onSyntheticPvclockWith(t *testing.T, first *pvclock.Pvclock, raw func() int
 // TestNowLeavesAnUnstablePage: with the stable bit clear, Now must not
 // read the page inline but go through readPvclock, which falls back.
 func TestNowLeavesAnUnstablePage(t *testing.T) {
-	onSyntheticPvclock(t, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
+	onSyntheticPvclock(t, syntheticPvclock(), nil, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
 		before := c.nanos()
 		p := pg.Load()
 		p.Flags &^= pvclock.TSCStableBit
@@ -176,7 +154,7 @@ func TestNowLeavesAnUnstablePage(t *testing.T) {
 // accept the torn page: the inline read hands over, the bounded Go read
 // gives up and falls back, and the reading stays on the page's timeline.
 func TestNowLeavesAPageUnderUpdate(t *testing.T) {
-	onSyntheticPvclock(t, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
+	onSyntheticPvclock(t, syntheticPvclock(), nil, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
 		before := c.nanos()
 		p := pg.Load()
 		pg.BeginUpdate()
@@ -192,13 +170,14 @@ func TestNowLeavesAPageUnderUpdate(t *testing.T) {
 	})
 }
 
-// pageFault is one way a synthetic page goes wrong: bad turns a copy of
-// the real page's parameters into what the hypervisor (or a test)
-// publishes; hold, if not nil, drives the page for a while instead.
+// pageFault is one way a synthetic page goes wrong: bad turns the
+// page's good parameters into what the hypervisor (or a test)
+// publishes; hold, if not nil, drives the page instead, calling read
+// (which reads the clocks and checks the readings) as it goes.
 type pageFault struct {
 	name       string
 	bad        func(p pvclock.Pvclock) pvclock.Pvclock
-	hold       func(pg *pvclock.Page, good pvclock.Pvclock)
+	hold       func(pg *pvclock.Page, good pvclock.Pvclock, read func())
 	consistent bool // still the hypervisor's time: no fault
 	either     bool // a fault or not, as the readers meet the writer
 }
@@ -206,13 +185,13 @@ type pageFault struct {
 // pageFaults are the pages a Source on the paravirtual clock must read
 // as faults, or as no motion, and never as time: a TSC below the stamp
 // (once: a stamp a little ahead of the TSC, by µs, which is still the
-// hypervisor's time, or by a millisecond, which is not; held:
-// a stamp seconds ahead, with the time of the old stamp or of the new
-// one), scales no
-// hypervisor writes, system_time stepped by a second either way, a
-// writer republishing for 20 ms, and an update held odd for 10 ms.
-// pageFaults returns them (a function, not a package-level table: the
-// test binary's package initialisation stays as it was).
+// hypervisor's time, or by a millisecond, which is not; held: a stamp
+// seconds ahead, with the time of the old stamp or of the new one),
+// scales no hypervisor writes, system_time stepped by a second either
+// way, a writer republishing while the clock is read 10,000 times, and
+// an update held odd over 1,000 reads. pageFaults returns them (a
+// function, not a package-level table: the test binary's package
+// initialisation stays as it was).
 func pageFaults() []pageFault {
 	return []pageFault{
 		{name: "a stamp 1M counts ahead of the TSC", bad: func(p pvclock.Pvclock) pvclock.Pvclock {
@@ -239,59 +218,71 @@ func pageFaults() []pageFault {
 		{name: "mul 0", bad: func(p pvclock.Pvclock) pvclock.Pvclock { p.Mul = 0; return p }},
 		{name: "system_time +1s", bad: func(p pvclock.Pvclock) pvclock.Pvclock { p.SystemTime += 1e9; return p }},
 		{name: "system_time -1s", bad: func(p pvclock.Pvclock) pvclock.Pvclock { p.SystemTime -= 1e9; return p }},
-		{name: "version churn for 20ms", either: true, hold: func(pg *pvclock.Page, good pvclock.Pvclock) {
-			for end := time.Now().Add(20 * time.Millisecond); time.Now().Before(end); {
-				pg.Publish(good)
+		{name: "version churn over 10,000 reads", either: true, hold: func(pg *pvclock.Page, good pvclock.Pvclock, read func()) {
+			var stop atomic.Bool
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for !stop.Load() {
+					pg.Publish(good)
+				}
+			}()
+			for range 10000 {
+				read()
 			}
+			stop.Store(true)
+			<-done
 		}},
-		{name: "an update held odd for 10ms", hold: func(pg *pvclock.Page, good pvclock.Pvclock) {
+		{name: "an update held odd over 1,000 reads", hold: func(pg *pvclock.Page, good pvclock.Pvclock, read func()) {
 			pg.BeginUpdate()
-			time.Sleep(10 * time.Millisecond)
+			for range 1000 {
+				read()
+			}
 			pg.Store(good)
 			pg.EndUpdate()
 		}},
 	}
 }
 
-// TestNowThroughPageFaults drives a copy of the real page through each
-// of pageFaults while a Clock on it is read, and then makes it sane
-// again (the real page's parameters): no reading may run more than 1 ms
-// ahead of CLOCK_MONOTONIC_RAW on the page's timeline, step back, or
-// saturate, and once the page is sane the Source must be back on it
-// within a few reads, the clock within 1 ms of the reference.
+// TestNowThroughPageFaults drives a pvclock page through each of
+// pageFaults while a Clock on it is read, and then makes it sane again
+// (its good parameters): no reading may run more than 1 ms ahead of
+// the page's timeline (the Source's reference), step back, or saturate;
+// each fault must show in the Source's record of falls back (what Info
+// reports of it); and once the page is sane the Source must be back on
+// it within a few reads, the clock within 1 ms of the reference.
 func TestNowThroughPageFaults(t *testing.T) {
-	onSyntheticPvclock(t, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
-		// The clock made by New, and a default clock (its watch against
-		// CLOCK_MONOTONIC_RAW, its Info) on the same shared Source.
-		d := newChosenDefaultClock([]*hwcounter.Counter{&pvclockCounter})
-		defer func() { require.NoError(t, d.Close()) }()
-		require.Equal(t, "kvm-clock (pvclock, stable)", d.Info().Source)
-		clocks := map[string]*Clock{"New(Paravirt())": c, "the default clock": d}
-		offsets, prevs := map[string]int64{}, map[string]int64{}
-		for name, k := range clocks {
-			// The clock's offset from raw, the tightest of a few brackets.
-			width := int64(math.MaxInt64)
-			for range 32 {
-				r0 := rawNow()
-				n := k.nanos()
-				if w := rawNow() - r0; w < width {
-					offsets[name], width = n-r0, w
-				}
+	good := syntheticPvclock()
+	ref := timelineOf(good)
+	onSyntheticPvclock(t, good, ref, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
+		// The clock's offset from the reference, the tightest of a few
+		// brackets.
+		offset, width := int64(0), int64(math.MaxInt64)
+		for range 32 {
+			r0 := ref()
+			n := c.nanos()
+			if w := ref() - r0; w < width {
+				offset, width = n-r0, w
 			}
-			prevs[name] = k.nanos()
 		}
+		prev := c.nanos()
 		check := func(when string) {
-			for name, k := range clocks {
-				r0 := rawNow()
-				n := k.nanos()
-				r1 := rawNow()
-				offset, prev := offsets[name], prevs[name]
-				require.NotEqual(t, int64(math.MaxInt64), n, "%s, %s: Now saturated", name, when)
-				require.GreaterOrEqual(t, n, prev, "%s, %s: Now stepped back by %v", name, when, time.Duration(prev-n))
-				require.LessOrEqual(t, n-(r1+offset), int64(time.Millisecond), "%s, %s: Now %v ahead of CLOCK_MONOTONIC_RAW", name, when, time.Duration(n-(r1+offset)))
-				require.GreaterOrEqual(t, n-(r0+offset), -int64(time.Millisecond), "%s, %s: Now %v behind CLOCK_MONOTONIC_RAW", name, when, time.Duration(r0+offset-n))
-				prevs[name] = n
+			r0 := ref()
+			n := c.nanos()
+			r1 := ref()
+			// Plain comparisons: testify's cost per call would be most of
+			// the loop's.
+			switch {
+			case n == math.MaxInt64:
+				t.Fatalf("%s: Now saturated", when)
+			case n < prev:
+				t.Fatalf("%s: Now stepped back by %v", when, time.Duration(prev-n))
+			case n-(r1+offset) > int64(time.Millisecond):
+				t.Fatalf("%s: Now %v ahead of the page's timeline", when, time.Duration(n-(r1+offset)))
+			case n-(r0+offset) < -int64(time.Millisecond):
+				t.Fatalf("%s: Now %v behind the page's timeline", when, time.Duration(r0+offset-n))
 			}
+			prev = n
 		}
 		falls := func() int {
 			if e := s.events.Load(); e != nil {
@@ -300,22 +291,10 @@ func TestNowThroughPageFaults(t *testing.T) {
 			return 0
 		}
 		for _, f := range pageFaults() {
-			real, err := foundParavirt()
-			require.NoError(t, err)
-			good := real.pv.Load()
 			check(f.name + ", before")
 			fallsBefore := falls()
 			if f.hold != nil {
-				done := make(chan struct{})
-				go func() { defer close(done); f.hold(pg, good) }()
-				for running := true; running; {
-					select {
-					case <-done:
-						running = false
-					default:
-						check(f.name)
-					}
-				}
+				f.hold(pg, good, func() { check(f.name) })
 			} else {
 				pg.Publish(f.bad(good))
 				for range 10000 {
@@ -328,8 +307,8 @@ func TestNowThroughPageFaults(t *testing.T) {
 				assert.Equal(t, fallsBefore, falls(), "%s: a consistent page left", f.name)
 			default:
 				assert.Greater(t, falls(), fallsBefore, "%s: the Source never left the page", f.name)
-				in := d.Info()
-				assert.Contains(t, in.Evidence.CounterCheck, fmt.Sprintf("%d falls back to %s", falls(), rawClockName), "%s: Info: %+v", f.name, in)
+				_, history := s.status()
+				assert.Contains(t, history, fmt.Sprintf("%d falls back to %s", falls(), rawClockName), "%s: the record Info shows", f.name)
 			}
 			pg.Publish(good)
 			back := false
@@ -338,71 +317,91 @@ func TestNowThroughPageFaults(t *testing.T) {
 				back = s.onPage()
 			}
 			assert.True(t, back, "%s: not back on the page after 1000 reads of a sane page", f.name)
-			assert.Equal(t, "kvm-clock (pvclock, stable)", d.Info().Source, "%s, sane again", f.name)
-			for name, k := range clocks {
-				n, r := k.nanos(), rawNow()
-				assert.InDelta(t, float64(r+offsets[name]), float64(n), float64(time.Millisecond), "%s, %s: the clock %v from CLOCK_MONOTONIC_RAW, sane again", name, f.name, time.Duration(n-r-offsets[name]))
-			}
+			n, r := c.nanos(), ref()
+			assert.InDelta(t, float64(r+offset), float64(n), float64(time.Millisecond), "%s: the clock %v from the page's timeline, sane again", f.name, time.Duration(n-r-offset))
 		}
-		t.Logf("Info.Evidence.CounterCheck: %s", d.Info().Evidence.CounterCheck)
+		_, history := s.status()
+		t.Logf("the Source's record: %s", history)
 	})
 }
 
-// TestDefaultClockInfoNamesAPageFallBack: the default clock on the
-// shared pvclock Source (pointed at a copy of the real page) says in
-// Info when the Source left the page for a transient (Source, and
-// CounterCheck with the fall back's reason and time), and says it is
-// back once the page is consistent again.
+// syntheticCounter is pvclockCounter on a synthetic page: the default
+// clock's table entry for it, with the kernel's word (its clocksource is
+// kvm-clock) given rather than read.
+func syntheticCounter(page *paravirtPage) *hwcounter.Counter {
+	return &hwcounter.Counter{
+		Arch: "amd64",
+		Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
+			src, err := paravirtOn(page, alreadyShared)
+			return counterSource(src), hwcounter.RateNanoseconds, 0, err
+		},
+		Verdict: func() kernel.Verdict {
+			return kernel.Verdict{Want: page.kind.clocksource, Current: page.kind.clocksource}
+		},
+		Evidence: page.evidence,
+		Describe: page.description,
+		Status:   pvclockStatus,
+	}
+}
+
+// TestDefaultClockInfoNamesAPageFallBack: a default clock on the shared
+// pvclock Source says in Info when the Source left the page for a
+// transient (Source, and CounterCheck with the fall back's reason and
+// time), and says it is back once the page is consistent again.
 func TestDefaultClockInfoNamesAPageFallBack(t *testing.T) {
-	onSyntheticPvclock(t, func(_ *Clock, pg *pvclock.Page, s *paravirtSource) {
-		c := newChosenDefaultClock([]*hwcounter.Counter{&pvclockCounter})
-		defer func() { require.NoError(t, c.Close()) }()
-		in := c.Info()
-		require.Equal(t, "kvm-clock (pvclock, stable)", in.Source, "%+v", in)
-		good := pg.Load()
-		pg.BeginUpdate()
-		before := c.nanos()
-		for range 3 {
-			c.nanos()
-		}
-		in = c.Info()
-		assert.Contains(t, in.Source, "kvm-clock (pvclock, stable) (on "+rawClockName+" since ")
-		assert.Contains(t, in.Evidence.CounterCheck, "1 falls back to "+rawClockName+", the last at ")
-		assert.Contains(t, in.Evidence.CounterCheck, "version kept changing")
-		pg.Store(good)
-		pg.EndUpdate()
-		deadline := time.Now().Add(time.Second)
-		for !s.onPage() && time.Now().Before(deadline) {
-			require.GreaterOrEqual(t, c.nanos(), before)
-		}
-		in = c.Info()
-		assert.Equal(t, "kvm-clock (pvclock, stable)", in.Source)
-		assert.Contains(t, in.Evidence.CounterCheck, "1 returns to the page, the last at ")
-	})
+	base := syntheticPvclock()
+	pg, page := syntheticPage(t, base)
+	s := sharePage(t, page, timelineOf(base))
+	c := newChosenDefaultClock([]*hwcounter.Counter{syntheticCounter(page)})
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	in := c.Info()
+	require.Equal(t, "kvm-clock (pvclock, stable)", in.Source, "%+v", in)
+	assert.Contains(t, in.Evidence.CounterCheck, "pvclock page at ")
+	pg.BeginUpdate()
+	before := c.nanos()
+	for range 3 {
+		c.nanos()
+	}
+	in = c.Info()
+	assert.Contains(t, in.Source, "kvm-clock (pvclock, stable) (on "+rawClockName+" since ")
+	assert.Contains(t, in.Evidence.CounterCheck, "1 falls back to "+rawClockName+", the last at ")
+	assert.Contains(t, in.Evidence.CounterCheck, "version kept changing")
+	pg.Store(base)
+	pg.EndUpdate()
+	for i := 0; i < 100_000 && !s.onPage(); i++ {
+		require.GreaterOrEqual(t, c.nanos(), before)
+	}
+	in = c.Info()
+	assert.Equal(t, "kvm-clock (pvclock, stable)", in.Source)
+	assert.Contains(t, in.Evidence.CounterCheck, "1 returns to the page, the last at ")
 }
 
-// TestPageSwitchesNeverStepBackAcrossReaders: readers on every P read
-// Now (the inline page read and readPvclock) on a copy of the real page
-// while a writer sends the Source back and forth between page and
-// fallback (odd holds, a cleared stable bit, a page 40 µs behind and one
-// stamped ahead, each followed by the sane page), with a reference
-// 30 µs ahead of the page's timeline and then 30 µs behind it, so that
-// switches one way or the other would step back by tens of µs without
-// the Source's floor. Each reading must be at
-// least the largest any reader published before it began.
+// TestPageSwitchesNeverStepBackAcrossReaders: readers on every P but
+// the writer's read Now (the inline page read and readPvclock) on a
+// pvclock page while a writer sends the Source back and forth between
+// page and fallback (odd holds, a cleared stable bit, a page 40 µs
+// behind and one stamped ahead, each followed by the sane page), with a
+// reference 30 µs ahead of the page's timeline and then 30 µs behind
+// it, so that switches one way or the other would step back by tens of
+// µs without the Source's floor. Each reading must be at least the
+// largest any reader published before it began. The writer waits for
+// the readers' progress (a number of readings), not for time, between
+// its steps: each step is straddled by readings whatever the load.
 func TestPageSwitchesNeverStepBackAcrossReaders(t *testing.T) {
 	var ahead atomic.Int64
-	onSyntheticPvclockWith(t, nil, func() int64 { return rawNow() + ahead.Load() }, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
+	good := syntheticPvclock()
+	timeline := timelineOf(good)
+	onSyntheticPvclock(t, good, func() int64 { return timeline() + ahead.Load() }, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
 		ahead.Store(int64(30 * time.Microsecond))
 		var maxSeen atomic.Int64
 		var stop atomic.Bool
 		var reads atomic.Int64
 		var wg sync.WaitGroup
-		for range max(2, runtime.GOMAXPROCS(0)) {
+		for range max(1, runtime.GOMAXPROCS(0)-1) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for !stop.Load() {
+				for i := 0; !stop.Load(); i++ {
 					before := maxSeen.Load()
 					v := c.nanos()
 					if v < before {
@@ -412,6 +411,9 @@ func TestPageSwitchesNeverStepBackAcrossReaders(t *testing.T) {
 					for m := maxSeen.Load(); v > m && !maxSeen.CompareAndSwap(m, v); m = maxSeen.Load() {
 					}
 					reads.Add(1)
+					if i%64 == 63 {
+						runtime.Gosched() // the writer's turn, where it shares a P
+					}
 				}
 			}()
 		}
@@ -435,39 +437,42 @@ func TestPageSwitchesNeverStepBackAcrossReaders(t *testing.T) {
 			for m := maxSeen.Load(); v > m && !maxSeen.CompareAndSwap(m, v); m = maxSeen.Load() {
 			}
 		}
+		// readersRead waits until the readers made n more readings.
+		readersRead := func(n int64) {
+			for target := reads.Load() + n; reads.Load() < target && !t.Failed(); {
+				runtime.Gosched()
+			}
+		}
 		for i := range rounds {
-			good, err := foundParavirt()
-			require.NoError(t, err)
-			p := good.pv.Load()
 			writerRead("on the page")
 			switch i % 4 {
 			case 0:
 				pg.BeginUpdate()
 				writerRead("an update held odd")
-				time.Sleep(100 * time.Microsecond)
-				pg.Store(p)
+				readersRead(100)
+				pg.Store(good)
 				pg.EndUpdate()
 			case 1:
-				bad := p
+				bad := good
 				bad.Flags = 0
 				pg.Publish(bad)
 			case 2:
-				bad := p
+				bad := good
 				bad.SystemTime -= 40_000
 				pg.Publish(bad)
 			case 3:
-				bad := p
+				bad := good
 				stamp := pvclock.TSC() + 1<<20
 				bad.SystemTime, bad.TSCTimestamp = bad.Cycles(stamp), stamp
 				pg.Publish(bad)
 			}
 			writerRead(fmt.Sprintf("case %d", i%4))
-			time.Sleep(100 * time.Microsecond)
-			pg.Publish(p)
+			readersRead(100)
+			pg.Publish(good)
 			for range 100 {
 				writerRead("sane again")
 			}
-			time.Sleep(200 * time.Microsecond)
+			readersRead(200)
 			// The reference 30 µs ahead of the page's timeline, then
 			// behind it: the fallback runs ahead of the page, then behind.
 			if i%8 == 3 {
@@ -493,7 +498,7 @@ func TestPageSwitchesNeverStepBackAcrossReaders(t *testing.T) {
 func TestNowHoldsStillBelowAnAcceptedStamp(t *testing.T) {
 	base := pvclock.Pvclock{TSCTimestamp: pvclock.TSC(), SystemTime: 1 << 40, Mul: 1<<31 + 1, Flags: pvclock.TSCStableBit}
 	ref := func() int64 { return int64(base.Time(pvclock.TSC())) }
-	onSyntheticPvclockWith(t, &base, ref, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
+	onSyntheticPvclock(t, base, ref, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
 		prev := c.nanos()
 		offset := prev - ref()
 		below := 0
@@ -525,7 +530,7 @@ func TestNowHoldsStillBelowAnAcceptedStamp(t *testing.T) {
 func TestNowHoldsStillBelowAStampWithoutBit63(t *testing.T) {
 	base := pvclock.Pvclock{TSCTimestamp: pvclock.TSC(), SystemTime: 1 << 40, Mul: 1, Shift: 31, Flags: pvclock.TSCStableBit}
 	ref := func() int64 { return int64(base.Time(pvclock.TSC())) }
-	onSyntheticPvclockWith(t, &base, ref, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
+	onSyntheticPvclock(t, base, ref, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
 		require.NotZero(t, c.latch.banks[c.latch.seq.Load()&1].offset.Load(), "the line is not a pure offset")
 		require.Greater(t, c.latch.banks[c.latch.seq.Load()&1].fastMax.Load(), uint64(1)<<32, "the line's fast range does not reach the wrapped delta")
 		prev := c.nanos()

@@ -2,6 +2,7 @@ package schedclock
 
 import (
 	"errors"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -69,21 +70,107 @@ func TestParavirtHere(t *testing.T) {
 	t.Logf("%s: %s", src.Name, desc)
 }
 
-// syntheticCopy returns a test-owned page holding this machine's real
-// pvclock parameters, so that its time is the kernel's kvm-clock time
-// and CLOCK_MONOTONIC_RAW follows it, and a paravirtPage on it. It
-// skips where there is no real page to copy.
-func syntheticCopy(t *testing.T) (*pvclock.Page, *paravirtPage) {
-	real, err := foundParavirt()
-	if err != nil || real.pv == nil {
-		t.Skipf("no pvclock page here to copy: %v", err)
+// syntheticPvclock returns the parameters a synthetic page starts from.
+// Where this process reads a real pvclock page (a kernel on kvm-clock,
+// where the default clock may be on it through pvclockShared) they are
+// that page's, so that a test sharing its page in the real one's place
+// (sharePage) moves no reader of the default clock; elsewhere a 2 GHz
+// TSC's scale (0.5 ns a count) stamped at the TSC now. Either way the
+// page's time is a function of the TSC alone: a test on it needs an x86
+// TSC and the assembly readers (pvclock.Supported), not a kernel on the
+// paravirtual clock, nor a page mapped by one.
+func syntheticPvclock() pvclock.Pvclock {
+	if real, err := foundParavirt(); err == nil && real.pv != nil {
+		for range 100 {
+			if p, ok := real.pv.Snapshot(); ok && p.Stable() {
+				return p
+			}
+		}
+	}
+	return pvclock.Pvclock{TSCTimestamp: pvclock.TSC(), SystemTime: 1 << 40, Mul: 1 << 31, Flags: pvclock.TSCStableBit}
+}
+
+// timelineOf is p's time at the TSC now: the reference a Source on a
+// synthetic page is given in place of CLOCK_MONOTONIC_RAW, which on a
+// kernel on the paravirtual clock is the page's time plus a constant.
+func timelineOf(p pvclock.Pvclock) func() int64 {
+	return func() int64 { return int64(p.Time(pvclock.TSC())) }
+}
+
+// syntheticPage returns a test-owned page holding first, and a
+// paravirtPage of kvm-clock's kind on it. It skips where this build
+// cannot read a pvclock page (no x86 TSC, no assembly readers): the
+// only precondition of the tests on it.
+func syntheticPage(t *testing.T, first pvclock.Pvclock) (*pvclock.Page, *paravirtPage) {
+	if !pvclock.Supported {
+		t.Skip("no pvclock page reader in this build (" + runtime.GOARCH + ", or purego)")
 	}
 	buf := make([]byte, 2*pvclock.PageSize)
 	off := (pvclock.PageSize - uintptr(unsafe.Pointer(&buf[0]))%pvclock.PageSize) % pvclock.PageSize
 	pg := (*pvclock.Page)(unsafe.Pointer(&buf[off]))
 	t.Cleanup(func() { runtime.KeepAlive(buf) })
-	pg.Publish(real.pv.Load())
-	return pg, &paravirtPage{kind: real.kind, loc: real.loc, pv: pg}
+	pg.Publish(first)
+	loc := pvclock.Location{Pvclock: uint64(uintptr(unsafe.Pointer(pg))), Mapping: "a test's page", Layout: "synthetic"}
+	return pg, &paravirtPage{kind: paravirtKinds[0], loc: loc, pv: pg}
+}
+
+// sharePage makes page the process's shared pvclock state (what
+// readPvclock and Clock.Now's inline read use) for the rest of t, with a
+// Source on it against raw, and returns the Source. The state before is
+// restored at t's cleanup: close the clocks on the page first (register
+// their cleanup after calling sharePage).
+func sharePage(t *testing.T, page *paravirtPage, raw func() int64) *paravirtSource {
+	s, err := newParavirtSource(page, raw)
+	require.NoError(t, err)
+	// The default clock's Info reads the shared state under its lock
+	// (pvclockStatus), from its background goroutine too: swap it there.
+	defaultClock.st.mu.Lock()
+	saved := pvclockShared
+	pvclockShared.page, pvclockShared.src = page.pv, s
+	defaultClock.st.mu.Unlock()
+	t.Cleanup(func() {
+		defaultClock.st.mu.Lock()
+		pvclockShared = saved
+		defaultClock.st.mu.Unlock()
+	})
+	return s
+}
+
+// alreadyShared is paravirtOn's share for a page sharePage shared.
+func alreadyShared(*paravirtPage) error { return nil }
+
+// TestParavirtOnASyntheticPage: Paravirt's Source on a pvclock page is
+// the page's nanoseconds, 63 bits wide (the vDSO clears the top bit of
+// its readings, and so do the readers: a 64-bit Source would take the
+// wrap of bit 63 for time), at 1 GHz, named for the page's clock, and a
+// Clock on it follows the page.
+func TestParavirtOnASyntheticPage(t *testing.T) {
+	base := syntheticPvclock()
+	_, page := syntheticPage(t, base)
+	sharePage(t, page, timelineOf(base))
+	src, err := paravirtOn(page, alreadyShared)
+	require.NoError(t, err)
+	assert.Equal(t, "kvm-clock (pvclock, stable)", src.Name)
+	assert.Equal(t, 63, src.Bits, "the page's readings are 63 bits wide")
+	assert.Equal(t, uint64(1_000_000_000), src.Rate)
+	c, err := New(src)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	// One offset of the clock from the page's timeline lies in every
+	// reading's bracket (to within 1 ns of rounding): the clock is the
+	// page's nanoseconds, shifted.
+	ref := timelineOf(base)
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	prev := c.nanos()
+	for range 10000 {
+		r0 := ref()
+		n := c.nanos()
+		r1 := ref()
+		require.GreaterOrEqual(t, n, prev)
+		lo, hi = max(lo, n-r1), min(hi, n-r0)
+		prev = n
+	}
+	assert.LessOrEqual(t, lo, hi+1, "no offset lies in every bracket: the clock does not follow the page")
 }
 
 // TestParavirtFallsBackWhenTheStableBitClears: readers on every P read a
@@ -92,8 +179,9 @@ func syntheticCopy(t *testing.T) (*pvclock.Page, *paravirtPage) {
 // began (a step back across goroutines shows), the page's evidence must
 // say why it went, and a new Source on that page is refused.
 func TestParavirtFallsBackWhenTheStableBitClears(t *testing.T) {
-	pg, page := syntheticCopy(t)
-	s, err := newParavirtSource(page, rawNow)
+	base := syntheticPvclock()
+	pg, page := syntheticPage(t, base)
+	s, err := newParavirtSource(page, timelineOf(base))
 	require.NoError(t, err)
 
 	var maxSeen atomic.Uint64
@@ -134,7 +222,7 @@ func TestParavirtFallsBackWhenTheStableBitClears(t *testing.T) {
 	assert.True(t, !s.onPage())
 	why, _ := page.state()
 	assert.Contains(t, why, "PVCLOCK_TSC_STABLE_BIT is clear")
-	_, err = newParavirtSource(page, rawNow)
+	_, err = newParavirtSource(page, timelineOf(base))
 	assert.ErrorIs(t, err, errUntrusted)
 }
 
@@ -145,9 +233,11 @@ func TestParavirtFallsBackWhenTheStableBitClears(t *testing.T) {
 // consistent page), so the fallback runs 30 µs ahead of the page, and a
 // return without its floor would step back by 30 µs.
 func TestParavirtReturnsToThePageWithoutSteppingBack(t *testing.T) {
-	pg, page := syntheticCopy(t)
+	base := syntheticPvclock()
+	pg, page := syntheticPage(t, base)
 	var ahead atomic.Int64
-	s, err := newParavirtSource(page, func() int64 { return rawNow() + ahead.Load() })
+	ref := timelineOf(base)
+	s, err := newParavirtSource(page, func() int64 { return ref() + ahead.Load() })
 	require.NoError(t, err)
 	ahead.Store(int64(30 * time.Microsecond))
 
@@ -178,8 +268,9 @@ func TestParavirtReturnsToThePageWithoutSteppingBack(t *testing.T) {
 // the Source is back on the page within a few reads of the update's end,
 // its status naming the fall back, its reason and time, and the return.
 func TestParavirtReturnsToThePageAfterATransient(t *testing.T) {
-	pg, page := syntheticCopy(t)
-	s, err := newParavirtSource(page, rawNow)
+	base := syntheticPvclock()
+	pg, page := syntheticPage(t, base)
+	s, err := newParavirtSource(page, timelineOf(base))
 	require.NoError(t, err)
 	reading, history := s.status()
 	assert.Empty(t, reading)
