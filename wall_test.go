@@ -341,3 +341,42 @@ func TestWallFollowsARateChangeWhileIdle(t *testing.T) {
 	t.Logf("worst %v", worst)
 	assert.Less(t, worst, 20*time.Microsecond, "the wall map after a change of the readings' pace, idle")
 }
+
+// TestTheWallRefresherSlowsOnceUnread drives the wall map's refresher
+// (tickLocked) by hand on a closed clock (no background goroutine, no
+// timers): a map read since the last refresh is refreshed every
+// wallPeriod; one left unread for wallIdlePeriods refreshes slows to
+// the idle pace (asleep, due wallIdlePeriod*3/2 later), and a read wakes
+// it back to the period. A refresher that never cleared its read mark
+// would refresh a map read once every period for the life of the
+// process.
+func TestTheWallRefresherSlowsOnceUnread(t *testing.T) {
+	c, err := New(Portable())
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	fake := newFakeWall()
+	c.st.mu.Lock()
+	fakeNs := func() int64 { return fake.now().UnixNano() }
+	c.st.wall.ref = refClock{read: fakeNs, quick: fakeNs}
+	c.unlock()
+	r := &c.st.wall
+	tick := func() time.Duration {
+		now := time.Now()
+		c.st.mu.Lock()
+		defer c.unlock()
+		c.tickLocked(r, now)
+		return r.due.Sub(now)
+	}
+	c.WallTime(c.Now()) // the first use: the map made, marked read
+	assert.Equal(t, wallPeriod, tick(), "a map read since the last refresh")
+	assert.False(t, r.asleep.Load())
+	for i := range wallIdlePeriods - 1 {
+		assert.Equal(t, wallPeriod, tick(), "unread for %d refreshes, fewer than wallIdlePeriods", i+1)
+	}
+	assert.Equal(t, wallIdlePeriod*3/2, tick(), "unread for wallIdlePeriods refreshes: the idle pace")
+	assert.True(t, r.asleep.Load(), "the refresher slowed down, not asleep")
+	assert.Equal(t, wallIdlePeriod*3/2, tick(), "still unread: still the idle pace")
+	c.WallTime(c.Now())
+	assert.False(t, r.asleep.Load(), "a read leaves the refresher asleep")
+	assert.Equal(t, wallPeriod, tick(), "read again: every period")
+}
