@@ -112,9 +112,11 @@ func orderingReaders(t *testing.T) []orderingReader {
 		{name: "readMono", read: readMono},
 		{name: "Now/portable", read: func() uint64 { return uint64(portable.nanos()) }},
 	}
-	if pv, err := Paravirt(); err == nil {
-		// The hypervisor's page (where this machine has one): its reader,
-		// and Now on it, which reads the page inline (now_amd64.s).
+	if pv, ok := paravirtForOrdering(t); ok {
+		// The hypervisor's page (where this machine's kernel runs on
+		// it), else a synthetic page of the same protocol on the TSC:
+		// its reader, and Now on it, which reads the page inline
+		// (now_amd64.s).
 		onPage := newClock(pv)
 		readers = append(readers,
 			orderingReader{name: "Paravirt", read: pv.Read, hardware: true},

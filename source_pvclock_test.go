@@ -139,6 +139,27 @@ func sharePage(t *testing.T, page *paravirtPage, raw func() int64) *paravirtSour
 // alreadyShared is paravirtOn's share for a page sharePage shared.
 func alreadyShared(*paravirtPage) error { return nil }
 
+// paravirtForOrdering is Paravirt where the kernel runs on a
+// paravirtual clock, else Paravirt on a synthetic page shared for the
+// rest of t, where this build reads pvclock pages: the cross-CPU tests
+// of the page read then run on any x86 machine. ok is false where
+// neither can be had.
+func paravirtForOrdering(t *testing.T) (src Source, ok bool) {
+	if src, err := Paravirt(); err == nil {
+		return src, true
+	}
+	if !pvclock.Supported {
+		return Source{}, false
+	}
+	base := syntheticPvclock()
+	_, page := syntheticPage(t, base)
+	sharePage(t, page, timelineOf(base))
+	src, err := paravirtOn(page, alreadyShared)
+	require.NoError(t, err)
+	t.Logf("no paravirtual clock here: the page readers run on a synthetic page")
+	return src, true
+}
+
 // TestParavirtOnASyntheticPage: Paravirt's Source on a pvclock page is
 // the page's nanoseconds, 63 bits wide (the vDSO clears the top bit of
 // its readings, and so do the readers: a 64-bit Source would take the
