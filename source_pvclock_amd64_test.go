@@ -19,6 +19,7 @@ import (
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/pvclock"
 	"github.com/schedclock/schedclock/internal/race"
+	"github.com/schedclock/schedclock/internal/testenv"
 )
 
 // TestPvclockSharedLayout: clockNow reads pvclockShared's page at +0 and
@@ -553,5 +554,75 @@ func TestNowHoldsStillBelowAStampWithoutBit63(t *testing.T) {
 		}
 		assert.True(t, s.onPage(), "a page stamped ahead with its own time was refused")
 		assert.NotZero(t, below, "no read below the stamp")
+	})
+}
+
+// TestNowRechecksThePageVersion: a reader on one CPU reads Now (the
+// inline page read) while a writer on another republishes the page
+// between two parameter sets of one timeline, 2^32 counts apart in
+// their stamps: each is the page's time, but a reading that mixed one
+// set's stamp with the other's system_time would be seconds off it. The writer republishes as soon as the reader has read the new
+// version a few times, so updates land in the middle of inline reads
+// thousands of times; only the version re-check after the loads keeps
+// the readings on the timeline. It needs two CPUs, on which the reader
+// and the writer run at the same time.
+func TestNowRechecksThePageVersion(t *testing.T) {
+	testenv.RequireCPUs(t, 2)
+	a := syntheticPvclock()
+	b := a // stamped 2^32 counts before a, at a's timeline there
+	b.TSCTimestamp -= 1 << 32
+	b.SystemTime -= pvclock.ScaleDelta(1<<32, a.Mul, a.Shift)
+	ref := timelineOf(a)
+	onSyntheticPvclock(t, a, ref, func(c *Clock, pg *pvclock.Page, s *paravirtSource) {
+		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+		for range 32 { // the clock's offset from the timeline, bracketed
+			r0 := ref()
+			n := c.nanos()
+			r1 := ref()
+			lo, hi = min(lo, n-r1), max(hi, n-r0)
+		}
+		var stop atomic.Bool
+		var reads atomic.Int64
+		var bad atomic.Int64
+		var worst atomic.Int64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := 0; !stop.Load(); i++ {
+				r0 := ref()
+				n := c.nanos()
+				r1 := ref()
+				if off := n - r1 - hi; off > int64(time.Millisecond) {
+					bad.Add(1)
+					worst.Store(max(worst.Load(), off))
+				} else if off := lo - (n - r0); off > int64(time.Millisecond) {
+					bad.Add(1)
+					worst.Store(max(worst.Load(), off))
+				}
+				reads.Add(1)
+				if i%64 == 63 {
+					runtime.Gosched() // the writer's turn, where it shares a P
+				}
+			}
+		}()
+		flips := 20000
+		if race.Enabled {
+			flips = 2000
+		}
+		for i := range flips {
+			pg.Publish([]pvclock.Pvclock{b, a}[i%2])
+			// The reader accepts the new version (off the inline path)
+			// and then reads it inline: republish while it does.
+			version := uint64(pg.Load().Version)
+			for s.state.Load() != version && !stop.Load() {
+				runtime.Gosched()
+			}
+			for target := reads.Load() + 4; reads.Load() < target; {
+			}
+		}
+		stop.Store(true)
+		<-done
+		assert.Zero(t, bad.Load(), "readings off the page's timeline (worst %v): a reading mixed two updates", time.Duration(worst.Load()))
+		t.Logf("%d updates under %d readings", flips, reads.Load())
 	})
 }
