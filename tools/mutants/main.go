@@ -62,14 +62,6 @@ type mutation struct {
 	// Pkg is the package whose tests run, relative to the repository
 	// root; "" is the root package.
 	Pkg string
-	// Tries is how many times the tests run while the mutation survives
-	// (0: once), for a kill that rests on how the host happens to reorder
-	// an emulated counter read: qemu-ppc64le's time base is the host's
-	// TSC, and without the guest's ISYNC its reordering shows in most
-	// runs of the ordering tests, not in all; and the TSC's missing
-	// LFENCE, which a host's placement of the two vCPUs can hide for a
-	// run (make test beside CPU hogs once saw it survive).
-	Tries int
 }
 
 // The mutations are data, in mutations.json beside this file (a table of
@@ -269,12 +261,7 @@ func apply(work string, m mutation, timeout time.Duration) outcome {
 	defer os.WriteFile(path, orig, 0o644)
 
 	start := time.Now()
-	var out string
-	for try := 0; try < max(m.Tries, 1); try++ {
-		if out, err = goTest(work, m, timeout, m.Unobservable != ""); err != nil { // -v: the passing tests' logs are the evidence
-			break
-		}
-	}
+	out, err := goTest(work, m, timeout, m.Unobservable != "") // -v: the passing tests' logs are the evidence
 	o.output = out
 	elapsed := time.Since(start).Round(time.Second)
 	switch {
@@ -426,7 +413,9 @@ func goTest(dir string, m mutation, timeout time.Duration, verbose bool) (string
 	if verbose {
 		args = append(args, "-v")
 	}
-	env := os.Environ()
+	// The mutants are the qualification layer's: its tests (those that
+	// need real hardware, load or long time) run too.
+	env := append(os.Environ(), "SCHEDCLOCK_QUALIFY=1")
 	if m.Arch != "" && m.Arch != runtime.GOARCH {
 		args = append(args, "-exec", emulators[m.Arch])
 		env = append(env, "GOARCH="+m.Arch)
