@@ -2,6 +2,7 @@ package schedclock
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/pvclock"
+	"github.com/schedclock/schedclock/internal/testenv"
 )
 
 // onPage reports whether s reads the page (a version checked), not its
@@ -330,12 +332,70 @@ func TestParavirtReturnsToThePageAfterATransient(t *testing.T) {
 // name what is missing.
 func TestParavirtRefusals(t *testing.T) {
 	if _, here := paravirtHere(); here && pvclock.Supported {
-		t.Skip("this machine has a paravirtual clock: TestParavirtHere covers it")
+		t.Skip("this machine has a paravirtual clock: TestParavirtHere covers it (TestParavirtFollowsTheKernelsClocksource makes it play a kernel without one)")
 	}
 	_, err := Paravirt()
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, ErrUnsupported) || errors.Is(err, errUntrusted), err.Error())
 	assert.True(t, strings.Contains(err.Error(), "paravirt") || strings.Contains(err.Error(), "pvclock") || strings.Contains(err.Error(), "hyperv"), err.Error())
+}
+
+// TestParavirtFollowsTheKernelsClocksource: which page findParavirt
+// looks for, and whether it offers one at all, is the kernel's word
+// (current_clocksource), read here from a file bind-mounted over sysfs
+// in a private mount namespace, so that this machine plays a kernel on
+// each clocksource, whatever it runs on. A kernel on kvm-clock or Xen
+// gets the pvclock page where this process has it mapped and stable;
+// one on Hyper-V's clock the Hyper-V page where it is mapped; one on
+// any other clocksource none, and the refusal names it.
+func TestParavirtFollowsTheKernelsClocksource(t *testing.T) {
+	if !pvclock.Supported {
+		_, err := findParavirt()
+		assert.ErrorIs(t, err, ErrUnsupported)
+		t.Skip("no pvclock page reader in this build (" + runtime.GOARCH + ", or purego)")
+	}
+	// What this process has mapped, found without asking the kernel's
+	// clocksource.
+	pvMapped, hvMapped := false, false
+	if maps, err := pvclock.Maps(); err == nil {
+		if loc, err := pvclock.Locate(maps, pvclock.KernelRelease()); err == nil {
+			_, p, err := pvclock.ProbePvclock(loc.Pvclock)
+			pvMapped = err == nil && p.Stable()
+			_, _, err = pvclock.ProbeHyperv(loc.Hyperv)
+			hvMapped = err == nil
+		}
+	}
+	t.Logf("this process has the pvclock page mapped and stable: %v; the Hyper-V page mapped: %v", pvMapped, hvMapped)
+	for _, c := range []struct {
+		clocksource string
+		name        string // the kind's name; "" for none
+		mapped      bool
+	}{
+		{"kvm-clock", "kvm-clock (pvclock, stable)", pvMapped},
+		{"xen", "xen (pvclock, stable)", pvMapped},
+		{"hyperv_clocksource_tsc_page", "hyperv (TSC page)", hvMapped},
+		{"tsc", "", false},
+		{"hpet", "", false},
+	} {
+		var p *paravirtPage
+		var err error
+		testenv.WithFiles(t, map[string]string{kernel.ClocksourcePath: c.clocksource + "\n"}, func() {
+			p, err = findParavirt()
+		})
+		switch {
+		case c.name == "":
+			require.Error(t, err, c.clocksource)
+			assert.ErrorIs(t, err, ErrUnsupported, c.clocksource)
+			assert.Contains(t, err.Error(), fmt.Sprintf("the kernel's clocksource is %q, not a paravirtual clock", c.clocksource))
+		case c.mapped:
+			require.NoError(t, err, c.clocksource)
+			assert.Equal(t, c.name, p.kind.name)
+			assert.Equal(t, p.kind.hyperv, p.hv != nil, "%s: the page of the other kind", c.clocksource)
+		default:
+			require.Error(t, err, c.clocksource)
+			assert.Contains(t, err.Error(), c.name, "%s: the refusal does not name the page looked for", c.clocksource)
+		}
+	}
 }
 
 var paravirtSink uint64
