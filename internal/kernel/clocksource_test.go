@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedclock/schedclock/internal/testenv"
 )
 
 func TestKernelVerdictFixtures(t *testing.T) {
@@ -113,4 +115,35 @@ func TestMonotonicRaw(t *testing.T) {
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, time.Duration(b-a), 10*time.Millisecond*999/1000)
 	assert.LessOrEqual(t, time.Duration(b-a), around*1001/1000+time.Microsecond)
+}
+
+// TestTheVerdictReadsThisKernelsSysfs: the TSC verdict read from the
+// real sysfs path, on a machine made to play each kernel (files
+// bind-mounted over current_clocksource and available_clocksource in a
+// private mount namespace): kept on a kernel on the TSC, refused on one
+// on kvm-clock, with the TSC still among the available ones (switched
+// away by hand) or not (demoted by the watchdog).
+func TestTheVerdictReadsThisKernelsSysfs(t *testing.T) {
+	dir := filepath.Dir(ClocksourcePath) + "/"
+	for _, c := range []struct {
+		current, available string
+		keep               bool
+		says               string
+	}{
+		{"tsc", "tsc kvm-clock", true, "kernel clocksource is tsc"},
+		{"kvm-clock", "tsc kvm-clock", false, "kernel clocksource is kvm-clock, not tsc (tsc still available"},
+		{"kvm-clock", "kvm-clock", false, "kernel clocksource is kvm-clock, not tsc (tsc not available"},
+	} {
+		var v Verdict
+		var cs string
+		testenv.WithFiles(t, map[string]string{
+			dir + "current_clocksource":   c.current + "\n",
+			dir + "available_clocksource": c.available + " \n",
+		}, func() {
+			v, cs = TSCVerdict(), Clocksource()
+		})
+		assert.Equal(t, c.current, cs)
+		assert.Equal(t, c.keep, v.Keep(), "%+v", c)
+		assert.Contains(t, v.String(), c.says)
+	}
 }
