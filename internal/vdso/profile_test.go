@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedclock/schedclock/internal/testenv"
 	"github.com/schedclock/schedclock/internal/vdso"
 )
 
@@ -75,8 +76,10 @@ func churn(stop *atomic.Bool, c *vdso.Clock, wg *sync.WaitGroup) {
 // TestProfileUnderLoad: readers on every P (at least four) for 2 s under
 // the CPU profiler, with heap, GC and stack churn: no crash, no reading
 // out of order, and a profile with samples in it, those in the vDSO
-// charged to runtime._VDSO.
+// charged to runtime._VDSO. A stress test of seconds: the qualification
+// layer's.
 func TestProfileUnderLoad(t *testing.T) {
+	testenv.Qualify(t)
 	c, err := vdso.Open(vdso.MonotonicRaw)
 	require.NoError(t, err)
 	var prof bytes.Buffer

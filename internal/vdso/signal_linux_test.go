@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/schedclock/schedclock/internal/testenv"
 	"github.com/schedclock/schedclock/internal/vdso"
 )
 
@@ -24,8 +25,10 @@ import (
 // dies with "fatal: bad g in signal handler" wherever the runtime sees
 // the vDSO page (arm64 hardware; qemu 10 with the runtime fix that
 // testdata/qemu10-storm.sh applies). On amd64 g comes from TLS, and the
-// test shows that nothing else breaks either.
+// test shows that nothing else breaks either. A stress test of seconds:
+// the qualification layer's.
 func TestSignalStorm(t *testing.T) {
+	testenv.Qualify(t)
 	c, err := vdso.Open(vdso.MonotonicRaw)
 	require.NoError(t, err)
 	sigs := make(chan os.Signal, 256)

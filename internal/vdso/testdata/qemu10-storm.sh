@@ -34,7 +34,7 @@ fi
 printf '{"Replace":{%s}}' "$replace" >"$dir/overlay.json"
 
 set +e
-GOARCH=arm64 go test -overlay "$dir/overlay.json" -count=1 -exec "$qemu" -run '^TestSignalStorm$' -v . >"$dir/out" 2>&1
+SCHEDCLOCK_QUALIFY=1 GOARCH=arm64 go test -overlay "$dir/overlay.json" -count=1 -exec "$qemu" -run '^TestSignalStorm$' -v . >"$dir/out" 2>&1
 rc=$?
 set -e
 cat "$dir/out"
