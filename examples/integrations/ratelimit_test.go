@@ -52,12 +52,12 @@ func TestLimiterOnAManualClock(t *testing.T) {
 	assert.Equal(t, 0, allowed(), "a token is not there before its time")
 }
 
-// TestLimiterOnTheDefaultClock runs the limiter on real time for 200 ms:
+// TestLimiterOnTheDefaultClock runs the limiter on real time for 20 ms:
 // it must never let through more than the limit allows in the time that
 // passed (time.Since's), and the coarse variant at most one more step's
 // worth (1 ms of tokens).
 func TestLimiterOnTheDefaultClock(t *testing.T) {
-	const limit, window = 1000, 200 * time.Millisecond
+	const limit, window = 1000, 20 * time.Millisecond
 	for _, tc := range []struct {
 		name  string
 		allow func(*integrations.Limiter) bool
