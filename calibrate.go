@@ -227,6 +227,24 @@ func (tr *tracker) point(read func() uint64) ratePoint {
 	return samplePoint(read, tr.ref, tr.witness)
 }
 
+// counted returns what the tracker reads its counter through: where the
+// clock runs on it, its value unwrapped by cur, the line readers read
+// (line.total). A narrow counter's values repeat every wrap, and a rate
+// measured between two of them would read its progress modulo its
+// width (a 16-bit counter at 65536 Hz measured over 1.5 s reads as
+// 0.5 s of counts: a rate a third of the truth); the unwrapped value
+// goes on through every wrap the folds counted. The default clock
+// measures its hardware counter before it runs on it: that counter (56
+// bits and more) is read as it is, and its unwrapped value starts at its
+// value when the clock adopts it, so the two agree.
+func (tr *tracker) counted(cur *line) func() uint64 {
+	if !tr.adopted || funcPtr(cur.read) != funcPtr(tr.src.Read) {
+		return tr.src.Read
+	}
+	ln := *cur
+	return func() uint64 { return ln.total(ln.read()) }
+}
+
 // witnessNow reads the witness the reference is checked against: the
 // runtime's monotonic clock (tests of the schedule in a testing/synctest
 // bubble give the bubble's).
@@ -273,10 +291,11 @@ func (tr *tracker) distrust(why string) trackDecision {
 	return trackDecision{distrust: why}
 }
 
-// startLocked takes a new baseline: calibration starts over from now,
-// and the watch takes its next comparison as its first.
-func (tr *tracker) startLocked(now time.Time) {
-	tr.cal.baseline = tr.point(tr.src.Read)
+// startLocked takes a new baseline, on cur, the line readers read:
+// calibration starts over from now, and the watch takes its next
+// comparison as its first.
+func (tr *tracker) startLocked(now time.Time, cur *line) {
+	tr.cal.baseline = tr.point(tr.counted(cur))
 	tr.cal.baseAt = now
 	tr.cal.step = 0
 	tr.cal.history = nil
@@ -313,13 +332,13 @@ func (c *Clock) trackSafelyLocked(tr *tracker, now time.Time) {
 // trackLocked has calibration and the watch do what they have due, and
 // applies what they decide.
 func (c *Clock) trackLocked(tr *tracker, now time.Time) {
+	v := c.viewLocked()
 	if tr.restart {
 		if now.Before(tr.retryAt) {
 			return // backing off after a fault
 		}
-		tr.startLocked(now)
+		tr.startLocked(now, v.cur)
 	}
-	v := c.viewLocked()
 	if tr.probe != nil {
 		if !now.Before(tr.probeDue) {
 			c.applyLocked(tr, now, tr.finishReanchor(&v))
@@ -375,7 +394,7 @@ func (tr *tracker) nextDue() time.Time {
 // then switches to it), then whenever the estimate is better, and, after
 // the schedule, always (following drift).
 func (tr *tracker) refine(now time.Time, v *clockView) trackDecision {
-	p := tr.point(tr.src.Read)
+	p := tr.point(tr.counted(v.cur))
 	base, sliding := tr.cal.baseline, tr.cal.step >= len(calibrationSchedule)
 	if sliding {
 		tr.cal.history = append(tr.cal.history, p)
@@ -454,7 +473,7 @@ func (tr *tracker) compare(now time.Time, v *clockView) trackDecision {
 		elapsed := subSat(s.ref, g.ref)
 		gap := subSat(s.clock-g.clock, elapsed)
 		if abs(gap) > v.watchTolerance(elapsed, s, g) {
-			tr.beginReanchor(now, v.src.Read, g, gap, elapsed)
+			tr.beginReanchor(now, tr.counted(v.cur), g, gap, elapsed)
 			return trackDecision{}
 		}
 		if tr.watch.agreed++; tr.watch.agreed >= watchConfirm {
@@ -469,7 +488,7 @@ func (tr *tracker) compare(now time.Time, v *clockView) trackDecision {
 		// still while suspended, a switch) is taken as it is.
 		elapsed := subSat(s.ref, l.ref)
 		if gap := subSat(subSat(s.clock, l.clock), elapsed); gap > explicableLead(elapsed)+v.watchTolerance(elapsed, s, l) {
-			tr.beginReanchor(now, v.src.Read, l, gap, elapsed)
+			tr.beginReanchor(now, tr.counted(v.cur), l, gap, elapsed)
 			return trackDecision{}
 		}
 	}
@@ -506,13 +525,14 @@ func (tr *tracker) finishReanchor(v *clockView) trackDecision {
 	pr := tr.probe
 	tr.probe = nil
 	src, conv, rate := *v.src, *v.conv, *v.rate
-	p2 := tr.point(src.Read)
+	read := tr.counted(v.cur)
+	p2 := tr.point(read)
 	if why := referenceOff(subSat(p2.ns, pr.p1.ns), p2.mono-pr.p1.mono); why != "" {
 		return tr.distrust(why)
 	}
 	hz, errPPM, err := rateBetween(pr.p1, p2)
-	r := &reanchoring{g: pr.g, p2: p2, from: rate.hz, hz: hz, gap: pr.gap, elapsed: pr.elapsed}
-	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM && tr.keepsRate(src.Read, p2, hz, errPPM) {
+	r := &reanchoring{g: pr.g, from: rate.hz, hz: hz, gap: pr.gap, elapsed: pr.elapsed}
+	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM && tr.keepsRate(read, p2, hz, errPPM) {
 		if cv, cerr := conversionFor(src.Name, hz, src.Bits); cerr == nil {
 			conv, r.rerated = cv, true
 			rate = rating{hz: hz, origin: hwcounter.RateRefined, errPPM: errPPM + math.Abs(cv.errorPPM(hz))}
@@ -530,13 +550,12 @@ func (tr *tracker) adoptedAs(now time.Time, src Source) {
 	tr.watch.due = now
 }
 
-// reanchored starts the tracking afresh on src after a re-anchoring: the
-// rate probe's last point p2 is the new baseline, and the first
-// comparison is taken at once, on the new line cur.
-func (tr *tracker) reanchored(now time.Time, src Source, p2 ratePoint, cur line) {
+// reanchored starts the tracking afresh on src after a re-anchoring: a
+// new baseline and the first comparison, both taken at once on the new
+// line cur.
+func (tr *tracker) reanchored(now time.Time, src Source, cur line) {
 	tr.src = src
-	tr.startLocked(now)
-	tr.cal.baseline = p2
+	tr.startLocked(now, &cur)
 	tr.watch.good, tr.watch.haveGood = tr.sample(cur), true
 	tr.watch.last, tr.watch.haveLast = tr.watch.good, true
 	tr.watch.due = now.Add(watchPeriod)
@@ -586,11 +605,10 @@ type rateChange struct {
 // reanchoring is a switch to the clock's counter (at a new rate if
 // rerated from from to hz), anchored on the timeline of the last good
 // comparison g (timelineAnchor), after the watch found the clock gap ns
-// off its reference over elapsed ns; p2 is the rate probe's last point.
+// off its reference over elapsed ns.
 type reanchoring struct {
 	rateChange
 	g            clockSample
-	p2           ratePoint
 	rerated      bool
 	from, hz     float64
 	gap, elapsed int64
@@ -660,7 +678,7 @@ func (c *Clock) reanchorLocked(tr *tracker, now time.Time, r *reanchoring) {
 	default:
 		c.st.watch.lastReanchor = format.Sprintf("%s: ran %v ahead of the reference in %v (jumped forward)", src.Name, time.Duration(r.gap), time.Duration(r.elapsed))
 	}
-	tr.reanchored(now, src, r.p2, c.st.cur)
+	tr.reanchored(now, src, c.st.cur)
 }
 
 const (

@@ -3,6 +3,7 @@ package schedclock
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"os"
 	"runtime"
 	"strings"
@@ -279,7 +280,7 @@ func BenchmarkRefine(b *testing.B) {
 	c.st.mu.Lock()
 	defer c.unlock()
 	tr := c.st.track
-	tr.startLocked(time.Now())
+	tr.startLocked(time.Now(), &c.st.cur)
 	tr.cal.step = len(calibrationSchedule) // the sliding phase: always adopts
 	tr.cal.history = []ratePoint{tr.cal.baseline}
 	for b.Loop() {
@@ -677,4 +678,66 @@ func TestTheWitnessIsReadInTheNarrowestBracket(t *testing.T) {
 		stall.Store(false)
 		assert.Empty(t, referenceOff(b.ns-a.ns, b.mono-a.mono), "a reference equal to its witness misjudged")
 	})
+}
+
+// TestNarrowCountersAreWatchedUnwrapped watches correct counters of
+// every width, 8 to 64 bits, each at a rate whose wrap the refresh
+// allows, against a reference that counts the same time, for 10 s of a
+// testing/synctest bubble (the refinement schedule up to 8 s), read
+// every 10 ms. Each counter runs 30 ppm faster than its declared rate,
+// so that the rate must be refined. A narrow counter wraps many times
+// over the baselines its rate is measured on: its progress must be read
+// as the clock counted it, never modulo its width. No reading may step
+// back, the watch may refuse nothing and re-anchor nothing, the refined
+// rate must be within its stated error of the truth, and the clock must
+// end where the reference is. The witness is the bubble's time too (the
+// runtime's would take the bubble's reference for one that jumps).
+func TestNarrowCountersAreWatchedUnwrapped(t *testing.T) {
+	for _, tc := range []struct {
+		bits int
+		hz   uint64
+	}{{8, 256}, {12, 4096}, {16, 65536}, {20, 1_000_000}, {20, 1 << 20}, {24, 10_000_000}, {32, 1_000_000_000}, {64, 1_000_000_000}} {
+		t.Run(fmt.Sprintf("%d bits at %d Hz", tc.bits, tc.hz), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				ref := func() int64 { return int64(time.Since(start)) }
+				mask := maskOf(tc.bits)
+				const ppm = 30
+				truth := float64(tc.hz) * (1 + ppm*1e-6)
+				read := func() uint64 {
+					hi, lo := bits.Mul64(uint64(ref()), tc.hz*(1e6+ppm))
+					cyc, _ := bits.Div64(hi, lo, 1e15)
+					return cyc & mask
+				}
+				hw := Source{Name: "narrow", Bits: tc.bits, Rate: tc.hz, Read: read}
+				tr := &tracker{ref: ref, witness: ref, src: hw, adopted: true}
+				c, err := newClock(hw, rating{hz: float64(tc.hz), origin: hwcounter.RateDeclared}, tr)
+				require.NoError(t, err)
+				c.start()
+				defer c.Close()
+				off := c.nanos() - ref()
+				prev, back, deepest := c.nanos(), 0, int64(0)
+				for i := 0; i < 1000; i++ {
+					time.Sleep(10 * time.Millisecond)
+					if now := c.nanos(); now < prev {
+						back++
+						deepest = max(deepest, prev-now)
+					} else {
+						prev = now
+					}
+				}
+				in := c.Info()
+				tick := float64(time.Second) / truth
+				end := c.nanos() - ref() - off
+				t.Logf("rate %d Hz (%s, ±%.3f ppm), %v from the reference, %d steps back (deepest %v)",
+					in.Rate, in.RateOrigin, in.RateErrorPPM, time.Duration(end), back, time.Duration(deepest))
+				assert.Zero(t, back, "Now stepped back, by up to %v", time.Duration(deepest))
+				assert.Zero(t, in.Watch.CounterFaults, in.Watch.LastCounterFault)
+				assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
+				assert.Equal(t, hwcounter.RateRefined.String(), in.RateOrigin)
+				assert.InDelta(t, truth, float64(in.Rate), truth*in.RateErrorPPM*1e-6+0.5, "%+v", in)
+				assert.InDelta(t, 0, float64(end), max(float64(time.Millisecond), 2*tick), "the clock ended %v from its reference", time.Duration(end))
+			})
+		})
+	}
 }

@@ -1,7 +1,11 @@
 package schedclock_test
 
 import (
+	"fmt"
 	"math"
+	"os"
+	"os/exec"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock"
+	"github.com/schedclock/schedclock/internal/testenv"
 )
 
 // The calibration and the watch (calibrate.go) through the public API: a
@@ -319,4 +324,114 @@ func TestReferenceFollowsARegister(t *testing.T) {
 	rec.stop()
 	backSteps, _ := rec.result()
 	assert.LessOrEqual(t, backSteps, 1)
+}
+
+// cpuHogEnv makes the test binary a CPU-bound process (see TestMain),
+// which spins until it is killed.
+const cpuHogEnv = "SCHEDCLOCK_CPU_HOG"
+
+func cpuHog() {
+	for {
+	}
+}
+
+// startCPUHogs starts n CPU-bound processes (the test binary as
+// cpuHog), killed at the test's end.
+func startCPUHogs(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), cpuHogEnv+"=1")
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+}
+
+// narrowRun is one run of a correct narrow counter watched against a
+// reference that counts the same time: a bits-wide counter at hz,
+// computed exactly from the runtime's monotonic clock, read every 10 ms
+// for 4 s. With exitOnce, the reference calls runtime.Goexit once, 1 s
+// in (the clock's background goroutine, which calls it, exits). It
+// returns the steps back (how many, the deepest), where the clock ended
+// against its reference (less where it started) and Info at the end.
+func narrowRun(t *testing.T, bits int, hz uint64, exitOnce bool) (back int, deepest, end time.Duration, in schedclock.Info) {
+	t.Helper()
+	start := time.Now()
+	now := func() int64 { return int64(time.Since(start)) }
+	mask := uint64(1)<<bits - 1
+	read := func() uint64 {
+		ns := uint64(now())
+		return (ns/1e9*hz + ns%1e9*hz/1e9) & mask
+	}
+	var armed, fired atomic.Bool
+	ref := func() int64 {
+		if armed.Load() && fired.CompareAndSwap(false, true) {
+			runtime.Goexit()
+		}
+		return now()
+	}
+	c, err := schedclock.New(schedclock.Source{Name: fmt.Sprintf("%d bits", bits), Bits: bits, Rate: hz, Read: read}, schedclock.WithReference(ref))
+	require.NoError(t, err)
+	defer c.Close()
+	from := offset(c, now)
+	last := c.Now()
+	for i := range 400 {
+		if exitOnce && i == 100 {
+			armed.Store(true)
+		}
+		time.Sleep(10 * time.Millisecond)
+		if v := c.Now(); v < last {
+			back++
+			deepest = max(deepest, time.Duration(last-v))
+		} else {
+			last = v
+		}
+	}
+	if exitOnce {
+		require.True(t, fired.Load(), "the reference never exited")
+	}
+	return back, deepest, offset(c, now) - from, c.Info()
+}
+
+// TestNarrowCountersBesideCPUHogs is the judged run of correct narrow
+// counters (16 bits at 65536 Hz, which wraps every second, and 20 bits
+// at 1 MHz), each watched against a reference that agrees, beside two
+// CPU-bound processes: 20 runs of 4 s each, then 5 with a reference that
+// calls runtime.Goexit once. No step back, no counter fault, no
+// re-anchoring, and the clock within 1 ms of its reference at the end.
+func TestNarrowCountersBesideCPUHogs(t *testing.T) {
+	testenv.Qualify(t)
+	startCPUHogs(t, 2)
+	for _, tc := range []struct {
+		bits     int
+		hz       uint64
+		exitOnce bool
+		runs     int
+	}{{16, 65536, false, 20}, {20, 1_000_000, false, 20}, {16, 65536, true, 5}, {20, 1_000_000, true, 5}} {
+		name := fmt.Sprintf("%d bits at %d Hz", tc.bits, tc.hz)
+		if tc.exitOnce {
+			name += ", the reference exits once"
+		}
+		t.Run(name, func(t *testing.T) {
+			backs, worstEnd := 0, time.Duration(0)
+			for run := range tc.runs {
+				back, deepest, end, in := narrowRun(t, tc.bits, tc.hz, tc.exitOnce)
+				backs += back
+				worstEnd = max(worstEnd, end, -end)
+				t.Logf("run %2d: %d back (deepest %v), %d counter faults, %d re-anchorings, %d faults, ended %v from the reference; rate %d Hz (%s, ±%.3f ppm)",
+					run, back, deepest, in.Watch.CounterFaults, in.Watch.Reanchors, in.Faults, end, in.Rate, in.RateOrigin, in.RateErrorPPM)
+				assert.Zero(t, back, "run %d: Now stepped back, by up to %v", run, deepest)
+				assert.Zero(t, in.Watch.CounterFaults, "run %d: %s", run, in.Watch.LastCounterFault)
+				assert.Zero(t, in.Watch.Reanchors, "run %d: %s", run, in.Watch.LastReanchor)
+				assert.InDelta(t, 0, float64(end), float64(time.Millisecond), "run %d: ended %v from the reference", run, end)
+				if tc.exitOnce {
+					assert.Contains(t, in.LastFault, "Goexit", "run %d", run)
+				}
+			}
+			t.Logf("%d runs: %d steps back, worst end %v", tc.runs, backs, worstEnd)
+		})
+	}
 }

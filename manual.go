@@ -188,6 +188,7 @@ func (m *manual) foldAcross(counts uint64) {
 		next := c.st.cur
 		next.epochNs, next.frac = c.st.cur.atDelta(counts)
 		next.epochCyc = m.Read()
+		next.epochTotal = c.st.cur.epochTotal + counts
 		c.publishLocked(next)
 		c.st.fold.lastMono = runtimeNano()
 		c.unlock()

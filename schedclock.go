@@ -271,7 +271,7 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 	if tr != nil {
 		tr.restart = true
 	}
-	c.publishLocked(line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask})
+	c.publishLocked(line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask, epochTotal: cyc & conv.mask})
 	c.adoptExactLocked(src)
 	c.st.fold.due = time.Now().Add(conv.refreshPeriod())
 	c.st.fold.lastMono = runtimeNano()
@@ -356,6 +356,7 @@ func (c *Clock) foldLocked(cyc uint64, mono int64) {
 		next.epochNs, next.frac = math.MaxInt64, 0
 	}
 	next.epochCyc = cyc & c.st.cur.conv.mask
+	next.epochTotal = c.st.cur.epochTotal + clamped
 	c.publishLocked(next)
 	c.st.fold.lastMono = mono
 }

@@ -231,10 +231,18 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 // switchLine publishes a line on next with conversion conv, starting
 // where anchor puts it, through steps 1 to 4 above.
 func (c *Clock) switchLine(next func() uint64, conv conversion, anchor anchorFunc) {
+	// The same counter goes on counting from where the old line's count
+	// was at the anchor (see line.epochTotal); another counter's count
+	// starts at its value there.
+	same := funcPtr(next) == funcPtr(c.st.src.Read) && conv.mask == c.st.cur.conv.mask
 	pinnedCyc, ns, frac := c.freeze("switch")
+	old := c.st.cur
 	cyc, ns, frac := anchor(pinnedCyc, ns, frac)
-	ns, frac = rescaleFrac(ns, frac, c.st.cur.conv.shift, conv.shift)
-	ln := line{read: next, conv: conv, epochCyc: cyc & conv.mask, epochNs: ns, frac: frac}
+	ns, frac = rescaleFrac(ns, frac, old.conv.shift, conv.shift)
+	ln := line{read: next, conv: conv, epochCyc: cyc & conv.mask, epochNs: ns, frac: frac, epochTotal: cyc & conv.mask}
+	if same {
+		ln.epochTotal = old.total(cyc)
+	}
 	c.st.writer.step("switch.anchored")
 	mono := runtimeNano()
 	if conv.wraps() {
@@ -245,6 +253,7 @@ func (c *Clock) switchLine(next func() uint64, conv conversion, anchor anchorFun
 		cyc = next()
 		mono = runtimeNano()
 		ln.epochNs, ln.frac = ln.at(cyc)
+		ln.epochTotal = ln.total(cyc)
 		ln.epochCyc = cyc & conv.mask
 	}
 	c.publishLocked(ln)
@@ -336,7 +345,7 @@ func readSuspended() uint64 { return 0 }
 // remainder, which the caller has already evaluated), in conversion conv.
 func frozenLine(ln line, conv conversion) line {
 	ns, frac := rescaleFrac(ln.epochNs, ln.frac, ln.conv.shift, conv.shift)
-	return line{read: readSuspended, conv: conv, epochNs: ns, frac: frac}
+	return line{read: readSuspended, conv: conv, epochNs: ns, frac: frac, epochTotal: ln.epochTotal}
 }
 
 // Suspend freezes the clock: until Resume, Now returns the time the clock
@@ -390,7 +399,9 @@ func (c *Clock) Resume() (err error) {
 	if r := c.guard("Resume", func() { cyc = c.st.src.Read() }, nil); r != nil {
 		return c.faultError("Resume", r)
 	}
-	c.publishLocked(line{read: c.st.src.Read, conv: c.st.conv, epochCyc: cyc & c.st.conv.mask, epochNs: c.st.cur.epochNs, frac: c.st.cur.frac})
+	// The count starts afresh too (see line.epochTotal): the counter may
+	// have reset, stopped or run on while suspended.
+	c.publishLocked(line{read: c.st.src.Read, conv: c.st.conv, epochCyc: cyc & c.st.conv.mask, epochNs: c.st.cur.epochNs, frac: c.st.cur.frac, epochTotal: cyc & c.st.conv.mask})
 	c.st.suspended = false
 	c.st.fold.lastMono = runtimeNano() // the suspended interval is not the counter's
 	c.st.fold.due = time.Now().Add(c.st.conv.refreshPeriod())
