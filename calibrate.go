@@ -37,21 +37,28 @@ import (
 //     last good comparison, at the new rate if the rate changed. The
 //     re-anchoring is a switch like any other (see switch.go): it never
 //     steps back, so after a jump forward the clock goes on from what
-//     readers saw; Info counts it (Watch.Reanchors) and says why. But only a
-//     jump that the reference's progress could explain (the counter ran
-//     at most twice its pace since the last comparison, and at most
-//     maxWatchPeriod ahead): a reading beyond that is not time but one
-//     the counter cannot have produced (a paravirtual page's delta that
-//     wrapped: 279 years; a value that saturates the clock at
-//     math.MaxInt64), and keeping it would carry the clock that far for
-//     good, or freeze it. The re-anchoring then puts the clock back on
-//     its reference's timeline, the one step back this package takes,
-//     and Info counts it (Watch.CounterFaults) and says what and when. Readers
-//     that read such a value before the watch saw it have read it: no
-//     layer above a Source can filter its values (its Read must not
-//     produce them), so the guarantee here is that the clock does not
-//     stay there: within a watch period and a rate probe of the counter
-//     behaving again, it reads its reference's timeline.
+//     readers saw; Info counts it (Watch.Reanchors) and says why. But only
+//     a jump that the reference's progress could explain (the counter
+//     ran at most twice its pace since the last comparison, and at most
+//     maxWatchPeriod ahead) is followed on: a reading beyond that is not
+//     time but one the counter cannot have produced (a migrated
+//     counter's 10 s jump; a paravirtual page's delta that wrapped: 279
+//     years; a value that saturates the clock at math.MaxInt64), and
+//     following the counter on from it would carry the clock that far
+//     ahead of its reference for good. Readers that read such a value
+//     before the watch saw it have read it (no layer above a Source can
+//     filter its values: its Read must not produce them), and no reading
+//     is ever below one already returned, whatever the watch decides: so
+//     the clock stands still at V, the highest value a reader may have
+//     read (the freezer's pin), its line a constant as a suspended
+//     clock's, until the reference's timeline reaches V (standStill,
+//     checkHold: the tracker looks when the reference should have
+//     counted the lead), and goes on on that timeline at the counter's
+//     rate from there. The refusal costs a stand-still as long as the
+//     lead refused, at most; Info counts it (Watch.CounterFaults), says
+//     what and when, and shows the stand-still (Watch.Holding,
+//     StandStill). A value past math.MaxInt64 holds the clock there for
+//     good.
 //   - At each comparison that agrees, the watch folds the epoch forward,
 //     at the counter value the comparison paired with the reference (a
 //     fresh read could be a value the counter cannot have produced, and
@@ -63,8 +70,9 @@ import (
 //     from a stopped process whose reference ran on too, and what they
 //     saw stands.
 //
-// While the clock is suspended, both stand aside (Resume is the caller's
-// word); they start afresh on Resume and after each re-anchoring.
+// While the clock is suspended or stands still, both stand aside
+// (Resume is the caller's word; a stand-still ends where the timeline
+// says); they start afresh on Resume and after each re-anchoring.
 
 const (
 	// watchPeriod is how often the watch compares the clock with its
@@ -135,6 +143,10 @@ type tracker struct {
 	// lock.
 	probe    *reanchorProbe
 	probeDue time.Time
+	// hold is a stand-still under way: the clock stands still at a
+	// value readers may have read, after the watch refused a reading,
+	// until its reference's timeline reaches it (checkHold).
+	hold *standStill
 	// bracket is the narrowest (clock, reference, clock) bracket seen.
 	bracket int64
 }
@@ -333,6 +345,15 @@ func (c *Clock) trackSafelyLocked(tr *tracker, now time.Time) {
 // applies what they decide.
 func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 	v := c.viewLocked()
+	if tr.hold != nil {
+		// The clock stands still: its line reads no counter, so there is
+		// nothing to compare or measure until it goes on (a fault here
+		// backs off as any other).
+		if !now.Before(tr.hold.due) && !now.Before(tr.retryAt) {
+			c.applyLocked(tr, now, tr.checkHold(now, &v))
+		}
+		return
+	}
 	if tr.restart {
 		if now.Before(tr.retryAt) {
 			return // backing off after a fault
@@ -377,6 +398,12 @@ func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 // makes it better), so that an idle process wakes once per watch period,
 // not once per schedule.
 func (tr *tracker) nextDue() time.Time {
+	if tr.hold != nil {
+		if tr.retryAt.After(tr.hold.due) {
+			return tr.retryAt
+		}
+		return tr.hold.due
+	}
 	if tr.restart {
 		return tr.retryAt // the zero time unless backing off after a fault
 	}
@@ -561,6 +588,68 @@ func (tr *tracker) reanchored(now time.Time, src Source, cur line) {
 	tr.watch.due = now.Add(watchPeriod)
 }
 
+// standStill is a clock standing still at held, the value it had
+// reached when the watch refused a reading (the highest a reader may
+// have read), until its reference's timeline reaches it: g, the last
+// good comparison, plus what the reference counted since. since is the
+// witness when it began; due is when the tracker looks next.
+type standStill struct {
+	g     clockSample
+	held  int64
+	since int64
+	due   time.Time
+}
+
+// holdLocked records that the clock stands still at refused.held, on
+// the timeline of g, and has the tracker look when the reference should
+// have counted the lead.
+func (tr *tracker) holdLocked(now time.Time, g clockSample, refused farReading) {
+	tr.probe = nil
+	tr.hold = &standStill{g: g, held: refused.held, since: tr.witnessNow(), due: now.Add(time.Duration(refused.ahead))}
+}
+
+// checkHold decides whether the clock goes on: once the reference's
+// timeline has reached the value it holds, a re-anchoring on it (at the
+// counter's rate, from the value held or more); before, when to look
+// again (when the reference should have counted what is left). A
+// reference that misbehaves meanwhile (against the witness, as
+// referenceOff says) is not followed across what it did: the timeline
+// goes on by the witness's progress since the last point where the two
+// agreed, and by the reference's from here.
+func (tr *tracker) checkHold(now time.Time, v *clockView) trackDecision {
+	h := tr.hold
+	ref := tr.ref()
+	mono := tr.witnessNow()
+	if why := referenceOff(subSat(ref, h.g.ref), mono-h.g.mono); why != "" {
+		h.g.clock = addSat(h.g.clock, mono-h.g.mono)
+		h.g.ref, h.g.mono = ref, mono
+		h.due = now.Add(watchPeriod)
+		return trackDecision{distrust: why}
+	}
+	if t := addSat(h.g.clock, subSat(ref, h.g.ref)); t < h.held {
+		h.due = now.Add(time.Duration(subSat(h.held, t)))
+		return trackDecision{}
+	}
+	return trackDecision{reanchor: &reanchoring{rateChange: rateChange{src: *v.src, conv: *v.conv, rate: *v.rate}, g: h.g, rejoin: true}}
+}
+
+// endHoldLocked records that the clock no longer stands still (it went
+// on, was switched to another counter or suspended), and for how long
+// it stood still.
+func (c *Clock) endHoldLocked() {
+	c.st.held = false
+	tr := c.st.track
+	if tr == nil || tr.hold == nil {
+		c.st.watch.holding = false
+		return
+	}
+	if c.st.watch.holding {
+		c.st.watch.standStill = time.Duration(tr.witnessNow() - tr.hold.since)
+		c.st.watch.holding = false
+	}
+	tr.hold = nil
+}
+
 // clockView is what a tracker is given of its Clock at a tick, to read
 // and never to write: the line readers read (the watch reads the counter
 // through it, as they do), the source, conversion and rate the clock
@@ -609,6 +698,7 @@ type rateChange struct {
 type reanchoring struct {
 	rateChange
 	g            clockSample
+	rejoin       bool // the end of a stand-still (see tracker.hold)
 	rerated      bool
 	from, hz     float64
 	gap, elapsed int64
@@ -665,12 +755,20 @@ func (c *Clock) reanchorLocked(tr *tracker, now time.Time, r *reanchoring) {
 	case refused.ahead > 0:
 		c.st.watch.counterFaults++
 		what := format.Sprintf("%v ahead of the reference", time.Duration(refused.ahead))
+		until := format.Sprintf("until the reference's timeline reaches it (in %v, about %s)", time.Duration(refused.ahead), format.Stamp(time.Now().Add(time.Duration(refused.ahead))))
 		if refused.saturated {
 			what = format.Sprintf("past math.MaxInt64 (%s)", what)
+			until = "for good: the clock saturated"
 		}
-		c.st.watch.lastCounterFault = format.Sprintf("%s: read %s, which counted %v since the last comparison: a reading it cannot have produced, not adopted; the clock is back on the reference's timeline (at %s)",
-			src.Name, what, time.Duration(refused.elapsed), format.Stamp(time.Now()))
-		c.st.watch.lastReanchor = format.Sprintf("%s: read %v ahead of the reference's timeline at the re-anchoring: not adopted (see LastCounterFault)", src.Name, time.Duration(refused.ahead))
+		c.st.watch.lastCounterFault = format.Sprintf("%s: read %s, which counted %v since the last comparison: a reading it cannot have produced, not followed; the clock stands still at %v, the most a reader may have read, %s (at %s)",
+			src.Name, what, time.Duration(refused.elapsed), time.Duration(refused.held), until, format.Stamp(time.Now()))
+		c.st.watch.lastReanchor = format.Sprintf("%s: read %v ahead of the reference's timeline at the re-anchoring: not followed, the clock stands still (see LastCounterFault)", src.Name, time.Duration(refused.ahead))
+		tr.holdLocked(now, r.g, refused)
+		c.st.watch.holding, c.st.watch.standStill = true, time.Duration(refused.ahead)
+		return // the tracking waits for the timeline (trackLocked)
+	case r.rejoin:
+		c.st.watch.lastReanchor = format.Sprintf("%s: stood still %v, until the reference's timeline reached the value readers may have read; back on it (at %s)",
+			src.Name, c.st.watch.standStill, format.Stamp(time.Now()))
 	case r.rerated:
 		c.st.watch.lastReanchor = format.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, r.from, r.hz, (r.hz/r.from-1)*100)
 	case r.gap < 0:
@@ -727,14 +825,16 @@ func (tr *tracker) keepsRate(read func() uint64, p ratePoint, hz, errPPM float64
 // more (time never steps back), unless V is more than t plus what the
 // reference counted since g (the counter ran at more than twice its
 // reference's pace) or plus maxWatchPeriod: such a V is no time but a
-// reading the counter cannot have produced (a paravirtual page's delta
-// wrapped, a garbage value that saturated the clock), and keeping it
-// would carry the clock that far ahead of its reference for good, or
-// freeze it at math.MaxInt64. The clock then goes on from t, and
-// refused says by how much V was ahead, over what elapsed time.
+// reading the counter cannot have produced (a jump of a migrated
+// counter, a paravirtual page's delta that wrapped, a garbage value
+// that saturated the clock), and following the counter on from it would
+// carry the clock that far ahead of its reference for good. Readers may
+// have read V, so the clock stands still there (hold) until t reaches it
+// (see tracker.hold), and refused says by how much V was ahead, over
+// what elapsed time.
 func timelineAnchor(read func() uint64, ref func() int64, g clockSample, refused *farReading) anchorFunc {
 	guarded := func() int64 { return blamed(true, ref) }
-	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64) {
+	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64, bool) {
 		p := samplePoint(read, guarded, nil)
 		if p.halfWidth == ^uint64(0) {
 			// The counter went backwards within every bracket: pair one
@@ -744,13 +844,13 @@ func timelineAnchor(read func() uint64, ref func() int64, g clockSample, refused
 		elapsed := subSat(p.ns, g.ref)
 		t := addSat(g.clock, elapsed)
 		if t > ns {
-			return p.cyc, t, 0
+			return p.cyc, t, 0, false
 		}
 		if ahead := subSat(ns, t); ahead > explicableLead(elapsed) {
-			*refused = farReading{ahead: ahead, elapsed: elapsed, saturated: ns == math.MaxInt64}
-			return p.cyc, t, 0
+			*refused = farReading{ahead: ahead, elapsed: elapsed, held: ns, saturated: ns == math.MaxInt64}
+			return p.cyc, ns, frac, true
 		}
-		return p.cyc, ns, frac
+		return p.cyc, ns, frac, false
 	}
 }
 
@@ -765,10 +865,11 @@ func explicableLead(elapsed int64) int64 {
 
 // farReading is a reading a re-anchoring refused: how far ahead of the
 // reference's timeline it was, how much the reference had counted since
-// the last good comparison, and whether it saturated the clock.
+// the last good comparison, the clock's value there (held: where it
+// stands still), and whether it saturated the clock.
 type farReading struct {
-	ahead, elapsed int64
-	saturated      bool
+	ahead, elapsed, held int64
+	saturated            bool
 }
 
 // abs is |v|, saturated: abs(math.MinInt64) is math.MaxInt64.

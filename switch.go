@@ -114,14 +114,15 @@ func (c *Clock) Register(src Source) error {
 // counter value and the old line's value there, V (ns and remainder, in
 // the old line's shift): a value cyc of the new counter read after the
 // pin, and the clock's value at cyc (in the old line's shift), never less
-// than V.
-type anchorFunc func(pinnedCyc uint64, ns int64, frac uint64) (cyc uint64, atNs int64, atFrac uint64)
+// than V; or, with hold, a value at which the clock stands still (a
+// constant line, as a suspended clock's), never less than V either.
+type anchorFunc func(pinnedCyc uint64, ns int64, frac uint64) (cyc uint64, atNs int64, atFrac uint64, hold bool)
 
 // sameCounterAnchor starts the new line at the pinned counter value and
 // V: for a new rate of the same counter nothing is lost, not even the
 // nanoseconds between two reads.
-func sameCounterAnchor(pinnedCyc uint64, ns int64, frac uint64) (uint64, int64, uint64) {
-	return pinnedCyc, ns, frac
+func sameCounterAnchor(pinnedCyc uint64, ns int64, frac uint64) (uint64, int64, uint64, bool) {
+	return pinnedCyc, ns, frac, false
 }
 
 // relateSamples is how many (old, new, old) reads relateAnchor takes.
@@ -136,7 +137,7 @@ const relateSamples = 8
 // new line goes on from there. The error is the old counter's resolution
 // plus half the bracket.
 func relateAnchor(old line, next func() uint64) anchorFunc {
-	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64) {
+	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64, bool) {
 		bestWidth, oldCyc, nextCyc := ^uint64(0), uint64(0), uint64(0)
 		for i := 0; i < relateSamples; i++ {
 			before := blamed(false, old.read)
@@ -154,16 +155,19 @@ func relateAnchor(old line, next func() uint64) anchorFunc {
 		if atNs > ns || atNs == ns && atFrac > frac {
 			ns, frac = atNs, atFrac
 		}
-		return nextCyc, ns, frac
+		return nextCyc, ns, frac, false
 	}
 }
 
 // switchLocked makes src, with conversion conv and rate, the clock's
 // source: a new rate of the same counter anchors at the pinned value, a
-// different counter is related to the old one (relateAnchor).
+// different counter is related to the old one (relateAnchor). A clock
+// that stands still (see tracker.hold) reads no counter: its line is
+// related to src as another counter's is, and src goes on from the
+// value it stands at.
 func (c *Clock) switchLocked(src Source, conv conversion, rate rating) error {
 	anchor := relateAnchor(c.st.cur, src.Read)
-	if funcPtr(src.Read) == funcPtr(c.st.src.Read) && conv.mask == c.st.conv.mask {
+	if funcPtr(src.Read) == funcPtr(c.st.cur.read) && conv.mask == c.st.conv.mask {
 		anchor = sameCounterAnchor
 	}
 	return c.switchAnchoredLocked(src, conv, rate, anchor)
@@ -180,7 +184,7 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 	// The same counter (a new rate for it, a re-anchoring) is the current
 	// source: a panic of its Read is a fault, not an invalid Source.
 	same := funcPtr(src.Read) == funcPtr(c.st.src.Read)
-	before := c.st.cur
+	before, wasHeld := c.st.cur, c.st.held
 	r := c.guard("switch to "+src.Name, func() {
 		if _, err = readOnce(src); err != nil {
 			if p, ok := asPanic(err); same && ok {
@@ -193,11 +197,16 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 			c.publishLocked(frozenLine(c.st.cur, conv))
 		} else {
 			c.switchLine(src.Read, conv, anchor)
+			// A line that stands still, or one that follows it, runs at
+			// no pace the last one's says anything of.
 			old := &c.st.conv
-			if !same {
+			if !same || wasHeld || c.st.held {
 				old = nil
 			}
 			c.reratedLocked(old)
+		}
+		if !c.st.held {
+			c.endHoldLocked()
 		}
 		c.st.src, c.st.conv, c.st.rate = src, conv, rate
 		c.st.writer.userSrc = !ownCode(src.Read)
@@ -207,6 +216,7 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 		// Readers saw at most the old line's value at the pin; the old
 		// line read later is at least that.
 		c.publishLocked(before)
+		c.st.held = wasHeld
 		f, marked := r.(culprit)
 		_, exited := r.(goexit)
 		switch {
@@ -229,16 +239,27 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 }
 
 // switchLine publishes a line on next with conversion conv, starting
-// where anchor puts it, through steps 1 to 4 above.
+// where anchor puts it, through steps 1 to 4 above; or, where the anchor
+// holds, a constant line (readSuspended's, as a suspended clock's) at
+// the value it gives, and records that the clock stands still.
 func (c *Clock) switchLine(next func() uint64, conv conversion, anchor anchorFunc) {
 	// The same counter goes on counting from where the old line's count
 	// was at the anchor (see line.epochTotal); another counter's count
-	// starts at its value there.
-	same := funcPtr(next) == funcPtr(c.st.src.Read) && conv.mask == c.st.cur.conv.mask
+	// starts at its value there, and so does the count of a counter
+	// that follows a line standing still (which read no counter).
+	same := funcPtr(next) == funcPtr(c.st.cur.read) && conv.mask == c.st.cur.conv.mask
 	pinnedCyc, ns, frac := c.freeze("switch")
 	old := c.st.cur
-	cyc, ns, frac := anchor(pinnedCyc, ns, frac)
+	cyc, ns, frac, hold := anchor(pinnedCyc, ns, frac)
 	ns, frac = rescaleFrac(ns, frac, old.conv.shift, conv.shift)
+	if hold {
+		c.st.writer.step("switch.anchored")
+		c.publishLocked(line{read: readSuspended, conv: conv, epochNs: ns, frac: frac, epochTotal: old.epochTotal})
+		c.st.held = true
+		c.st.writer.step("switch.published")
+		return
+	}
+	c.st.held = false
 	ln := line{read: next, conv: conv, epochCyc: cyc & conv.mask, epochNs: ns, frac: frac, epochTotal: cyc & conv.mask}
 	if same {
 		ln.epochTotal = old.total(cyc)
@@ -376,6 +397,7 @@ func (c *Clock) Suspend() (err error) {
 		_, frozen.epochNs, frozen.frac = c.freeze("suspend")
 		c.publishLocked(frozenLine(frozen, c.st.conv))
 		c.st.suspended = true
+		c.endHoldLocked() // Resume is the caller's word, and the watch starts afresh there
 		c.st.writer.step("suspend.published")
 	}, func(r any) {
 		c.publishLocked(before)
