@@ -54,9 +54,10 @@ import (
 //
 // A src whose Rate is lower than the current source's is refused with
 // ErrSlowerSource (the kernel's "rate wins" rule); an equal or higher Rate
-// replaces the current source. An invalid src is refused with
-// ErrInvalidSource, and a closed clock refuses with ErrClosed; a refused
-// Register changes nothing.
+// replaces the current source. An invalid src (a Read that panics
+// included, whatever its Rate) is refused with ErrInvalidSource, and a
+// closed clock refuses with ErrClosed; a refused Register changes
+// nothing.
 //
 // Register never makes time go back, wherever the writer is stopped (the
 // old counter is frozen first, and readers of the frozen line read the
@@ -81,6 +82,14 @@ func (c *Clock) Register(src Source) error {
 		c.nameWriterLocked() // src's Read runs under the lock too
 	}
 	if src.Rate < c.st.declared {
+		// A src whose Read panics is invalid whatever its rate: it is
+		// read before the rate refuses it. (A faster src is read first
+		// thing in the switch, before anything changes.)
+		var err error
+		c.guard(format.Sprintf("Register(%q)", src.Name), func() { _, err = readOnce(src) }, nil)
+		if err != nil {
+			return err
+		}
 		return format.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.st.src.Name, c.st.declared)
 	}
 	endTrack, undo := c.st.policy.registerLocked(src, c.st.track)
