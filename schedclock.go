@@ -251,6 +251,12 @@ func New(src Source, opts ...Option) (*Clock, error) {
 	if o.coarseEvery != 0 {
 		c.st.ticker.every = o.coarseEvery
 	}
+	if src.bubble == nil && !ownCode(src.Read) && inSynctestBubble() {
+		// A caller's Source in a testing/synctest bubble reads the
+		// bubble's clock (time.Since), as the code under test does: its
+		// wall time is the bubble's too (see WallTime).
+		c.st.wall.ref = bubbleWall
+	}
 	c.st.mu.Lock()
 	c.unlock()
 	c.start()
