@@ -630,6 +630,9 @@ func (tr *tracker) checkHold(now time.Time, v *clockView) trackDecision {
 		h.due = now.Add(time.Duration(subSat(h.held, t)))
 		return trackDecision{}
 	}
+	// A re-anchoring whose Read panics leaves the clock standing still:
+	// it is tried again a watch period later.
+	h.due = now.Add(watchPeriod)
 	return trackDecision{reanchor: &reanchoring{rateChange: rateChange{src: *v.src, conv: *v.conv, rate: *v.rate}, g: h.g, rejoin: true}}
 }
 

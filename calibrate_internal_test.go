@@ -325,11 +325,13 @@ type lyingCounter struct {
 	// many ppm slower than the bubble's, the witness.
 	slowPPM int64
 	heldBy  atomic.Uint64
-	// refBroken makes the reference panic.
-	refBroken atomic.Bool
-	reads     atomic.Int64
-	onceAt    atomic.Int64
-	onceBy    uint64
+	// refBroken makes the reference panic; readPanics makes that many
+	// reads of the counter panic.
+	refBroken  atomic.Bool
+	readPanics atomic.Int64
+	reads      atomic.Int64
+	onceAt     atomic.Int64
+	onceBy     uint64
 }
 
 // now is the counter's time: the reference's.
@@ -339,6 +341,9 @@ func (l *lyingCounter) now() int64 {
 }
 
 func (l *lyingCounter) read() uint64 {
+	if l.readPanics.Load() > 0 && l.readPanics.Add(-1) >= 0 {
+		panic("counter on fire")
+	}
 	v := uint64(l.now()) + l.heldBy.Load()
 	if l.reads.Add(1) == l.onceAt.Load() {
 		v += l.onceBy
@@ -883,5 +888,40 @@ func refusedJumpHolds(t *testing.T, slowPPM int64) {
 		assert.InDelta(t, float64(jump), float64(holding.Watch.StandStill), float64(maxWatchPeriod), "while holding")
 		assert.False(t, in.Watch.Holding)
 		assert.InDelta(t, float64(jump), float64(in.Watch.StandStill), float64(maxWatchPeriod), "at the end")
+	})
+}
+
+// TestAStandStillWhoseEndPanicsIsRetried makes the counter's Read panic
+// 20 times in a row from the moment the reference's timeline catches up
+// with a stand-still, in a testing/synctest bubble: the re-anchoring
+// that ends it fails, the clock stands still as it was, and it is tried
+// again a watch period later (not at once: the background goroutine
+// would spin), until it succeeds.
+func TestAStandStillWhoseEndPanicsIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, l, ref := lyingClock(t, 0)
+		defer c.Close()
+		time.Sleep(time.Second)
+		off := c.nanos() - ref()
+		l.heldBy.Store(uint64(10 * time.Second))
+		time.Sleep(maxWatchPeriod + rateProbe)
+		require.True(t, c.Info().Watch.Holding, "%+v", c.Info().Watch)
+		held := c.nanos()
+		time.Sleep(time.Duration(held-ref()-off) - time.Millisecond)
+		c.st.mu.Lock()
+		wakes := c.st.loop.wakes
+		c.unlock()
+		l.readPanics.Store(20)
+		time.Sleep(time.Second)
+		assert.Equal(t, held, c.nanos(), "the clock moved while its re-anchoring failed")
+		c.st.mu.Lock()
+		wakes = c.st.loop.wakes - wakes
+		c.unlock()
+		assert.Less(t, wakes, 30, "the failed re-anchoring was retried at once")
+		time.Sleep(4 * time.Second)
+		in := c.Info()
+		assert.False(t, in.Watch.Holding, "%+v", in.Watch)
+		assert.Positive(t, in.Faults)
+		assert.InDelta(t, float64(ref()+off), float64(c.nanos()), float64(time.Millisecond))
 	})
 }
