@@ -52,7 +52,7 @@ import (
 //     the clock stands still at V, the highest value a reader may have
 //     read (the freezer's pin), its line a constant as a suspended
 //     clock's, until the reference's timeline reaches V (standStill,
-//     checkHold: the tracker looks when the reference should have
+//     checkHoldLocked: the tracker looks when the reference should have
 //     counted the lead), and goes on on that timeline at the counter's
 //     rate from there. The refusal costs a stand-still as long as the
 //     lead refused, at most; Info counts it (Watch.CounterFaults), says
@@ -143,10 +143,12 @@ type tracker struct {
 	// lock.
 	probe    *reanchorProbe
 	probeDue time.Time
-	// hold is a stand-still under way: the clock stands still at a
-	// value readers may have read, after the watch refused a reading,
-	// until its reference's timeline reaches it (checkHold).
-	hold *standStill
+	// holding says a stand-still is under way (hold): the clock stands
+	// still at a value readers may have read, after the watch refused a
+	// reading, until its reference's timeline reaches it
+	// (checkHoldLocked, at watch.due).
+	holding bool
+	hold    standStill
 	// bracket is the narrowest (clock, reference, clock) bracket seen.
 	bracket int64
 }
@@ -234,27 +236,24 @@ func (tr *tracker) sample(ln line) clockSample {
 	return best
 }
 
-// point pairs read with the tracker's reference (samplePoint), witnessed.
-func (tr *tracker) point(read func() uint64) ratePoint {
-	return samplePoint(read, tr.ref, tr.witness)
-}
-
-// counted returns what the tracker reads its counter through: where the
-// clock runs on it, its value unwrapped by cur, the line readers read
-// (line.total). A narrow counter's values repeat every wrap, and a rate
-// measured between two of them would read its progress modulo its
-// width (a 16-bit counter at 65536 Hz measured over 1.5 s reads as
-// 0.5 s of counts: a rate a third of the truth); the unwrapped value
-// goes on through every wrap the folds counted. The default clock
-// measures its hardware counter before it runs on it: that counter (56
-// bits and more) is read as it is, and its unwrapped value starts at its
-// value when the clock adopts it, so the two agree.
-func (tr *tracker) counted(cur *line) func() uint64 {
-	if !tr.adopted || funcPtr(cur.read) != funcPtr(tr.src.Read) {
-		return tr.src.Read
+// point pairs the tracker's counter with its reference (samplePoint),
+// witnessed. Where the clock runs on the counter, the counter value is
+// its value unwrapped by cur, the line readers read (line.total): a
+// narrow counter's values repeat every wrap, and a rate measured between
+// two of them would read its progress modulo its width (a 16-bit counter
+// at 65536 Hz measured over 1.5 s reads as 0.5 s of counts: a rate a
+// third of the truth); the unwrapped value goes on through every wrap
+// the folds counted. (A bracket in which the counter wrapped reads
+// backwards, and samplePoint leaves it out.) The default clock measures
+// its hardware counter before it runs on it: that counter (56 bits and
+// more) is read as it is, and its unwrapped value starts at its value
+// when the clock adopts it, so the two agree.
+func (tr *tracker) point(cur *line) ratePoint {
+	p := samplePoint(tr.src.Read, tr.ref, tr.witness)
+	if funcPtr(cur.read) == funcPtr(tr.src.Read) {
+		p.cyc = cur.total(p.cyc)
 	}
-	ln := *cur
-	return func() uint64 { return ln.total(ln.read()) }
+	return p
 }
 
 // witnessNow reads the witness the reference is checked against: the
@@ -307,7 +306,7 @@ func (tr *tracker) distrust(why string) trackDecision {
 // calibration starts over from now, and the watch takes its next
 // comparison as its first.
 func (tr *tracker) startLocked(now time.Time, cur *line) {
-	tr.cal.baseline = tr.point(tr.counted(cur))
+	tr.cal.baseline = tr.point(cur)
 	tr.cal.baseAt = now
 	tr.cal.step = 0
 	tr.cal.history = nil
@@ -344,16 +343,18 @@ func (c *Clock) trackSafelyLocked(tr *tracker, now time.Time) {
 // trackLocked has calibration and the watch do what they have due, and
 // applies what they decide.
 func (c *Clock) trackLocked(tr *tracker, now time.Time) {
-	v := c.viewLocked()
-	if tr.hold != nil {
+	if tr.holding {
 		// The clock stands still: its line reads no counter, so there is
-		// nothing to compare or measure until it goes on (a fault here
-		// backs off as any other).
-		if !now.Before(tr.hold.due) && !now.Before(tr.retryAt) {
-			c.applyLocked(tr, now, tr.checkHold(now, &v))
+		// nothing to compare or measure, nor to start afresh after a
+		// fault (checkHoldLocked looks a watch period later at most),
+		// until it goes on.
+		tr.restart = false
+		if !now.Before(tr.watch.due) {
+			c.checkHoldLocked(tr, now)
 		}
 		return
 	}
+	v := c.viewLocked()
 	if tr.restart {
 		if now.Before(tr.retryAt) {
 			return // backing off after a fault
@@ -398,12 +399,6 @@ func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 // makes it better), so that an idle process wakes once per watch period,
 // not once per schedule.
 func (tr *tracker) nextDue() time.Time {
-	if tr.hold != nil {
-		if tr.retryAt.After(tr.hold.due) {
-			return tr.retryAt
-		}
-		return tr.hold.due
-	}
 	if tr.restart {
 		return tr.retryAt // the zero time unless backing off after a fault
 	}
@@ -421,7 +416,7 @@ func (tr *tracker) nextDue() time.Time {
 // then switches to it), then whenever the estimate is better, and, after
 // the schedule, always (following drift).
 func (tr *tracker) refine(now time.Time, v *clockView) trackDecision {
-	p := tr.point(tr.counted(v.cur))
+	p := tr.point(v.cur)
 	base, sliding := tr.cal.baseline, tr.cal.step >= len(calibrationSchedule)
 	if sliding {
 		tr.cal.history = append(tr.cal.history, p)
@@ -500,7 +495,7 @@ func (tr *tracker) compare(now time.Time, v *clockView) trackDecision {
 		elapsed := subSat(s.ref, g.ref)
 		gap := subSat(s.clock-g.clock, elapsed)
 		if abs(gap) > v.watchTolerance(elapsed, s, g) {
-			tr.beginReanchor(now, tr.counted(v.cur), g, gap, elapsed)
+			tr.beginReanchor(now, v.cur, g, gap, elapsed)
 			return trackDecision{}
 		}
 		if tr.watch.agreed++; tr.watch.agreed >= watchConfirm {
@@ -515,7 +510,7 @@ func (tr *tracker) compare(now time.Time, v *clockView) trackDecision {
 		// still while suspended, a switch) is taken as it is.
 		elapsed := subSat(s.ref, l.ref)
 		if gap := subSat(subSat(s.clock, l.clock), elapsed); gap > explicableLead(elapsed)+v.watchTolerance(elapsed, s, l) {
-			tr.beginReanchor(now, tr.counted(v.cur), l, gap, elapsed)
+			tr.beginReanchor(now, v.cur, l, gap, elapsed)
 			return trackDecision{}
 		}
 	}
@@ -540,8 +535,8 @@ func (v *clockView) watchTolerance(elapsed int64, a, b clockSample) int64 {
 // It takes two ticks: beginReanchor takes the rate measurement's first
 // point, finishReanchor, rateProbe later, the second and the rest, so
 // that the writer lock is never held through a sleep.
-func (tr *tracker) beginReanchor(now time.Time, read func() uint64, g clockSample, gap, elapsed int64) {
-	tr.probe = &reanchorProbe{g: g, gap: gap, elapsed: elapsed, p1: tr.point(read)}
+func (tr *tracker) beginReanchor(now time.Time, cur *line, g clockSample, gap, elapsed int64) {
+	tr.probe = &reanchorProbe{g: g, gap: gap, elapsed: elapsed, p1: tr.point(cur)}
 	tr.probeDue = now.Add(rateProbe)
 }
 
@@ -552,14 +547,13 @@ func (tr *tracker) finishReanchor(v *clockView) trackDecision {
 	pr := tr.probe
 	tr.probe = nil
 	src, conv, rate := *v.src, *v.conv, *v.rate
-	read := tr.counted(v.cur)
-	p2 := tr.point(read)
+	p2 := tr.point(v.cur)
 	if why := referenceOff(subSat(p2.ns, pr.p1.ns), p2.mono-pr.p1.mono); why != "" {
 		return tr.distrust(why)
 	}
 	hz, errPPM, err := rateBetween(pr.p1, p2)
 	r := &reanchoring{g: pr.g, from: rate.hz, hz: hz, gap: pr.gap, elapsed: pr.elapsed}
-	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM && tr.keepsRate(read, p2, hz, errPPM) {
+	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM && tr.keepsRate(v.cur, p2, hz, errPPM) {
 		if cv, cerr := conversionFor(src.Name, hz, src.Bits); cerr == nil {
 			conv, r.rerated = cv, true
 			rate = rating{hz: hz, origin: hwcounter.RateRefined, errPPM: errPPM + math.Abs(cv.errorPPM(hz))}
@@ -590,67 +584,41 @@ func (tr *tracker) reanchored(now time.Time, src Source, cur line) {
 
 // standStill is a clock standing still at held, the value it had
 // reached when the watch refused a reading (the highest a reader may
-// have read), until its reference's timeline reaches it: g, the last
-// good comparison, plus what the reference counted since. since is the
-// witness when it began; due is when the tracker looks next.
+// have read), until its reference's timeline reaches it: r.g, the last
+// good comparison, plus what the reference counted since. r is the
+// re-anchoring that refused the reading, which ends the stand-still.
 type standStill struct {
-	g     clockSample
-	held  int64
-	since int64
-	due   time.Time
+	r    reanchoring
+	held int64
 }
 
-// holdLocked records that the clock stands still at refused.held, on
-// the timeline of g, and has the tracker look when the reference should
-// have counted the lead.
-func (tr *tracker) holdLocked(now time.Time, g clockSample, refused farReading) {
-	tr.probe = nil
-	tr.hold = &standStill{g: g, held: refused.held, since: tr.witnessNow(), due: now.Add(time.Duration(refused.ahead))}
-}
-
-// checkHold decides whether the clock goes on: once the reference's
-// timeline has reached the value it holds, a re-anchoring on it (at the
-// counter's rate, from the value held or more); before, when to look
-// again (when the reference should have counted what is left). A
-// reference that misbehaves meanwhile (against the witness, as
-// referenceOff says) is not followed across what it did: the timeline
-// goes on by the witness's progress since the last point where the two
-// agreed, and by the reference's from here.
-func (tr *tracker) checkHold(now time.Time, v *clockView) trackDecision {
-	h := tr.hold
+// checkHoldLocked ends a stand-still once the reference's timeline has
+// reached the value held: a re-anchoring on it, at the counter's rate,
+// from the value held or more. Before, it looks again when the reference
+// should have counted what is left, and a re-anchoring that fails (its
+// Read panicked) is tried again a watch period later. A reference that
+// misbehaves meanwhile (against the witness, as referenceOff says) is
+// not followed across what it did: the timeline goes on by the
+// witness's progress since the reference last agreed with it, and by
+// the reference's from here (one that goes on misbehaving is named in
+// Info once the watch compares again).
+func (c *Clock) checkHoldLocked(tr *tracker, now time.Time) {
+	g := &tr.hold.r.g
+	tr.watch.due = now.Add(watchPeriod)
 	ref := tr.ref()
 	mono := tr.witnessNow()
-	if why := referenceOff(subSat(ref, h.g.ref), mono-h.g.mono); why != "" {
-		h.g.clock = addSat(h.g.clock, mono-h.g.mono)
-		h.g.ref, h.g.mono = ref, mono
-		h.due = now.Add(watchPeriod)
-		return trackDecision{distrust: why}
-	}
-	if t := addSat(h.g.clock, subSat(ref, h.g.ref)); t < h.held {
-		h.due = now.Add(time.Duration(subSat(h.held, t)))
-		return trackDecision{}
-	}
-	// A re-anchoring whose Read panics leaves the clock standing still:
-	// it is tried again a watch period later.
-	h.due = now.Add(watchPeriod)
-	return trackDecision{reanchor: &reanchoring{rateChange: rateChange{src: *v.src, conv: *v.conv, rate: *v.rate}, g: h.g, rejoin: true}}
-}
-
-// endHoldLocked records that the clock no longer stands still (it went
-// on, was switched to another counter or suspended), and for how long
-// it stood still.
-func (c *Clock) endHoldLocked() {
-	c.st.held = false
-	tr := c.st.track
-	if tr == nil || tr.hold == nil {
-		c.st.watch.holding = false
+	elapsed := subSat(ref, g.ref)
+	if referenceOff(elapsed, mono-g.mono) != "" {
+		*g = clockSample{clock: addSat(g.clock, mono-g.mono), ref: ref, mono: mono}
 		return
 	}
-	if c.st.watch.holding {
-		c.st.watch.standStill = time.Duration(tr.witnessNow() - tr.hold.since)
-		c.st.watch.holding = false
+	// Neither difference overflows: held and g.clock are clock values,
+	// never negative, and elapsed agrees with the witness's progress.
+	if left := tr.hold.held - g.clock - elapsed; left > 0 {
+		tr.watch.due = now.Add(time.Duration(left))
+		return
 	}
-	tr.hold = nil
+	c.reanchorLocked(tr, now, &tr.hold.r)
 }
 
 // clockView is what a tracker is given of its Clock at a tick, to read
@@ -757,21 +725,23 @@ func (c *Clock) reanchorLocked(tr *tracker, now time.Time, r *reanchoring) {
 	switch {
 	case refused.ahead > 0:
 		c.st.watch.counterFaults++
-		what := format.Sprintf("%v ahead of the reference", time.Duration(refused.ahead))
-		until := format.Sprintf("until the reference's timeline reaches it (in %v, about %s)", time.Duration(refused.ahead), format.Stamp(time.Now().Add(time.Duration(refused.ahead))))
+		past, end := "", ""
 		if refused.saturated {
-			what = format.Sprintf("past math.MaxInt64 (%s)", what)
-			until = "for good: the clock saturated"
+			past, end = "past math.MaxInt64 (", ")"
 		}
-		c.st.watch.lastCounterFault = format.Sprintf("%s: read %s, which counted %v since the last comparison: a reading it cannot have produced, not followed; the clock stands still at %v, the most a reader may have read, %s (at %s)",
-			src.Name, what, time.Duration(refused.elapsed), time.Duration(refused.held), until, format.Stamp(time.Now()))
-		c.st.watch.lastReanchor = format.Sprintf("%s: read %v ahead of the reference's timeline at the re-anchoring: not followed, the clock stands still (see LastCounterFault)", src.Name, time.Duration(refused.ahead))
-		tr.holdLocked(now, r.g, refused)
-		c.st.watch.holding, c.st.watch.standStill = true, time.Duration(refused.ahead)
-		return // the tracking waits for the timeline (trackLocked)
+		c.st.watch.lastCounterFault = format.Sprintf("%s: read %s%v ahead of the reference%s, which counted %v since the last comparison: a reading it cannot have produced, not followed; the clock stands still at %v, the most a reader may have read, until the reference's timeline reaches it (at %s)",
+			src.Name, past, time.Duration(refused.ahead), end, time.Duration(refused.elapsed), time.Duration(refused.held), format.Stamp(time.Now()))
+		c.st.watch.lastReanchor = "a reading ahead of the reference's timeline not followed: the clock stands still (see LastCounterFault)"
+		// The tracking waits for the timeline (checkHoldLocked), from
+		// when the reference should have counted the lead.
+		tr.holding = true
+		tr.hold = standStill{r: *r, held: refused.held} // r may be tr.hold.r: read before written
+		tr.hold.r.rejoin = true
+		tr.watch.due = now.Add(time.Duration(refused.ahead))
+		c.st.watch.standStill = time.Duration(refused.ahead)
+		return
 	case r.rejoin:
-		c.st.watch.lastReanchor = format.Sprintf("%s: stood still %v, until the reference's timeline reached the value readers may have read; back on it (at %s)",
-			src.Name, c.st.watch.standStill, format.Stamp(time.Now()))
+		c.st.watch.lastReanchor = "the clock stood still until the reference's timeline reached what readers may have read (see StandStill)"
 	case r.rerated:
 		c.st.watch.lastReanchor = format.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, r.from, r.hz, (r.hz/r.from-1)*100)
 	case r.gap < 0:
@@ -817,8 +787,8 @@ func (c *Clock) trustSettledLocked(now time.Time) {
 // between the probe's two points), not a new rate. Where the second
 // measurement cannot be made (neither the counter nor the reference
 // moved since p), the probe is taken as it is.
-func (tr *tracker) keepsRate(read func() uint64, p ratePoint, hz, errPPM float64) bool {
-	again, againPPM, err := rateBetween(p, tr.point(read))
+func (tr *tracker) keepsRate(cur *line, p ratePoint, hz, errPPM float64) bool {
+	again, againPPM, err := rateBetween(p, tr.point(cur))
 	return err != nil || math.Abs(again/hz-1)*1e6 <= errPPM+againPPM+watchDriftPPM
 }
 

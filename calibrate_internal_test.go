@@ -518,7 +518,7 @@ func TestAFarAheadCounterHeldIsNotAdopted(t *testing.T) {
 				if far.name == "10s" {
 					assert.False(t, in.Watch.Holding)
 					assert.Equal(t, 2, in.Watch.Reanchors, in.Watch.LastReanchor)
-					assert.Contains(t, in.Watch.LastReanchor, "liar: stood still ")
+					assert.Contains(t, in.Watch.LastReanchor, "stood still until the reference's timeline reached")
 					assert.InDelta(t, float64(far.by), float64(in.Watch.StandStill), float64(watchPeriod))
 				} else {
 					assert.True(t, in.Watch.Holding)
@@ -719,7 +719,7 @@ func TestTheWitnessIsReadInTheNarrowestBracket(t *testing.T) {
 		}
 		return uint64(now())
 	}
-	tr := &tracker{ref: now, witness: now}
+	tr := &tracker{ref: now, witness: now, src: Source{Read: read}}
 	ln := line{read: read, conv: portableConversion}
 
 	t.Run("comparison", func(t *testing.T) {
@@ -735,11 +735,11 @@ func TestTheWitnessIsReadInTheNarrowestBracket(t *testing.T) {
 	})
 	t.Run("rate point", func(t *testing.T) {
 		stall.Store(false)
-		a := tr.point(read)
+		a := tr.point(&ln)
 		perSample = 2 * bracketSamples
 		reads.Store(0)
 		stall.Store(true)
-		b := tr.point(read)
+		b := tr.point(&ln)
 		stall.Store(false)
 		assert.Empty(t, referenceOff(b.ns-a.ns, b.mono-a.mono), "a reference equal to its witness misjudged")
 	})

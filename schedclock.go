@@ -215,10 +215,8 @@ type watchLog struct {
 	// lastCounterFault says the last: what, by how much, when.
 	counterFaults    int
 	lastCounterFault string
-	// holding says the clock stands still after a refused reading;
-	// standStill is how long it is to stand still in all (while
-	// holding), or how long it stood still (after).
-	holding    bool
+	// standStill is the lead of the last reading refused: how long the
+	// clock stands (or stood) still for it, as its reference counts.
 	standStill time.Duration
 }
 
@@ -753,9 +751,9 @@ type Watch struct {
 	CounterFaults    int
 	LastCounterFault string
 	// Holding says the clock stands still now, after a refused reading;
-	// StandStill is the last stand-still's length: while Holding, how
-	// long it is to last in all (the lead refused), and after, how long
-	// the clock stood still.
+	// StandStill is the last stand-still's length: the lead refused, as
+	// the reference counts it (the clock goes on once the reference has
+	// counted it, at the background goroutine's next look).
 	Holding    bool
 	StandStill time.Duration
 	// Reference says how the clock's reference last misbehaved (stuck,
@@ -868,7 +866,7 @@ func (c *Clock) infoLocked() Info {
 			LastReanchor:     c.st.watch.lastReanchor,
 			CounterFaults:    c.st.watch.counterFaults,
 			LastCounterFault: c.st.watch.lastCounterFault,
-			Holding:          c.st.watch.holding,
+			Holding:          c.st.held,
 			StandStill:       c.st.watch.standStill,
 			Reference:        c.st.watch.reference,
 			Bracket:          bracket,

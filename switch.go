@@ -214,18 +214,15 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 			}
 			c.reratedLocked(old)
 		}
-		if !c.st.held {
-			c.endHoldLocked()
-		}
 		c.st.src, c.st.conv, c.st.rate = src, conv, rate
 		c.st.writer.userSrc = !ownCode(src.Read)
 		c.st.fold.due = time.Now().Add(conv.refreshPeriod())
 		c.kick()
 	}, func(r any) {
 		// Readers saw at most the old line's value at the pin; the old
-		// line read later is at least that.
+		// line read later is at least that. (c.st.held changes only once
+		// the new line is published, after the last user code.)
 		c.publishLocked(before)
-		c.st.held = wasHeld
 		f, marked := r.(culprit)
 		_, exited := r.(goexit)
 		switch {
@@ -258,24 +255,20 @@ func (c *Clock) switchLine(next func() uint64, conv conversion, anchor anchorFun
 	// that follows a line standing still (which read no counter).
 	same := funcPtr(next) == funcPtr(c.st.cur.read) && conv.mask == c.st.cur.conv.mask
 	pinnedCyc, ns, frac := c.freeze("switch")
-	old := c.st.cur
 	cyc, ns, frac, hold := anchor(pinnedCyc, ns, frac)
-	ns, frac = rescaleFrac(ns, frac, old.conv.shift, conv.shift)
-	if hold {
-		c.st.writer.step("switch.anchored")
-		c.publishLocked(line{read: readSuspended, conv: conv, epochNs: ns, frac: frac, epochTotal: old.epochTotal})
-		c.st.held = true
-		c.st.writer.step("switch.published")
-		return
-	}
-	c.st.held = false
+	// c.st.cur is the frozen old line: its epoch and count are the old
+	// line's.
+	ns, frac = rescaleFrac(ns, frac, c.st.cur.conv.shift, conv.shift)
 	ln := line{read: next, conv: conv, epochCyc: cyc & conv.mask, epochNs: ns, frac: frac, epochTotal: cyc & conv.mask}
 	if same {
-		ln.epochTotal = old.total(cyc)
+		ln.epochTotal = c.st.cur.total(cyc)
+	}
+	if hold {
+		ln.read, ln.epochCyc = readSuspended, 0 // a constant line
 	}
 	c.st.writer.step("switch.anchored")
 	mono := runtimeNano()
-	if conv.wraps() {
+	if conv.wraps() && !hold {
 		// The anchor's counter value may be old by now: the writer can
 		// have been stopped since it was read. Readers of a counter that
 		// wraps must not find it in the negative zone, so fold it
@@ -287,6 +280,10 @@ func (c *Clock) switchLine(next func() uint64, conv conversion, anchor anchorFun
 		ln.epochCyc = cyc & conv.mask
 	}
 	c.publishLocked(ln)
+	c.st.held = hold
+	if tr := c.st.track; tr != nil && !hold {
+		tr.holding = false // a stand-still ends with any line that moves
+	}
 	// The new line's epoch is its last fold: the next fold measures its
 	// lateness from here, not from the old line's (see lateFold).
 	c.st.fold.lastMono = mono
@@ -375,7 +372,7 @@ func readSuspended() uint64 { return 0 }
 // remainder, which the caller has already evaluated), in conversion conv.
 func frozenLine(ln line, conv conversion) line {
 	ns, frac := rescaleFrac(ln.epochNs, ln.frac, ln.conv.shift, conv.shift)
-	return line{read: readSuspended, conv: conv, epochNs: ns, frac: frac, epochTotal: ln.epochTotal}
+	return line{read: readSuspended, conv: conv, epochNs: ns, frac: frac}
 }
 
 // Suspend freezes the clock: until Resume, Now returns the time the clock
@@ -406,7 +403,12 @@ func (c *Clock) Suspend() (err error) {
 		_, frozen.epochNs, frozen.frac = c.freeze("suspend")
 		c.publishLocked(frozenLine(frozen, c.st.conv))
 		c.st.suspended = true
-		c.endHoldLocked() // Resume is the caller's word, and the watch starts afresh there
+		// A stand-still ends: Resume is the caller's word, and the watch
+		// starts afresh there.
+		c.st.held = false
+		if tr := c.st.track; tr != nil {
+			tr.holding = false
+		}
 		c.st.writer.step("suspend.published")
 	}, func(r any) {
 		c.publishLocked(before)
