@@ -37,21 +37,28 @@ import (
 //     last good comparison, at the new rate if the rate changed. The
 //     re-anchoring is a switch like any other (see switch.go): it never
 //     steps back, so after a jump forward the clock goes on from what
-//     readers saw; Info counts it (Watch.Reanchors) and says why. But only a
-//     jump that the reference's progress could explain (the counter ran
-//     at most twice its pace since the last comparison, and at most
-//     maxWatchPeriod ahead): a reading beyond that is not time but one
-//     the counter cannot have produced (a paravirtual page's delta that
-//     wrapped: 279 years; a value that saturates the clock at
-//     math.MaxInt64), and keeping it would carry the clock that far for
-//     good, or freeze it. The re-anchoring then puts the clock back on
-//     its reference's timeline, the one step back this package takes,
-//     and Info counts it (Watch.CounterFaults) and says what and when. Readers
-//     that read such a value before the watch saw it have read it: no
-//     layer above a Source can filter its values (its Read must not
-//     produce them), so the guarantee here is that the clock does not
-//     stay there: within a watch period and a rate probe of the counter
-//     behaving again, it reads its reference's timeline.
+//     readers saw; Info counts it (Watch.Reanchors) and says why. But only
+//     a jump that the reference's progress could explain (the counter
+//     ran at most twice its pace since the last comparison, and at most
+//     maxWatchPeriod ahead) is followed on: a reading beyond that is not
+//     time but one the counter cannot have produced (a migrated
+//     counter's 10 s jump; a paravirtual page's delta that wrapped: 279
+//     years; a value that saturates the clock at math.MaxInt64), and
+//     following the counter on from it would carry the clock that far
+//     ahead of its reference for good. Readers that read such a value
+//     before the watch saw it have read it (no layer above a Source can
+//     filter its values: its Read must not produce them), and no reading
+//     is ever below one already returned, whatever the watch decides: so
+//     the clock stands still at V, the highest value a reader may have
+//     read (the freezer's pin), its line a constant as a suspended
+//     clock's, until the reference's timeline reaches V (standStill,
+//     checkHoldLocked: the tracker looks when the reference should have
+//     counted the lead), and goes on on that timeline at the counter's
+//     rate from there. The refusal costs a stand-still as long as the
+//     lead refused, at most; Info counts it (Watch.CounterFaults), says
+//     what and when, and shows the stand-still (Watch.Holding,
+//     StandStill). A value past math.MaxInt64 holds the clock there for
+//     good.
 //   - At each comparison that agrees, the watch folds the epoch forward,
 //     at the counter value the comparison paired with the reference (a
 //     fresh read could be a value the counter cannot have produced, and
@@ -63,8 +70,9 @@ import (
 //     from a stopped process whose reference ran on too, and what they
 //     saw stands.
 //
-// While the clock is suspended, both stand aside (Resume is the caller's
-// word); they start afresh on Resume and after each re-anchoring.
+// While the clock is suspended or stands still, both stand aside
+// (Resume is the caller's word; a stand-still ends where the timeline
+// says); they start afresh on Resume and after each re-anchoring.
 
 const (
 	// watchPeriod is how often the watch compares the clock with its
@@ -135,6 +143,12 @@ type tracker struct {
 	// lock.
 	probe    *reanchorProbe
 	probeDue time.Time
+	// holding says a stand-still is under way (hold): the clock stands
+	// still at a value readers may have read, after the watch refused a
+	// reading, until its reference's timeline reaches it
+	// (checkHoldLocked, at watch.due).
+	holding bool
+	hold    standStill
 	// bracket is the narrowest (clock, reference, clock) bracket seen.
 	bracket int64
 }
@@ -222,9 +236,24 @@ func (tr *tracker) sample(ln line) clockSample {
 	return best
 }
 
-// point pairs read with the tracker's reference (samplePoint), witnessed.
-func (tr *tracker) point(read func() uint64) ratePoint {
-	return samplePoint(read, tr.ref, tr.witness)
+// point pairs the tracker's counter with its reference (samplePoint),
+// witnessed. Where the clock runs on the counter, the counter value is
+// its value unwrapped by cur, the line readers read (line.total): a
+// narrow counter's values repeat every wrap, and a rate measured between
+// two of them would read its progress modulo its width (a 16-bit counter
+// at 65536 Hz measured over 1.5 s reads as 0.5 s of counts: a rate a
+// third of the truth); the unwrapped value goes on through every wrap
+// the folds counted. (A bracket in which the counter wrapped reads
+// backwards, and samplePoint leaves it out.) The default clock measures
+// its hardware counter before it runs on it: that counter (56 bits and
+// more) is read as it is, and its unwrapped value starts at its value
+// when the clock adopts it, so the two agree.
+func (tr *tracker) point(cur *line) ratePoint {
+	p := samplePoint(tr.src.Read, tr.ref, tr.witness)
+	if funcPtr(cur.read) == funcPtr(tr.src.Read) {
+		p.cyc = cur.total(p.cyc)
+	}
+	return p
 }
 
 // witnessNow reads the witness the reference is checked against: the
@@ -273,10 +302,11 @@ func (tr *tracker) distrust(why string) trackDecision {
 	return trackDecision{distrust: why}
 }
 
-// startLocked takes a new baseline: calibration starts over from now,
-// and the watch takes its next comparison as its first.
-func (tr *tracker) startLocked(now time.Time) {
-	tr.cal.baseline = tr.point(tr.src.Read)
+// startLocked takes a new baseline, on cur, the line readers read:
+// calibration starts over from now, and the watch takes its next
+// comparison as its first.
+func (tr *tracker) startLocked(now time.Time, cur *line) {
+	tr.cal.baseline = tr.point(cur)
 	tr.cal.baseAt = now
 	tr.cal.step = 0
 	tr.cal.history = nil
@@ -313,13 +343,24 @@ func (c *Clock) trackSafelyLocked(tr *tracker, now time.Time) {
 // trackLocked has calibration and the watch do what they have due, and
 // applies what they decide.
 func (c *Clock) trackLocked(tr *tracker, now time.Time) {
+	if tr.holding {
+		// The clock stands still: its line reads no counter, so there is
+		// nothing to compare or measure, nor to start afresh after a
+		// fault (checkHoldLocked looks a watch period later at most),
+		// until it goes on.
+		tr.restart = false
+		if !now.Before(tr.watch.due) {
+			c.checkHoldLocked(tr, now)
+		}
+		return
+	}
+	v := c.viewLocked()
 	if tr.restart {
 		if now.Before(tr.retryAt) {
 			return // backing off after a fault
 		}
-		tr.startLocked(now)
+		tr.startLocked(now, v.cur)
 	}
-	v := c.viewLocked()
 	if tr.probe != nil {
 		if !now.Before(tr.probeDue) {
 			c.applyLocked(tr, now, tr.finishReanchor(&v))
@@ -375,7 +416,7 @@ func (tr *tracker) nextDue() time.Time {
 // then switches to it), then whenever the estimate is better, and, after
 // the schedule, always (following drift).
 func (tr *tracker) refine(now time.Time, v *clockView) trackDecision {
-	p := tr.point(tr.src.Read)
+	p := tr.point(v.cur)
 	base, sliding := tr.cal.baseline, tr.cal.step >= len(calibrationSchedule)
 	if sliding {
 		tr.cal.history = append(tr.cal.history, p)
@@ -454,7 +495,7 @@ func (tr *tracker) compare(now time.Time, v *clockView) trackDecision {
 		elapsed := subSat(s.ref, g.ref)
 		gap := subSat(s.clock-g.clock, elapsed)
 		if abs(gap) > v.watchTolerance(elapsed, s, g) {
-			tr.beginReanchor(now, v.src.Read, g, gap, elapsed)
+			tr.beginReanchor(now, v.cur, g, gap, elapsed)
 			return trackDecision{}
 		}
 		if tr.watch.agreed++; tr.watch.agreed >= watchConfirm {
@@ -469,7 +510,7 @@ func (tr *tracker) compare(now time.Time, v *clockView) trackDecision {
 		// still while suspended, a switch) is taken as it is.
 		elapsed := subSat(s.ref, l.ref)
 		if gap := subSat(subSat(s.clock, l.clock), elapsed); gap > explicableLead(elapsed)+v.watchTolerance(elapsed, s, l) {
-			tr.beginReanchor(now, v.src.Read, l, gap, elapsed)
+			tr.beginReanchor(now, v.cur, l, gap, elapsed)
 			return trackDecision{}
 		}
 	}
@@ -494,8 +535,8 @@ func (v *clockView) watchTolerance(elapsed int64, a, b clockSample) int64 {
 // It takes two ticks: beginReanchor takes the rate measurement's first
 // point, finishReanchor, rateProbe later, the second and the rest, so
 // that the writer lock is never held through a sleep.
-func (tr *tracker) beginReanchor(now time.Time, read func() uint64, g clockSample, gap, elapsed int64) {
-	tr.probe = &reanchorProbe{g: g, gap: gap, elapsed: elapsed, p1: tr.point(read)}
+func (tr *tracker) beginReanchor(now time.Time, cur *line, g clockSample, gap, elapsed int64) {
+	tr.probe = &reanchorProbe{g: g, gap: gap, elapsed: elapsed, p1: tr.point(cur)}
 	tr.probeDue = now.Add(rateProbe)
 }
 
@@ -506,13 +547,13 @@ func (tr *tracker) finishReanchor(v *clockView) trackDecision {
 	pr := tr.probe
 	tr.probe = nil
 	src, conv, rate := *v.src, *v.conv, *v.rate
-	p2 := tr.point(src.Read)
+	p2 := tr.point(v.cur)
 	if why := referenceOff(subSat(p2.ns, pr.p1.ns), p2.mono-pr.p1.mono); why != "" {
 		return tr.distrust(why)
 	}
 	hz, errPPM, err := rateBetween(pr.p1, p2)
-	r := &reanchoring{g: pr.g, p2: p2, from: rate.hz, hz: hz, gap: pr.gap, elapsed: pr.elapsed}
-	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM && tr.keepsRate(src.Read, p2, hz, errPPM) {
+	r := &reanchoring{g: pr.g, from: rate.hz, hz: hz, gap: pr.gap, elapsed: pr.elapsed}
+	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM && tr.keepsRate(v.cur, p2, hz, errPPM) {
 		if cv, cerr := conversionFor(src.Name, hz, src.Bits); cerr == nil {
 			conv, r.rerated = cv, true
 			rate = rating{hz: hz, origin: hwcounter.RateRefined, errPPM: errPPM + math.Abs(cv.errorPPM(hz))}
@@ -530,16 +571,54 @@ func (tr *tracker) adoptedAs(now time.Time, src Source) {
 	tr.watch.due = now
 }
 
-// reanchored starts the tracking afresh on src after a re-anchoring: the
-// rate probe's last point p2 is the new baseline, and the first
-// comparison is taken at once, on the new line cur.
-func (tr *tracker) reanchored(now time.Time, src Source, p2 ratePoint, cur line) {
+// reanchored starts the tracking afresh on src after a re-anchoring: a
+// new baseline and the first comparison, both taken at once on the new
+// line cur.
+func (tr *tracker) reanchored(now time.Time, src Source, cur line) {
 	tr.src = src
-	tr.startLocked(now)
-	tr.cal.baseline = p2
+	tr.startLocked(now, &cur)
 	tr.watch.good, tr.watch.haveGood = tr.sample(cur), true
 	tr.watch.last, tr.watch.haveLast = tr.watch.good, true
 	tr.watch.due = now.Add(watchPeriod)
+}
+
+// standStill is a clock standing still at held, the value it had
+// reached when the watch refused a reading (the highest a reader may
+// have read), until its reference's timeline reaches it: r.g, the last
+// good comparison, plus what the reference counted since. r is the
+// re-anchoring that refused the reading, which ends the stand-still.
+type standStill struct {
+	r    reanchoring
+	held int64
+}
+
+// checkHoldLocked ends a stand-still once the reference's timeline has
+// reached the value held: a re-anchoring on it, at the counter's rate,
+// from the value held or more. Before, it looks again when the reference
+// should have counted what is left, and a re-anchoring that fails (its
+// Read panicked) is tried again a watch period later. A reference that
+// misbehaves meanwhile (against the witness, as referenceOff says) is
+// not followed across what it did: the timeline goes on by the
+// witness's progress since the reference last agreed with it, and by
+// the reference's from here (one that goes on misbehaving is named in
+// Info once the watch compares again).
+func (c *Clock) checkHoldLocked(tr *tracker, now time.Time) {
+	g := &tr.hold.r.g
+	tr.watch.due = now.Add(watchPeriod)
+	ref := tr.ref()
+	mono := tr.witnessNow()
+	elapsed := subSat(ref, g.ref)
+	if referenceOff(elapsed, mono-g.mono) != "" {
+		*g = clockSample{clock: addSat(g.clock, mono-g.mono), ref: ref, mono: mono}
+		return
+	}
+	// Neither difference overflows: held and g.clock are clock values,
+	// never negative, and elapsed agrees with the witness's progress.
+	if left := tr.hold.held - g.clock - elapsed; left > 0 {
+		tr.watch.due = now.Add(time.Duration(left))
+		return
+	}
+	c.reanchorLocked(tr, now, &tr.hold.r)
 }
 
 // clockView is what a tracker is given of its Clock at a tick, to read
@@ -586,11 +665,11 @@ type rateChange struct {
 // reanchoring is a switch to the clock's counter (at a new rate if
 // rerated from from to hz), anchored on the timeline of the last good
 // comparison g (timelineAnchor), after the watch found the clock gap ns
-// off its reference over elapsed ns; p2 is the rate probe's last point.
+// off its reference over elapsed ns.
 type reanchoring struct {
 	rateChange
 	g            clockSample
-	p2           ratePoint
+	rejoin       bool // the end of a stand-still (see tracker.hold)
 	rerated      bool
 	from, hz     float64
 	gap, elapsed int64
@@ -646,13 +725,23 @@ func (c *Clock) reanchorLocked(tr *tracker, now time.Time, r *reanchoring) {
 	switch {
 	case refused.ahead > 0:
 		c.st.watch.counterFaults++
-		what := format.Sprintf("%v ahead of the reference", time.Duration(refused.ahead))
+		past, end := "", ""
 		if refused.saturated {
-			what = format.Sprintf("past math.MaxInt64 (%s)", what)
+			past, end = "past math.MaxInt64 (", ")"
 		}
-		c.st.watch.lastCounterFault = format.Sprintf("%s: read %s, which counted %v since the last comparison: a reading it cannot have produced, not adopted; the clock is back on the reference's timeline (at %s)",
-			src.Name, what, time.Duration(refused.elapsed), format.Stamp(time.Now()))
-		c.st.watch.lastReanchor = format.Sprintf("%s: read %v ahead of the reference's timeline at the re-anchoring: not adopted (see LastCounterFault)", src.Name, time.Duration(refused.ahead))
+		c.st.watch.lastCounterFault = format.Sprintf("%s: read %s%v ahead of the reference%s, which counted %v since the last comparison: a reading it cannot have produced, not followed; the clock stands still at %v, the most a reader may have read, until the reference's timeline reaches it (at %s)",
+			src.Name, past, time.Duration(refused.ahead), end, time.Duration(refused.elapsed), time.Duration(refused.held), format.Stamp(time.Now()))
+		c.st.watch.lastReanchor = "a reading ahead of the reference's timeline not followed: the clock stands still (see LastCounterFault)"
+		// The tracking waits for the timeline (checkHoldLocked), from
+		// when the reference should have counted the lead.
+		tr.holding = true
+		tr.hold = standStill{r: *r, held: refused.held} // r may be tr.hold.r: read before written
+		tr.hold.r.rejoin = true
+		tr.watch.due = now.Add(time.Duration(refused.ahead))
+		c.st.watch.standStill = time.Duration(refused.ahead)
+		return
+	case r.rejoin:
+		c.st.watch.lastReanchor = "the clock stood still until the reference's timeline reached what readers may have read (see StandStill)"
 	case r.rerated:
 		c.st.watch.lastReanchor = format.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, r.from, r.hz, (r.hz/r.from-1)*100)
 	case r.gap < 0:
@@ -660,7 +749,7 @@ func (c *Clock) reanchorLocked(tr *tracker, now time.Time, r *reanchoring) {
 	default:
 		c.st.watch.lastReanchor = format.Sprintf("%s: ran %v ahead of the reference in %v (jumped forward)", src.Name, time.Duration(r.gap), time.Duration(r.elapsed))
 	}
-	tr.reanchored(now, src, r.p2, c.st.cur)
+	tr.reanchored(now, src, c.st.cur)
 }
 
 const (
@@ -698,8 +787,8 @@ func (c *Clock) trustSettledLocked(now time.Time) {
 // between the probe's two points), not a new rate. Where the second
 // measurement cannot be made (neither the counter nor the reference
 // moved since p), the probe is taken as it is.
-func (tr *tracker) keepsRate(read func() uint64, p ratePoint, hz, errPPM float64) bool {
-	again, againPPM, err := rateBetween(p, tr.point(read))
+func (tr *tracker) keepsRate(cur *line, p ratePoint, hz, errPPM float64) bool {
+	again, againPPM, err := rateBetween(p, tr.point(cur))
 	return err != nil || math.Abs(again/hz-1)*1e6 <= errPPM+againPPM+watchDriftPPM
 }
 
@@ -709,14 +798,16 @@ func (tr *tracker) keepsRate(read func() uint64, p ratePoint, hz, errPPM float64
 // more (time never steps back), unless V is more than t plus what the
 // reference counted since g (the counter ran at more than twice its
 // reference's pace) or plus maxWatchPeriod: such a V is no time but a
-// reading the counter cannot have produced (a paravirtual page's delta
-// wrapped, a garbage value that saturated the clock), and keeping it
-// would carry the clock that far ahead of its reference for good, or
-// freeze it at math.MaxInt64. The clock then goes on from t, and
-// refused says by how much V was ahead, over what elapsed time.
+// reading the counter cannot have produced (a jump of a migrated
+// counter, a paravirtual page's delta that wrapped, a garbage value
+// that saturated the clock), and following the counter on from it would
+// carry the clock that far ahead of its reference for good. Readers may
+// have read V, so the clock stands still there (hold) until t reaches it
+// (see tracker.hold), and refused says by how much V was ahead, over
+// what elapsed time.
 func timelineAnchor(read func() uint64, ref func() int64, g clockSample, refused *farReading) anchorFunc {
 	guarded := func() int64 { return blamed(true, ref) }
-	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64) {
+	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64, bool) {
 		p := samplePoint(read, guarded, nil)
 		if p.halfWidth == ^uint64(0) {
 			// The counter went backwards within every bracket: pair one
@@ -726,13 +817,13 @@ func timelineAnchor(read func() uint64, ref func() int64, g clockSample, refused
 		elapsed := subSat(p.ns, g.ref)
 		t := addSat(g.clock, elapsed)
 		if t > ns {
-			return p.cyc, t, 0
+			return p.cyc, t, 0, false
 		}
 		if ahead := subSat(ns, t); ahead > explicableLead(elapsed) {
-			*refused = farReading{ahead: ahead, elapsed: elapsed, saturated: ns == math.MaxInt64}
-			return p.cyc, t, 0
+			*refused = farReading{ahead: ahead, elapsed: elapsed, held: ns, saturated: ns == math.MaxInt64}
+			return p.cyc, ns, frac, true
 		}
-		return p.cyc, ns, frac
+		return p.cyc, ns, frac, false
 	}
 }
 
@@ -747,10 +838,11 @@ func explicableLead(elapsed int64) int64 {
 
 // farReading is a reading a re-anchoring refused: how far ahead of the
 // reference's timeline it was, how much the reference had counted since
-// the last good comparison, and whether it saturated the clock.
+// the last good comparison, the clock's value there (held: where it
+// stands still), and whether it saturated the clock.
 type farReading struct {
-	ahead, elapsed int64
-	saturated      bool
+	ahead, elapsed, held int64
+	saturated            bool
 }
 
 // abs is |v|, saturated: abs(math.MinInt64) is math.MaxInt64.

@@ -3,6 +3,7 @@ package schedclock
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"os"
 	"runtime"
 	"strings"
@@ -279,7 +280,7 @@ func BenchmarkRefine(b *testing.B) {
 	c.st.mu.Lock()
 	defer c.unlock()
 	tr := c.st.track
-	tr.startLocked(time.Now())
+	tr.startLocked(time.Now(), &c.st.cur)
 	tr.cal.step = len(calibrationSchedule) // the sliding phase: always adopts
 	tr.cal.history = []ratePoint{tr.cal.baseline}
 	for b.Loop() {
@@ -319,17 +320,31 @@ func TestAnExactRateIsNeverRefined(t *testing.T) {
 // onceBy more, once (one garbage value, as a TSC value just below a
 // paravirtual page's stamp wraps the page's delta).
 type lyingCounter struct {
-	start  time.Time
-	heldBy atomic.Uint64
-	// refBroken makes the reference panic.
-	refBroken atomic.Bool
-	reads     atomic.Int64
-	onceAt    atomic.Int64
-	onceBy    uint64
+	start time.Time
+	// slowPPM makes the counter's time, and its reference's, run that
+	// many ppm slower than the bubble's, the witness.
+	slowPPM int64
+	heldBy  atomic.Uint64
+	// refBroken makes the reference panic; readPanics makes that many
+	// reads of the counter panic.
+	refBroken  atomic.Bool
+	readPanics atomic.Int64
+	reads      atomic.Int64
+	onceAt     atomic.Int64
+	onceBy     uint64
+}
+
+// now is the counter's time: the reference's.
+func (l *lyingCounter) now() int64 {
+	d := int64(time.Since(l.start))
+	return d - d/1e6*l.slowPPM
 }
 
 func (l *lyingCounter) read() uint64 {
-	v := uint64(time.Since(l.start)) + l.heldBy.Load()
+	if l.readPanics.Load() > 0 && l.readPanics.Add(-1) >= 0 {
+		panic("counter on fire")
+	}
+	v := uint64(l.now()) + l.heldBy.Load()
 	if l.reads.Add(1) == l.onceAt.Load() {
 		v += l.onceBy
 	}
@@ -341,8 +356,16 @@ func (l *lyingCounter) read() uint64 {
 // witness), its background goroutine started.
 func lyingClock(t *testing.T, onceBy uint64) (*Clock, *lyingCounter, func() int64) {
 	t.Helper()
-	l := &lyingCounter{start: time.Now(), onceBy: onceBy}
-	ref := func() int64 { return int64(time.Since(l.start)) }
+	return lyingClockSlow(t, onceBy, 0)
+}
+
+// lyingClockSlow is lyingClock with a counter and a reference that run
+// slowPPM slower than the witness.
+func lyingClockSlow(t *testing.T, onceBy uint64, slowPPM int64) (*Clock, *lyingCounter, func() int64) {
+	t.Helper()
+	l := &lyingCounter{start: time.Now(), onceBy: onceBy, slowPPM: slowPPM}
+	ref := l.now
+	witness := func() int64 { return int64(time.Since(l.start)) }
 	broken := func() int64 {
 		if l.refBroken.Load() {
 			panic("reference broken")
@@ -350,7 +373,7 @@ func lyingClock(t *testing.T, onceBy uint64) (*Clock, *lyingCounter, func() int6
 		return ref()
 	}
 	hw := Source{Name: "liar", Bits: 64, Rate: 1e9, Read: l.read}
-	tr := &tracker{ref: broken, witness: ref, src: hw, adopted: true}
+	tr := &tracker{ref: broken, witness: witness, src: hw, adopted: true}
 	c, err := newClock(hw, rating{hz: 1e9, origin: hwcounter.RateDeclared}, tr)
 	require.NoError(t, err)
 	c.start()
@@ -399,16 +422,54 @@ func TestAFarAheadReadingOnceIsNeverAdopted(t *testing.T) {
 	}
 }
 
+// heldReading is a reading of a clock on a lying counter: the
+// reference's, the clock's.
+type heldReading struct{ at, now int64 }
+
+// standsStillThenFollows checks readings of a clock whose counter went
+// far ahead after from (a reference reading): no reading is below one
+// before it; from settle after from, the clock stands still at one
+// value, held, until its reference's timeline (the reference plus off)
+// reaches it; from a watch period after that, the clock is on that
+// timeline. It returns held.
+func standsStillThenFollows(t *testing.T, rs []heldReading, from, off int64, settle time.Duration) (held int64) {
+	t.Helper()
+	held = math.MinInt64
+	prev := int64(math.MinInt64)
+	for _, r := range rs {
+		require.GreaterOrEqual(t, r.now, prev, "Now went back, at %v of the reference", time.Duration(r.at))
+		prev = r.now
+		if held == math.MinInt64 && r.at >= from+int64(settle) {
+			held = r.now
+		}
+	}
+	require.NotEqual(t, int64(math.MinInt64), held, "no reading %v after the jump", settle)
+	for _, r := range rs {
+		switch {
+		case r.at < from+int64(settle):
+		case r.at+off < held:
+			require.Equal(t, held, r.now, "the clock moved while its timeline was %v behind the value it holds, at %v of the reference", time.Duration(held-r.at-off), time.Duration(r.at))
+		case r.at+off >= held+int64(watchPeriod):
+			require.InDelta(t, float64(r.at+off), float64(r.now), float64(time.Millisecond),
+				"%v from the reference's timeline, at %v of the reference, after it caught up with %v", time.Duration(r.now-r.at-off), time.Duration(r.at), time.Duration(held))
+		}
+	}
+	return held
+}
+
 // TestAFarAheadCounterHeldIsNotAdopted holds the counter far ahead for
 // 2.5 s and then lets it behave again, in a testing/synctest bubble,
-// reading the clock every 10 ms. Readers read the counter themselves:
-// until the watch sees it, they read what it says (nothing above a
-// Source can stop that: the Source must not produce such values), and
-// when it comes back they clamp at the last fold. What the watch must
-// do: within a watch period and a rate probe of each change, put the
-// clock back on its reference's timeline and keep it there, never at
-// math.MaxInt64, never going back once the counter behaves, and say in
-// Info what happened and when.
+// reading the clock every 10 ms for 15 s. Readers read the counter
+// themselves: until the watch sees it, they read what it says (nothing
+// above a Source can stop that: the Source must not produce such
+// values). What the watch must do: within a watch period and a rate
+// probe, refuse it, and then never follow it, nor go below what readers
+// read: the clock stands still at the highest value a reader may have
+// read until its reference's timeline reaches it (10 s on, for a 10 s
+// jump; centuries on, or never, for a wrapped delta and a value past
+// math.MaxInt64), whatever the counter does meanwhile, and goes on on
+// that timeline; Info says what happened, that the clock stands still
+// and for how long.
 func TestAFarAheadCounterHeldIsNotAdopted(t *testing.T) {
 	for _, far := range farAhead {
 		t.Run(far.name, func(t *testing.T) {
@@ -418,47 +479,51 @@ func TestAFarAheadCounterHeldIsNotAdopted(t *testing.T) {
 				time.Sleep(time.Second)
 				off := c.nanos() - ref()
 				settle := maxWatchPeriod + rateProbe + 10*time.Millisecond
-				type reading struct{ at, now int64 }
-				var held, after []reading
+				var rs []heldReading
+				var inHeld Info
 				l.heldBy.Store(far.by)
-				start := time.Now()
-				for time.Since(start) < 2500*time.Millisecond {
-					if time.Since(start) >= settle {
-						held = append(held, reading{ref(), c.nanos()})
+				from := ref()
+				for ref()-from < int64(15*time.Second) {
+					if ref()-from >= int64(2500*time.Millisecond) && l.heldBy.Load() != 0 {
+						inHeld = c.Info()
+						l.heldBy.Store(0)
 					}
-					time.Sleep(10 * time.Millisecond)
-				}
-				inHeld := c.Info()
-				l.heldBy.Store(0)
-				start = time.Now()
-				for time.Since(start) < 5*time.Second {
-					if time.Since(start) >= settle {
-						after = append(after, reading{ref(), c.nanos()})
-					}
+					rs = append(rs, heldReading{ref(), c.nanos()})
 					time.Sleep(10 * time.Millisecond)
 				}
 				in := c.Info()
-				t.Logf("%+v", in)
-				for _, r := range held {
-					require.InDelta(t, float64(r.at+off), float64(r.now), float64(time.Millisecond),
-						"held: %v from the reference %v after the counter jumped", time.Duration(r.now-r.at-off), settle)
+				t.Logf("held: %+v", inHeld.Watch)
+				t.Logf("end: %+v", in.Watch)
+				held := standsStillThenFollows(t, rs, from, off, settle)
+				saturated := far.name == "saturating"
+				if saturated {
+					assert.Equal(t, int64(math.MaxInt64), held)
+				} else {
+					assert.InDelta(t, float64(far.by), float64(held-from-off), float64(settle), "held %v past the jump", time.Duration(held-from-off))
 				}
-				prev := int64(math.MinInt64)
-				for _, r := range after {
-					require.NotEqual(t, int64(math.MaxInt64), r.now, "the clock saturated")
-					require.InDelta(t, float64(r.at+off), float64(r.now), float64(time.Millisecond),
-						"back: %v from the reference %v after the counter behaved again", time.Duration(r.now-r.at-off), settle)
-					require.GreaterOrEqual(t, r.now, prev, "Now went back")
-					prev = r.now
-				}
-				// Info named the jump while it was held, and the return.
+				// Info named the jump and the stand-still while the counter was
+				// far ahead, and the end of the stand-still once the timeline
+				// caught up (never, past math.MaxInt64 or centuries ahead).
 				assert.Equal(t, 1, inHeld.Watch.CounterFaults, inHeld.Watch.LastCounterFault)
 				assert.Contains(t, inHeld.Watch.LastCounterFault, "liar: read ")
 				assert.Contains(t, inHeld.Watch.LastCounterFault, "ahead of the reference")
+				assert.Contains(t, inHeld.Watch.LastCounterFault, "the clock stands still at ")
 				assert.Contains(t, inHeld.Watch.LastCounterFault, " (at ")
-				assert.Equal(t, far.name == "saturating", strings.Contains(inHeld.Watch.LastCounterFault, "past math.MaxInt64"), inHeld.Watch.LastCounterFault)
-				assert.Greater(t, in.Watch.Reanchors, inHeld.Watch.Reanchors, "the counter's return was not named")
-				assert.Contains(t, in.Watch.LastReanchor, "liar: ")
+				assert.Equal(t, saturated, strings.Contains(inHeld.Watch.LastCounterFault, "past math.MaxInt64"), inHeld.Watch.LastCounterFault)
+				assert.True(t, inHeld.Watch.Holding)
+				if !saturated {
+					assert.InDelta(t, float64(far.by), float64(inHeld.Watch.StandStill), float64(time.Millisecond))
+				}
+				assert.Equal(t, 1, in.Watch.CounterFaults, in.Watch.LastCounterFault)
+				if far.name == "10s" {
+					assert.False(t, in.Watch.Holding)
+					assert.Equal(t, 2, in.Watch.Reanchors, in.Watch.LastReanchor)
+					assert.Contains(t, in.Watch.LastReanchor, "stood still until the reference's timeline reached")
+					assert.InDelta(t, float64(far.by), float64(in.Watch.StandStill), float64(watchPeriod))
+				} else {
+					assert.True(t, in.Watch.Holding)
+					assert.Equal(t, 1, in.Watch.Reanchors, in.Watch.LastReanchor)
+				}
 			})
 		})
 	}
@@ -466,11 +531,12 @@ func TestAFarAheadCounterHeldIsNotAdopted(t *testing.T) {
 
 // TestTimelineAnchorKeepsOnlyWhatTheReferenceExplains checks the
 // re-anchoring's rule on its own: a clock value V ahead of the
-// reference's timeline is kept only up to what the reference counted
-// since the last good comparison, and never more than maxWatchPeriod
-// (a watch that ran late, 10 s after its last comparison, does not make
-// a 5 s lead explicable); beyond that the anchor is the reference's
-// timeline, and refused says by how much V was ahead.
+// reference's timeline is followed on at the counter's pace only up to
+// what the reference counted since the last good comparison, and never
+// more than maxWatchPeriod (a watch that ran late, 10 s after its last
+// comparison, does not make a 5 s lead explicable); beyond that the
+// clock stands still at V (readers may have read it: never below it),
+// and refused says by how much V was ahead.
 func TestTimelineAnchorKeepsOnlyWhatTheReferenceExplains(t *testing.T) {
 	g := clockSample{clock: 100e9, ref: 50e9}
 	for _, tc := range []struct {
@@ -490,16 +556,14 @@ func TestTimelineAnchorKeepsOnlyWhatTheReferenceExplains(t *testing.T) {
 			onTimeline := g.clock + int64(tc.elapsed)
 			var refused farReading
 			anchor := timelineAnchor(func() uint64 { return 7 }, func() int64 { return refNow }, g, &refused)
-			_, ns, _ := anchor(7, onTimeline+int64(tc.ahead), 0)
-			if tc.kept {
-				assert.Equal(t, onTimeline+int64(tc.ahead), ns)
-			} else {
-				assert.Equal(t, onTimeline, ns)
-			}
+			_, ns, _, hold := anchor(7, onTimeline+int64(tc.ahead), 0)
+			assert.Equal(t, onTimeline+int64(tc.ahead), ns, "never below V")
+			assert.Equal(t, !tc.kept, hold, "stands still")
 			assert.Equal(t, int64(tc.wantRefusedAhead), refused.ahead)
 			assert.Equal(t, tc.name == "saturated", refused.saturated)
 			if !tc.kept {
 				assert.Equal(t, int64(tc.elapsed), refused.elapsed)
+				assert.Equal(t, onTimeline+int64(tc.ahead), refused.held)
 			}
 		})
 	}
@@ -509,8 +573,10 @@ func TestTimelineAnchorKeepsOnlyWhatTheReferenceExplains(t *testing.T) {
 // the watch restarts (its reference panicked for a second, in a
 // testing/synctest bubble): the first comparison after a restart has no
 // good comparison of its own to go by, and must not take the counter's
-// far reading for the clock's timeline. After the counter behaves again,
-// the clock is back on its reference's timeline and stays there.
+// far reading for the clock's timeline. From a watch period and a rate
+// probe after the restart, the clock stands still, while the counter is
+// still far ahead and after it behaved again, until its reference's
+// timeline reaches what readers read, and then follows that timeline.
 func TestAFarAheadCounterAcrossARestart(t *testing.T) {
 	for _, far := range farAhead {
 		t.Run(far.name, func(t *testing.T) {
@@ -519,26 +585,26 @@ func TestAFarAheadCounterAcrossARestart(t *testing.T) {
 				defer c.Close()
 				time.Sleep(time.Second)
 				off := c.nanos() - ref()
+				var rs []heldReading
+				read := func(d time.Duration) {
+					for end := ref() + int64(d); ref() < end; {
+						rs = append(rs, heldReading{ref(), c.nanos()})
+						time.Sleep(10 * time.Millisecond)
+					}
+				}
 				l.refBroken.Store(true)
 				l.heldBy.Store(far.by)
-				time.Sleep(time.Second)
+				read(time.Second)
 				l.refBroken.Store(false)
-				time.Sleep(1500 * time.Millisecond)
+				restarted := ref()
+				read(1500 * time.Millisecond)
 				l.heldBy.Store(0)
-				time.Sleep(maxWatchPeriod + rateProbe + 10*time.Millisecond)
+				read(15 * time.Second)
 				in := c.Info()
-				t.Logf("%+v", in)
+				t.Logf("%+v", in.Watch)
 				require.Positive(t, in.Faults, "the reference's panics were not seen")
-				prev := int64(math.MinInt64)
-				for i := 0; i < 300; i++ {
-					now := c.nanos()
-					require.InDelta(t, float64(ref()+off), float64(now), float64(time.Millisecond),
-						"%v from the reference after the counter behaved again", time.Duration(now-ref()-off))
-					require.GreaterOrEqual(t, now, prev, "Now went back")
-					prev = now
-					time.Sleep(10 * time.Millisecond)
-				}
-				assert.Positive(t, c.Info().Watch.CounterFaults)
+				standsStillThenFollows(t, rs, restarted, off, maxWatchPeriod+rateProbe+10*time.Millisecond)
+				assert.Equal(t, 1, in.Watch.CounterFaults, in.Watch.LastCounterFault)
 			})
 		})
 	}
@@ -653,7 +719,7 @@ func TestTheWitnessIsReadInTheNarrowestBracket(t *testing.T) {
 		}
 		return uint64(now())
 	}
-	tr := &tracker{ref: now, witness: now}
+	tr := &tracker{ref: now, witness: now, src: Source{Read: read}}
 	ln := line{read: read, conv: portableConversion}
 
 	t.Run("comparison", func(t *testing.T) {
@@ -669,12 +735,193 @@ func TestTheWitnessIsReadInTheNarrowestBracket(t *testing.T) {
 	})
 	t.Run("rate point", func(t *testing.T) {
 		stall.Store(false)
-		a := tr.point(read)
+		a := tr.point(&ln)
 		perSample = 2 * bracketSamples
 		reads.Store(0)
 		stall.Store(true)
-		b := tr.point(read)
+		b := tr.point(&ln)
 		stall.Store(false)
 		assert.Empty(t, referenceOff(b.ns-a.ns, b.mono-a.mono), "a reference equal to its witness misjudged")
+	})
+}
+
+// TestNarrowCountersAreWatchedUnwrapped watches correct counters of
+// every width, 8 to 64 bits, each at a rate whose wrap the refresh
+// allows, against a reference that counts the same time, for 10 s of a
+// testing/synctest bubble (the refinement schedule up to 8 s), read
+// every 10 ms. Each counter runs 30 ppm faster than its declared rate,
+// so that the rate must be refined. A narrow counter wraps many times
+// over the baselines its rate is measured on: its progress must be read
+// as the clock counted it, never modulo its width. No reading may step
+// back, the watch may refuse nothing and re-anchor nothing, the refined
+// rate must be within its stated error of the truth, and the clock must
+// end where the reference is. The witness is the bubble's time too (the
+// runtime's would take the bubble's reference for one that jumps).
+func TestNarrowCountersAreWatchedUnwrapped(t *testing.T) {
+	for _, tc := range []struct {
+		bits int
+		hz   uint64
+	}{{8, 256}, {12, 4096}, {16, 65536}, {20, 1_000_000}, {20, 1 << 20}, {24, 10_000_000}, {32, 1_000_000_000}, {64, 1_000_000_000}} {
+		t.Run(fmt.Sprintf("%d bits at %d Hz", tc.bits, tc.hz), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				ref := func() int64 { return int64(time.Since(start)) }
+				mask := maskOf(tc.bits)
+				const ppm = 30
+				truth := float64(tc.hz) * (1 + ppm*1e-6)
+				read := func() uint64 {
+					hi, lo := bits.Mul64(uint64(ref()), tc.hz*(1e6+ppm))
+					cyc, _ := bits.Div64(hi, lo, 1e15)
+					return cyc & mask
+				}
+				hw := Source{Name: "narrow", Bits: tc.bits, Rate: tc.hz, Read: read}
+				tr := &tracker{ref: ref, witness: ref, src: hw, adopted: true}
+				c, err := newClock(hw, rating{hz: float64(tc.hz), origin: hwcounter.RateDeclared}, tr)
+				require.NoError(t, err)
+				c.start()
+				defer c.Close()
+				off := c.nanos() - ref()
+				prev, back, deepest := c.nanos(), 0, int64(0)
+				for i := 0; i < 1000; i++ {
+					time.Sleep(10 * time.Millisecond)
+					if now := c.nanos(); now < prev {
+						back++
+						deepest = max(deepest, prev-now)
+					} else {
+						prev = now
+					}
+				}
+				in := c.Info()
+				tick := float64(time.Second) / truth
+				end := c.nanos() - ref() - off
+				t.Logf("rate %d Hz (%s, ±%.3f ppm), %v from the reference, %d steps back (deepest %v)",
+					in.Rate, in.RateOrigin, in.RateErrorPPM, time.Duration(end), back, time.Duration(deepest))
+				assert.Zero(t, back, "Now stepped back, by up to %v", time.Duration(deepest))
+				assert.Zero(t, in.Watch.CounterFaults, in.Watch.LastCounterFault)
+				assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
+				assert.Equal(t, hwcounter.RateRefined.String(), in.RateOrigin)
+				assert.InDelta(t, truth, float64(in.Rate), truth*in.RateErrorPPM*1e-6+0.5, "%+v", in)
+				assert.InDelta(t, 0, float64(end), max(float64(time.Millisecond), 2*tick), "the clock ended %v from its reference", time.Duration(end))
+			})
+		})
+	}
+}
+
+// TestARefusedJumpHoldsTheClock makes a watched 1 GHz counter jump 10 s
+// ahead and stay there, in a testing/synctest bubble, read every 10 ms:
+// readers see the jump before the watch does, and the watch refuses it
+// (more than its reference counted). No reading may ever be below one
+// already returned: the clock stands still at the highest value a
+// reader may have read until its reference's timeline reaches it (10 s
+// of the reference, at most, plus the watch's look), and then goes on
+// on that timeline at the counter's rate. Info says the clock stands
+// still while it does, and for how long. The clock looks again when the
+// reference should have caught up, by the runtime's clock: a reference
+// 500 ppm slower (as far as NTP steers CLOCK_MONOTONIC from
+// CLOCK_MONOTONIC_RAW) has not, and the clock must wait for it.
+func TestARefusedJumpHoldsTheClock(t *testing.T) {
+	for _, slowPPM := range []int64{0, 500} {
+		t.Run(fmt.Sprintf("a reference %d ppm slower than the runtime's clock", slowPPM), func(t *testing.T) {
+			refusedJumpHolds(t, slowPPM)
+		})
+	}
+}
+
+func refusedJumpHolds(t *testing.T, slowPPM int64) {
+	synctest.Test(t, func(t *testing.T) {
+		c, l, ref := lyingClockSlow(t, 0, slowPPM)
+		defer c.Close()
+		time.Sleep(time.Second)
+		off := c.nanos() - ref()
+		const jump = 10 * time.Second
+		l.heldBy.Store(uint64(jump))
+		type reading struct{ ref, now int64 }
+		var rs []reading
+		var holding Info
+		for range 1500 {
+			rs = append(rs, reading{ref(), c.nanos()})
+			if in := c.Info(); in.Watch.Holding && !holding.Watch.Holding {
+				holding = in
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		in := c.Info()
+		t.Logf("while holding: %+v", holding.Watch)
+		t.Logf("at the end: %+v", in.Watch)
+		// The longest run of equal readings: the stand-still, at held.
+		back, deepest, from, longest, held := 0, time.Duration(0), 0, time.Duration(0), int64(0)
+		for i := 1; i < len(rs); i++ {
+			if rs[i].now < rs[i-1].now {
+				back++
+				deepest = max(deepest, time.Duration(rs[i-1].now-rs[i].now))
+			}
+			if rs[i].now != rs[from].now {
+				from = i
+			} else if d := time.Duration(rs[i].ref - rs[from].ref); d > longest {
+				longest, held = d, rs[i].now
+			}
+		}
+		assert.Zero(t, back, "Now stepped back, by up to %v", deepest)
+		assert.InDelta(t, float64(jump), float64(longest), float64(maxWatchPeriod), "the clock stood still %v", longest)
+		// From one watch period after the reference's timeline reached
+		// the value held, the clock goes on on it, at its pace.
+		last := rs[len(rs)-1]
+		assert.InDelta(t, float64(last.ref+off), float64(last.now), float64(time.Millisecond), "%v from the reference's timeline", time.Duration(last.now-last.ref-off))
+		caughtUp := int64(math.MaxInt64)
+		for _, r := range rs {
+			if r.ref+off >= held {
+				caughtUp = r.ref
+				break
+			}
+		}
+		require.Less(t, caughtUp, last.ref-int64(time.Second), "the reference's timeline never caught up with %v", time.Duration(held))
+		for _, r := range rs {
+			if r.ref >= caughtUp+int64(watchPeriod) {
+				pace := float64(last.now-r.now) / float64(last.ref-r.ref)
+				assert.InDelta(t, 1, pace, 0.01, "the clock's pace against its reference from %v", time.Duration(r.ref))
+				break
+			}
+		}
+		assert.Equal(t, 1, in.Watch.CounterFaults, in.Watch.LastCounterFault)
+		assert.GreaterOrEqual(t, in.Watch.Reanchors, 1)
+		assert.True(t, holding.Watch.Holding, "Info never said the clock stands still")
+		assert.InDelta(t, float64(jump), float64(holding.Watch.StandStill), float64(maxWatchPeriod), "while holding")
+		assert.False(t, in.Watch.Holding)
+		assert.InDelta(t, float64(jump), float64(in.Watch.StandStill), float64(maxWatchPeriod), "at the end")
+	})
+}
+
+// TestAStandStillWhoseEndPanicsIsRetried makes the counter's Read panic
+// 20 times in a row from the moment the reference's timeline catches up
+// with a stand-still, in a testing/synctest bubble: the re-anchoring
+// that ends it fails, the clock stands still as it was, and it is tried
+// again a watch period later (not at once: the background goroutine
+// would spin), until it succeeds.
+func TestAStandStillWhoseEndPanicsIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, l, ref := lyingClock(t, 0)
+		defer c.Close()
+		time.Sleep(time.Second)
+		off := c.nanos() - ref()
+		l.heldBy.Store(uint64(10 * time.Second))
+		time.Sleep(maxWatchPeriod + rateProbe)
+		require.True(t, c.Info().Watch.Holding, "%+v", c.Info().Watch)
+		held := c.nanos()
+		time.Sleep(time.Duration(held-ref()-off) - time.Millisecond)
+		c.st.mu.Lock()
+		wakes := c.st.loop.wakes
+		c.unlock()
+		l.readPanics.Store(20)
+		time.Sleep(time.Second)
+		assert.Equal(t, held, c.nanos(), "the clock moved while its re-anchoring failed")
+		c.st.mu.Lock()
+		wakes = c.st.loop.wakes - wakes
+		c.unlock()
+		assert.Less(t, wakes, 30, "the failed re-anchoring was retried at once")
+		time.Sleep(4 * time.Second)
+		in := c.Info()
+		assert.False(t, in.Watch.Holding, "%+v", in.Watch)
+		assert.Positive(t, in.Faults)
+		assert.InDelta(t, float64(ref()+off), float64(c.nanos()), float64(time.Millisecond))
 	})
 }

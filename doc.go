@@ -155,8 +155,10 @@
 // second, then at periods doubling to 2 s (a counter that steps back,
 // jumps or changes rate is re-anchored on the reference's timeline,
 // never stepping back; [Watch].Reanchors counts it; a reading far ahead of
-// what the reference counted is not adopted: the clock goes back to the
-// reference's timeline, and [Watch].CounterFaults counts it). On Linux the kernel's
+// what the reference counted is not followed: the clock stands still at
+// the most a reader may have read until the reference's timeline reaches
+// it, at most as long as the refused lead, and [Watch].CounterFaults
+// counts it). On Linux the kernel's
 // verdict on the TSC is read every 5 to 7 s: when the kernel's watchdog
 // demotes the TSC, the default clock leaves it too. Refinements, folds
 // and the verdict ride on the watch's ticks, so from 3.5 s after the
@@ -180,7 +182,9 @@
 // This holds across every change the clock goes through: the periodic
 // fold of the counter into the epoch (Update), a switch to another
 // counter ([Clock.Register]), a refinement of the rate, a re-anchoring by
-// the watch, Suspend and Resume, wherever the writer is stopped. It
+// the watch (one that refuses a reading far ahead stands the clock still
+// rather than step back: see [Watch]), Suspend and Resume, wherever the
+// writer is stopped. It
 // assumes a counter that is monotonic across CPUs, which the default
 // clock checks before trusting one; a counter that steps back makes
 // readers fall back to the last fold, at most one watch period old,

@@ -77,3 +77,6 @@ var (
 type Jiffies = jiffyCounter
 
 const MaxHZ = maxHZ
+
+// WatchPeriod is the watch's shortest period.
+const WatchPeriod = watchPeriod

@@ -505,6 +505,9 @@ func TestGoexitOnTheWriterPaths(t *testing.T) {
 		{"Register, the new Read mid-switch", func(c *schedclock.Clock, _ *schedclocktest.Manual, exit *atomic.Int32) {
 			_ = c.Register(exitsAfter(1)) // the check passes; the switch's read exits
 		}},
+		{"Register, a slower Source's Read", func(c *schedclock.Clock, _ *schedclocktest.Manual, exit *atomic.Int32) {
+			_ = c.Register(schedclock.Source{Name: "slower", Bits: 64, Rate: 1e6, Read: func() uint64 { runtime.Goexit(); return 0 }})
+		}},
 		{"Register, the old Read mid-switch", func(c *schedclock.Clock, _ *schedclocktest.Manual, exit *atomic.Int32) {
 			next := mustManual(2e9, 64)
 			exit.Store(1)

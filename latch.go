@@ -110,6 +110,16 @@ type line struct {
 	epochNs  int64
 	frac     uint64 // remainder in 2^-shift ns, always < 1<<shift
 	frozen   bool   // a switch's freezer reads it (see freeze); not published to readers
+	// epochTotal is the counter's value at epochCyc, unwrapped: its
+	// value where the clock started on it (New, a switch to it, Resume),
+	// plus every count since, as the folds counted them (lost wraps
+	// included), carried on by every switch to the same counter (a new
+	// rate, a re-anchoring). A narrow counter's values repeat every wrap;
+	// its count does not, so the watch and calibration measure the
+	// counter's progress through it (total). A 64-bit counter's count is
+	// its value, unless it stepped back. Readers never need it: it is
+	// not published.
+	epochTotal uint64
 }
 
 // at evaluates the line at counter value cyc exactly as readers do, and
@@ -117,6 +127,12 @@ type line struct {
 // it (which is what makes Update exact).
 func (ln *line) at(cyc uint64) (ns int64, frac uint64) {
 	return ln.atDelta(clampDelta((cyc-ln.epochCyc)&ln.conv.mask, ln.conv.mask))
+}
+
+// total is ln's counter's value at cyc, unwrapped (see epochTotal):
+// the count at the epoch plus the delta readers convert.
+func (ln *line) total(cyc uint64) uint64 {
+	return ln.epochTotal + clampDelta((cyc-ln.epochCyc)&ln.conv.mask, ln.conv.mask)
 }
 
 // atDelta evaluates the line delta counts past its epoch, remainder

@@ -109,7 +109,8 @@ func unixNanoSat(t time.Time) int64 {
 // Clock on it across the move, exactly (NewManual(1e9, 32) advanced by a
 // second ten times reads 10 s later, not 10 s modulo 4.29 s): no wrap is
 // ever lost, whatever the Clock's goroutine does. A Clock that is
-// suspended or closed is not folded (it does not follow the counter).
+// suspended, closed or standing still after its watch refused a reading
+// (Watch.Holding) is not folded (it does not follow the counter).
 func (m *manual) Advance(d time.Duration) {
 	if m == nil || d <= 0 {
 		return
@@ -175,7 +176,7 @@ func (m *manual) foldAcross(counts uint64) {
 	n := 0
 	for _, c := range held {
 		c.st.mu.Lock()
-		if c.stoppedLocked() || c.st.suspended || c.st.exact.manual.Load() != m {
+		if c.stoppedLocked() || c.st.suspended || c.st.held || c.st.exact.manual.Load() != m {
 			c.st.mu.Unlock()
 			continue
 		}
@@ -188,6 +189,7 @@ func (m *manual) foldAcross(counts uint64) {
 		next := c.st.cur
 		next.epochNs, next.frac = c.st.cur.atDelta(counts)
 		next.epochCyc = m.Read()
+		next.epochTotal = c.st.cur.epochTotal + counts
 		c.publishLocked(next)
 		c.st.fold.lastMono = runtimeNano()
 		c.unlock()

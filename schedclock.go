@@ -54,6 +54,10 @@ type clockState struct {
 	conv      conversion // src's conversion (cur.conv differs only while suspended)
 	rate      rating     // src's rate, exactly as estimated, and where it came from
 	suspended bool
+	// held says the clock stands still, its line a constant, while the
+	// watch waits for its reference's timeline to reach the value it
+	// holds (see tracker.hold): no counter to fold.
+	held bool
 	// declared is the current Source's Rate as it was given (the "rate
 	// wins" rule compares it; refinement changes src.Rate).
 	declared uint64
@@ -211,6 +215,9 @@ type watchLog struct {
 	// lastCounterFault says the last: what, by how much, when.
 	counterFaults    int
 	lastCounterFault string
+	// standStill is the lead of the last reading refused: how long the
+	// clock stands (or stood) still for it, as its reference counts.
+	standStill time.Duration
 }
 
 func noStep(string) {}
@@ -242,6 +249,12 @@ func New(src Source, opts ...Option) (*Clock, error) {
 	if o.coarseEvery != 0 {
 		c.st.ticker.every = o.coarseEvery
 	}
+	if src.bubble == nil && !ownCode(src.Read) && inSynctestBubble() {
+		// A caller's Source in a testing/synctest bubble reads the
+		// bubble's clock (time.Since), as the code under test does: its
+		// wall time is the bubble's too (see WallTime).
+		c.st.wall.ref = bubbleWall
+	}
 	c.st.mu.Lock()
 	c.unlock()
 	c.start()
@@ -271,7 +284,7 @@ func newClock(src Source, rate rating, tr *tracker) (*Clock, error) {
 	if tr != nil {
 		tr.restart = true
 	}
-	c.publishLocked(line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask})
+	c.publishLocked(line{read: src.Read, conv: conv, epochCyc: cyc & conv.mask, epochTotal: cyc & conv.mask})
 	c.adoptExactLocked(src)
 	c.st.fold.due = time.Now().Add(conv.refreshPeriod())
 	c.st.fold.lastMono = runtimeNano()
@@ -323,6 +336,9 @@ func (c *Clock) Update() (err error) {
 // counter's rate disagreeing, which a wrap of at least 667 ms makes
 // impossible to mistake). Lost wraps are counted in Info.
 func (c *Clock) updateLocked() {
+	if c.st.held {
+		return // a constant line: nothing to fold
+	}
 	cyc := c.st.cur.read()
 	c.foldLocked(cyc, runtimeNano())
 }
@@ -356,6 +372,7 @@ func (c *Clock) foldLocked(cyc uint64, mono int64) {
 		next.epochNs, next.frac = math.MaxInt64, 0
 	}
 	next.epochCyc = cyc & c.st.cur.conv.mask
+	next.epochTotal = c.st.cur.epochTotal + clamped
 	c.publishLocked(next)
 	c.st.fold.lastMono = mono
 }
@@ -457,7 +474,8 @@ func (ln *line) continuedBy(next *line) bool {
 // back and read the last fold's value; a narrower counter stays exact
 // for 7/8 of one wrap. After Close, Register, Update, Suspend and Resume
 // return ErrClosed and change nothing, so a clock closed while suspended
-// stays frozen. A second Close returns ErrClosed. The default clock
+// stays frozen, and so does one closed while it stands still after its
+// watch refused a reading (see [Watch] Holding). A second Close returns ErrClosed. The default clock
 // cannot be closed: its Close returns an error and changes nothing.
 //
 // A Clock made inside a testing/synctest bubble must be closed there, so
@@ -705,21 +723,39 @@ type Info struct {
 type Watch struct {
 	// Reanchors counts how many times the watch re-anchored the clock on
 	// the reference's timeline (its counter stepped back, jumped or
-	// changed rate); LastReanchor says why, the last time.
+	// changed rate, or a stand-still ended); LastReanchor says why, the
+	// last time.
 	Reanchors    int
 	LastReanchor string
 	// CounterFaults counts the readings of the counter that the watch
-	// refused as ones the counter cannot have produced: far ahead of what the reference counted (more than twice
-	// its progress since the last comparison, or more than the longest
-	// watch period, 2 s), such as a paravirtual page's delta that wrapped
-	// or a value that would saturate the clock. Such a reading is never
-	// kept: the re-anchoring puts the clock back on its reference's
-	// timeline. Readers that read the counter before the watch saw it
-	// read what it said (nothing above a Source can filter its values);
-	// the clock does not stay there. LastCounterFault says the last:
-	// what, by how much, and when.
+	// refused as ones the counter cannot have produced: far ahead of
+	// what the reference counted (more than twice its progress since the
+	// last comparison, or more than the longest watch period, 2 s), such
+	// as a jump of a migrated counter, a paravirtual page's delta that
+	// wrapped or a value that would saturate the clock. Such a reading
+	// is never followed: the counter's pace is. LastCounterFault says
+	// the last: what, by how much, and when.
+	//
+	// Readers that read the counter before the watch saw it read what
+	// it said (nothing above a Source can filter its values), and no
+	// reading is ever below one already returned: the clock stands still
+	// at the highest value a reader may have read until its reference's
+	// timeline reaches it, and then goes on on that timeline at the
+	// counter's rate. A refused jump costs that stand-still: as long as
+	// the lead refused, at most, as the reference counts it (10 s for a
+	// counter that jumped 10 s ahead), from the watch's refusal on. A
+	// value that saturates the clock (math.MaxInt64) holds it there for
+	// good, and a lead of centuries (a wrapped delta) for centuries:
+	// only the Source can keep such values from readers (the paravirtual
+	// page does).
 	CounterFaults    int
 	LastCounterFault string
+	// Holding says the clock stands still now, after a refused reading;
+	// StandStill is the last stand-still's length: the lead refused, as
+	// the reference counts it (the clock goes on once the reference has
+	// counted it, at the background goroutine's next look).
+	Holding    bool
+	StandStill time.Duration
 	// Reference says how the clock's reference last misbehaved (stuck,
 	// stepped back, jumped, or ran at an impossible rate against the
 	// runtime's monotonic clock), and when; such a reference is not
@@ -830,6 +866,8 @@ func (c *Clock) infoLocked() Info {
 			LastReanchor:     c.st.watch.lastReanchor,
 			CounterFaults:    c.st.watch.counterFaults,
 			LastCounterFault: c.st.watch.lastCounterFault,
+			Holding:          c.st.held,
+			StandStill:       c.st.watch.standStill,
 			Reference:        c.st.watch.reference,
 			Bracket:          bracket,
 		},
@@ -869,7 +907,8 @@ type options struct {
 // watches the counter against it for life, re-anchoring the clock when
 // the counter steps back, jumps or changes rate (see [Watch] Reanchors),
 // and refusing a reading far ahead of what now counted (see [Watch]
-// CounterFaults).
+// CounterFaults: the clock then stands still until now catches up with
+// what readers may have read, never back).
 // The default clock's reference is CLOCK_MONOTONIC_RAW.
 //
 // now must be safe for concurrent use, should never go backwards, and

@@ -125,6 +125,35 @@ func TestTimeOfAReadingNeverChanges(t *testing.T) {
 	})
 }
 
+// TestWallTimeFollowsABubblesClock: a Clock made in a testing/synctest
+// bubble on a Source that reads the bubble's clock (built by hand, as a
+// user would) maps its readings onto the bubble's wall clock, as a Clock
+// on Bubble does: two readings 30 minutes of bubble time apart map 30
+// minutes apart, and a reading maps to the bubble's time.Now when it
+// was taken (to within a microsecond: the map is paired, not exact).
+func TestWallTimeFollowsABubblesClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		c, err := schedclock.New(schedclock.Source{
+			Name: "by hand", Bits: 64, Rate: 1e9,
+			Read: func() uint64 { return uint64(time.Since(start)) },
+		})
+		require.NoError(t, err)
+		defer c.Close()
+		r0 := c.Now()
+		t0 := c.WallTime(r0)
+		now0 := time.Now()
+		time.Sleep(30 * time.Minute)
+		r1 := c.Now()
+		t1 := c.WallTime(r1)
+		now1 := time.Now()
+		assert.Equal(t, 30*time.Minute, time.Duration(r1-r0))
+		assert.InDelta(t, float64(30*time.Minute), float64(t1.Sub(t0)), float64(time.Microsecond), "readings 30 min apart map %v apart", t1.Sub(t0))
+		assert.InDelta(t, float64(now0.UnixNano()), float64(t0.UnixNano()), float64(time.Microsecond), "WallTime %v, the bubble's time.Now %v", t0, now0)
+		assert.InDelta(t, float64(now1.UnixNano()), float64(t1.UnixNano()), float64(time.Microsecond), "WallTime %v, the bubble's time.Now %v", t1, now1)
+	})
+}
+
 // TestBubbleSource: a Clock on Bubble follows the bubble's fake time
 // exactly, Since and Time alike: Time(Now()) is the bubble's time.Now,
 // and a reading's Time stays what it was. Outside a bubble it follows

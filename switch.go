@@ -54,9 +54,10 @@ import (
 //
 // A src whose Rate is lower than the current source's is refused with
 // ErrSlowerSource (the kernel's "rate wins" rule); an equal or higher Rate
-// replaces the current source. An invalid src is refused with
-// ErrInvalidSource, and a closed clock refuses with ErrClosed; a refused
-// Register changes nothing.
+// replaces the current source. An invalid src (a Read that panics
+// included, whatever its Rate) is refused with ErrInvalidSource, and a
+// closed clock refuses with ErrClosed; a refused Register changes
+// nothing.
 //
 // Register never makes time go back, wherever the writer is stopped (the
 // old counter is frozen first, and readers of the frozen line read the
@@ -81,6 +82,14 @@ func (c *Clock) Register(src Source) error {
 		c.nameWriterLocked() // src's Read runs under the lock too
 	}
 	if src.Rate < c.st.declared {
+		// A src whose Read panics is invalid whatever its rate: it is
+		// read before the rate refuses it. (A faster src is read first
+		// thing in the switch, before anything changes.)
+		var err error
+		c.guard(format.Sprintf("Register(%q)", src.Name), func() { _, err = readOnce(src) }, nil)
+		if err != nil {
+			return err
+		}
 		return format.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.st.src.Name, c.st.declared)
 	}
 	endTrack, undo := c.st.policy.registerLocked(src, c.st.track)
@@ -114,14 +123,15 @@ func (c *Clock) Register(src Source) error {
 // counter value and the old line's value there, V (ns and remainder, in
 // the old line's shift): a value cyc of the new counter read after the
 // pin, and the clock's value at cyc (in the old line's shift), never less
-// than V.
-type anchorFunc func(pinnedCyc uint64, ns int64, frac uint64) (cyc uint64, atNs int64, atFrac uint64)
+// than V; or, with hold, a value at which the clock stands still (a
+// constant line, as a suspended clock's), never less than V either.
+type anchorFunc func(pinnedCyc uint64, ns int64, frac uint64) (cyc uint64, atNs int64, atFrac uint64, hold bool)
 
 // sameCounterAnchor starts the new line at the pinned counter value and
 // V: for a new rate of the same counter nothing is lost, not even the
 // nanoseconds between two reads.
-func sameCounterAnchor(pinnedCyc uint64, ns int64, frac uint64) (uint64, int64, uint64) {
-	return pinnedCyc, ns, frac
+func sameCounterAnchor(pinnedCyc uint64, ns int64, frac uint64) (uint64, int64, uint64, bool) {
+	return pinnedCyc, ns, frac, false
 }
 
 // relateSamples is how many (old, new, old) reads relateAnchor takes.
@@ -136,7 +146,7 @@ const relateSamples = 8
 // new line goes on from there. The error is the old counter's resolution
 // plus half the bracket.
 func relateAnchor(old line, next func() uint64) anchorFunc {
-	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64) {
+	return func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64, bool) {
 		bestWidth, oldCyc, nextCyc := ^uint64(0), uint64(0), uint64(0)
 		for i := 0; i < relateSamples; i++ {
 			before := blamed(false, old.read)
@@ -154,16 +164,19 @@ func relateAnchor(old line, next func() uint64) anchorFunc {
 		if atNs > ns || atNs == ns && atFrac > frac {
 			ns, frac = atNs, atFrac
 		}
-		return nextCyc, ns, frac
+		return nextCyc, ns, frac, false
 	}
 }
 
 // switchLocked makes src, with conversion conv and rate, the clock's
 // source: a new rate of the same counter anchors at the pinned value, a
-// different counter is related to the old one (relateAnchor).
+// different counter is related to the old one (relateAnchor). A clock
+// that stands still (see tracker.hold) reads no counter: its line is
+// related to src as another counter's is, and src goes on from the
+// value it stands at.
 func (c *Clock) switchLocked(src Source, conv conversion, rate rating) error {
 	anchor := relateAnchor(c.st.cur, src.Read)
-	if funcPtr(src.Read) == funcPtr(c.st.src.Read) && conv.mask == c.st.conv.mask {
+	if funcPtr(src.Read) == funcPtr(c.st.cur.read) && conv.mask == c.st.conv.mask {
 		anchor = sameCounterAnchor
 	}
 	return c.switchAnchoredLocked(src, conv, rate, anchor)
@@ -180,7 +193,7 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 	// The same counter (a new rate for it, a re-anchoring) is the current
 	// source: a panic of its Read is a fault, not an invalid Source.
 	same := funcPtr(src.Read) == funcPtr(c.st.src.Read)
-	before := c.st.cur
+	before, wasHeld := c.st.cur, c.st.held
 	r := c.guard("switch to "+src.Name, func() {
 		if _, err = readOnce(src); err != nil {
 			if p, ok := asPanic(err); same && ok {
@@ -193,8 +206,10 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 			c.publishLocked(frozenLine(c.st.cur, conv))
 		} else {
 			c.switchLine(src.Read, conv, anchor)
+			// A line that stands still, or one that follows it, runs at
+			// no pace the last one's says anything of.
 			old := &c.st.conv
-			if !same {
+			if !same || wasHeld || c.st.held {
 				old = nil
 			}
 			c.reratedLocked(old)
@@ -205,7 +220,8 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 		c.kick()
 	}, func(r any) {
 		// Readers saw at most the old line's value at the pin; the old
-		// line read later is at least that.
+		// line read later is at least that. (c.st.held changes only once
+		// the new line is published, after the last user code.)
 		c.publishLocked(before)
 		f, marked := r.(culprit)
 		_, exited := r.(goexit)
@@ -229,15 +245,30 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 }
 
 // switchLine publishes a line on next with conversion conv, starting
-// where anchor puts it, through steps 1 to 4 above.
+// where anchor puts it, through steps 1 to 4 above; or, where the anchor
+// holds, a constant line (readSuspended's, as a suspended clock's) at
+// the value it gives, and records that the clock stands still.
 func (c *Clock) switchLine(next func() uint64, conv conversion, anchor anchorFunc) {
+	// The same counter goes on counting from where the old line's count
+	// was at the anchor (see line.epochTotal); another counter's count
+	// starts at its value there, and so does the count of a counter
+	// that follows a line standing still (which read no counter).
+	same := funcPtr(next) == funcPtr(c.st.cur.read) && conv.mask == c.st.cur.conv.mask
 	pinnedCyc, ns, frac := c.freeze("switch")
-	cyc, ns, frac := anchor(pinnedCyc, ns, frac)
+	cyc, ns, frac, hold := anchor(pinnedCyc, ns, frac)
+	// c.st.cur is the frozen old line: its epoch and count are the old
+	// line's.
 	ns, frac = rescaleFrac(ns, frac, c.st.cur.conv.shift, conv.shift)
-	ln := line{read: next, conv: conv, epochCyc: cyc & conv.mask, epochNs: ns, frac: frac}
+	ln := line{read: next, conv: conv, epochCyc: cyc & conv.mask, epochNs: ns, frac: frac, epochTotal: cyc & conv.mask}
+	if same {
+		ln.epochTotal = c.st.cur.total(cyc)
+	}
+	if hold {
+		ln.read, ln.epochCyc = readSuspended, 0 // a constant line
+	}
 	c.st.writer.step("switch.anchored")
 	mono := runtimeNano()
-	if conv.wraps() {
+	if conv.wraps() && !hold {
 		// The anchor's counter value may be old by now: the writer can
 		// have been stopped since it was read. Readers of a counter that
 		// wraps must not find it in the negative zone, so fold it
@@ -245,9 +276,14 @@ func (c *Clock) switchLine(next func() uint64, conv conversion, anchor anchorFun
 		cyc = next()
 		mono = runtimeNano()
 		ln.epochNs, ln.frac = ln.at(cyc)
+		ln.epochTotal = ln.total(cyc)
 		ln.epochCyc = cyc & conv.mask
 	}
 	c.publishLocked(ln)
+	c.st.held = hold
+	if tr := c.st.track; tr != nil && !hold {
+		tr.holding = false // a stand-still ends with any line that moves
+	}
 	// The new line's epoch is its last fold: the next fold measures its
 	// lateness from here, not from the old line's (see lateFold).
 	c.st.fold.lastMono = mono
@@ -367,6 +403,12 @@ func (c *Clock) Suspend() (err error) {
 		_, frozen.epochNs, frozen.frac = c.freeze("suspend")
 		c.publishLocked(frozenLine(frozen, c.st.conv))
 		c.st.suspended = true
+		// A stand-still ends: Resume is the caller's word, and the watch
+		// starts afresh there.
+		c.st.held = false
+		if tr := c.st.track; tr != nil {
+			tr.holding = false
+		}
 		c.st.writer.step("suspend.published")
 	}, func(r any) {
 		c.publishLocked(before)
@@ -390,7 +432,9 @@ func (c *Clock) Resume() (err error) {
 	if r := c.guard("Resume", func() { cyc = c.st.src.Read() }, nil); r != nil {
 		return c.faultError("Resume", r)
 	}
-	c.publishLocked(line{read: c.st.src.Read, conv: c.st.conv, epochCyc: cyc & c.st.conv.mask, epochNs: c.st.cur.epochNs, frac: c.st.cur.frac})
+	// The count starts afresh too (see line.epochTotal): the counter may
+	// have reset, stopped or run on while suspended.
+	c.publishLocked(line{read: c.st.src.Read, conv: c.st.conv, epochCyc: cyc & c.st.conv.mask, epochNs: c.st.cur.epochNs, frac: c.st.cur.frac, epochTotal: cyc & c.st.conv.mask})
 	c.st.suspended = false
 	c.st.fold.lastMono = runtimeNano() // the suspended interval is not the counter's
 	c.st.fold.due = time.Now().Add(c.st.conv.refreshPeriod())

@@ -423,3 +423,65 @@ func TestRescaleFracNeverLosesTime(t *testing.T) {
 			float64(tc.ns)+float64(tc.frac)/float64(uint64(1)<<tc.from), "%+v", tc)
 	}
 }
+
+// standStillAt makes c stand still at its current value plus ahead, as
+// a re-anchoring that refused a reading does (see timelineAnchor).
+func standStillAt(t *testing.T, c *Clock, ahead int64) {
+	t.Helper()
+	c.st.mu.Lock()
+	defer c.unlock()
+	hold := func(_ uint64, ns int64, frac uint64) (uint64, int64, uint64, bool) { return 0, ns + ahead, frac, true }
+	require.NoError(t, c.switchAnchoredLocked(c.st.src, c.st.conv, c.st.rate, hold))
+	require.True(t, c.st.held)
+}
+
+// TestAClockStandingStillFollowsNoCounter: a clock that stands still
+// after its watch refused a reading reads no counter, so nothing may
+// move it as if it did: not a fold that finds whole wraps of a narrow
+// counter lost (its runtime clock ran on), not a Manual's Advance, and
+// a Register of the very counter it stood on goes on from the value it
+// holds, not from the constant line's counter value 0.
+func TestAClockStandingStillFollowsNoCounter(t *testing.T) {
+	t.Run("a late fold", func(t *testing.T) {
+		counter := &FakeCounter{}
+		src := counter.Source("n16", 16, 65536)
+		c, err := newClock(src, rating{hz: 65536}, nil)
+		require.NoError(t, err)
+		counter.Add(1000)
+		standStillAt(t, c, int64(time.Second))
+		held := c.nanos()
+		c.st.mu.Lock()
+		c.st.fold.lastMono = runtimeNano() - int64(3*c.st.conv.wrap()) // three wraps since the last fold
+		c.unlock()
+		counter.Add(5000)
+		require.NoError(t, c.Update())
+		assert.Equal(t, held, c.nanos(), "a fold moved the clock that stands still")
+		assert.Zero(t, c.Info().LostWraps)
+	})
+	t.Run("Manual.Advance", func(t *testing.T) {
+		m, err := newManual(65536, 16)
+		require.NoError(t, err)
+		c, err := newClock(m.Source(), rating{hz: 65536}, nil)
+		require.NoError(t, err)
+		m.Advance(time.Second)
+		standStillAt(t, c, int64(time.Second))
+		held := c.nanos()
+		m.Advance(3 * time.Second)
+		assert.Equal(t, held, c.nanos(), "Advance moved the clock that stands still")
+	})
+	t.Run("Register of its own counter", func(t *testing.T) {
+		counter := &FakeCounter{}
+		counter.Set(5e9)
+		src := counter.Source("own", 64, 1e9)
+		c, err := newClock(src, rating{hz: 1e9}, nil)
+		require.NoError(t, err)
+		counter.Add(1e9)
+		standStillAt(t, c, int64(time.Second))
+		held := c.nanos()
+		require.NoError(t, c.Register(src))
+		assert.Equal(t, held, c.nanos(), "the clock left the value it held")
+		counter.Add(1000)
+		assert.Equal(t, held+1000, c.nanos(), "and goes on at its counter's pace")
+		assert.False(t, c.Info().Watch.Holding)
+	})
+}

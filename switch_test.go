@@ -217,6 +217,25 @@ func TestRegisterSlowerSourceIsRefused(t *testing.T) {
 	assert.Equal(t, schedclock.Instant(200), c.Now(), "the old source must still drive the clock")
 }
 
+// A Source whose Read panics is invalid whatever its rate: a slower one
+// too is refused with ErrInvalidSource (its Read is tried before its rate
+// is compared), not ErrSlowerSource, the clock unchanged.
+func TestRegisterRefusesAPanickingReadWhateverItsRate(t *testing.T) {
+	for _, rate := range []uint64{ghz - 1, ghz, 2 * ghz} {
+		c, f := newFake(t, 64, ghz)
+		f.Add(100)
+		before := c.Info()
+		err := c.Register(schedclock.Source{Name: "bad", Bits: 64, Rate: rate, Read: func() uint64 { panic("counter on fire") }})
+		require.Error(t, err, "%d Hz", rate)
+		assert.ErrorIs(t, err, schedclock.ErrInvalidSource, "%d Hz", rate)
+		assert.NotErrorIs(t, err, schedclock.ErrSlowerSource, "%d Hz", rate)
+		assert.Contains(t, err.Error(), "counter on fire")
+		assert.Equal(t, before, c.Info(), "%d Hz", rate)
+		f.Add(100)
+		assert.Equal(t, schedclock.Instant(200), c.Now(), "%d Hz: the old source must still drive the clock", rate)
+	}
+}
+
 // A switch between two different counters must not lose the time the
 // writer spends stopped inside a read of the new counter: jiffies (1 kHz)
 // to a 100 MHz counter, both running in real time, the first two reads of

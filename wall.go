@@ -207,10 +207,19 @@ func (m *wallMap) with(gs ...wallSegment) *wallMap {
 //
 // The wall clock is the kernel's CLOCK_REALTIME, read directly (through
 // the vDSO on Linux), not time.Now: inside a testing/synctest bubble
-// time.Now is the bubble's fake time, and WallTime stays on the real
-// one. On a clock on a schedclocktest.Manual counter, WallTime is the
-// counter's wall origin plus t, exactly; on a clock on Bubble, the
-// bubble's wall clock at the reading, exactly (see Bubble). Instants no
+// time.Now is the bubble's fake time, and the default clock's WallTime,
+// and that of a Clock on one of this package's Sources, stays on the
+// real one, as their readings do. A Clock that New made inside a bubble
+// on a Source of the caller's maps onto the bubble's wall clock
+// (time.Now there) instead: such a Source reads the bubble's clock
+// (time.Since), as the code under test does, and its readings move with
+// the bubble's time, not the machine's. (A caller's Source that reads
+// the machine's counter belongs outside the bubble: in one, its
+// readings move with the machine's time and the wall clock its map
+// follows with the bubble's.) On a clock on a schedclocktest.Manual
+// counter, WallTime is the counter's wall origin plus t, exactly; on a
+// clock on Bubble, the bubble's wall clock at the reading, exactly (see
+// Bubble). Instants no
 // Now of the clock returned (before its start) map through its first
 // segment: WallTime(-1) is a nanosecond before WallTime(0), and
 // WallTime(math.MinInt64) about 292 years before the clock's start.
@@ -554,6 +563,12 @@ type refClock struct {
 
 // wallRef is the wall map's reference, CLOCK_REALTIME.
 var wallRef = refClock{read: realWallNow, quick: quickWallNow}
+
+// bubbleWall is the wall map's reference on a Clock that New made in a
+// testing/synctest bubble on a caller's Source: the bubble's time.Now.
+var bubbleWall = refClock{read: bubbleWallNow, quick: bubbleWallNow}
+
+func bubbleWallNow() int64 { return time.Now().UnixNano() }
 
 // pairedMap is the Clock's map of its readings onto one reference
 // clock's: the wall clock for Time, the kernel's clocks for KernelTime.
