@@ -594,6 +594,29 @@ func TestWallBoundGenerationFollowsClockBoundsMarker(t *testing.T) {
 	require.Positive(t, changes.Load(), "no reader saw a marker change")
 }
 
+// TestAGenerationChangeHasTheMapsPairAgain: a map that has looked at
+// the generation is due at once when it changes, whatever its schedule
+// (a map asleep for an hour included), with its pace to be measured
+// afresh (a migration may have changed the counter's rate); unchanged,
+// it keeps its schedule.
+func TestAGenerationChangeHasTheMapsPairAgain(t *testing.T) {
+	now := time.Now()
+	var r pairedMap
+	r.due = now
+	r.dueLocked(now) // it has looked
+	r.due, r.lastPair, r.slow, r.paceNext, r.repace = now.Add(time.Hour), [2]int64{10, 20}, true, false, false
+	r.asleep.Store(true)
+	assert.False(t, r.dueLocked(now), "in step: not due for an hour")
+	wallGeneration.Add(1)
+	assert.True(t, r.dueLocked(now), "a disruption: due at once")
+	assert.Equal(t, [2]int64{}, r.lastPair, "the pace is measured afresh")
+	assert.True(t, r.paceNext && r.repace)
+	assert.False(t, r.asleep.Load())
+	r.due = now.Add(time.Hour)
+	r.asleep.Store(true)
+	assert.False(t, r.dueLocked(now), "the generation taken: on schedule again")
+}
+
 // TestWaitUntilPastSleepsOnTimers: WaitUntilPast returns once a reading
 // is definitely after t, having slept (not spun) for what remained;
 // ctx's end ends it; a reading without a bound is ErrNoWallBound.
