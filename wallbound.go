@@ -271,6 +271,18 @@ var wallGeneration atomic.Uint64
 // program that only reads Now.
 var wallDescribe atomic.Pointer[func(c *Clock) string]
 
+// wallBoundInfo is Info.WallBound for c: the default clock's bound, or
+// that it was not read yet; "" for another clock.
+func wallBoundInfo(c *Clock) string {
+	if d := wallDescribe.Load(); d != nil {
+		return (*d)(c)
+	}
+	if c.st.policy == nil {
+		return ""
+	}
+	return "not read yet (at the first BoundedWallNow)"
+}
+
 var defaultBounder wallBounder
 
 // wallBounder bounds the wall time of one clock's readings (the default

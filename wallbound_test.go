@@ -1,10 +1,12 @@
 package schedclock_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock"
 	"github.com/schedclock/schedclock/internal/testenv"
@@ -55,6 +57,23 @@ func TestBoundedWallNowIsWallNowsTime(t *testing.T) {
 	mid := b.Earliest().Add(b.Latest().Sub(b.Earliest()) / 2)
 	assert.False(t, mid.Before(before.Add(-time.Microsecond)) || mid.After(after.Add(time.Microsecond)),
 		"the interval's middle %v is not WallNow's [%v, %v]", mid, before, after)
+}
+
+// TestInfoSaysWhatBoundsWallTime: after a bounded reading the default
+// clock's Info names the source, the bound and the status; a clock made
+// by New says nothing about it.
+func TestInfoSaysWhatBoundsWallTime(t *testing.T) {
+	b := schedclock.BoundedWallNow()
+	info := schedclock.Default().Info().WallBound
+	assert.True(t, strings.HasPrefix(info, b.Source()), "%q does not start with %q", info, b.Source())
+	assert.Contains(t, info, b.Status().String())
+	if b.Source() != "none" {
+		assert.Contains(t, info, "±")
+	}
+	c, err := schedclock.New(schedclock.Portable())
+	require.NoError(t, err)
+	defer c.Close()
+	assert.Empty(t, c.Info().WallBound)
 }
 
 // TestWallBoundMethods: the zero WallBound, and what a reading's String
