@@ -146,6 +146,7 @@ FUZZ_TARGETS := .:FuzzLine \
 	./internal/vdso:FuzzLookup ./internal/vdso:FuzzAuxv ./internal/vdso:FuzzImageLength \
 	./internal/pvclock:FuzzMapsLine ./internal/pvclock:FuzzParseUint ./internal/pvclock:FuzzPvclockPage ./internal/pvclock:FuzzHypervPage ./internal/pvclock:FuzzTimeData \
 	./internal/perfclock:FuzzPerfPage \
+	./internal/vmclock:FuzzDecode ./internal/clockbound:FuzzDecode ./internal/adjtimex:FuzzReading \
 	./internal/testutil/pprofdecode:FuzzSamples \
 	./internal/timebase:FuzzDeviceTreeFrequency ./internal/timebase:FuzzCPUInfoTimebase ./internal/timebase:FuzzStableCounterFrequency
 FUZZTIME   ?= 30s

@@ -711,6 +711,11 @@ type Info struct {
 	// pairing found the map off), or why there is no map (not mapped
 	// yet, not on this system, perf's clock not exported).
 	KernelTime string
+	// WallBound says, for the default clock, what bounds wall time here
+	// (BoundedWallNow's source), the bound now, its status and why, the
+	// generation, and why better sources were passed over; empty on
+	// clocks made by New.
+	WallBound string
 	// Evidence is what the default clock decided its counter on; zero on
 	// clocks made by New.
 	Evidence Evidence
@@ -815,7 +820,7 @@ func (c *Clock) Info() Info {
 		// starts the set-up first), so it is bootInfo, without running
 		// infoLocked's code (a first Info would fault its pages in).
 		in := bootInfo
-		in.KernelTime = kernelUnmapped()
+		in.KernelTime, in.WallBound = kernelUnmapped(), wallBoundInfo(c)
 		return in
 	}
 	if c.st.mu.TryLock() {
@@ -881,6 +886,7 @@ func (c *Clock) infoLocked() Info {
 		Suspended:     c.st.suspended,
 		Closed:        c.stoppedLocked(),
 		KernelTime:    c.st.kernel.info,
+		WallBound:     wallBoundInfo(c),
 	}
 	if in.KernelTime == "" {
 		in.KernelTime = kernelUnmapped()

@@ -354,11 +354,19 @@ func runtimeWallNow() (time.Time, bool) {
 
 // dueLocked is whether the map is due for a pairing at now: its period
 // has passed; at the idle pace, half of it has (the pairing then rides
-// on a wake-up that was due anyway); or a reader woke the goroutine from
-// the idle pace.
+// on a wake-up that was due anyway); a reader woke the goroutine from
+// the idle pace; or the machine's time was disrupted (wallGeneration).
 func (r *pairedMap) dueLocked(now time.Time) bool {
 	if r.due.IsZero() {
 		return false
+	}
+	if g := wallGeneration.Load(); g != r.generation {
+		// BoundedWallNow saw the machine's time disrupted (a migration,
+		// a restore, a suspend): pair again at once, the pace measured
+		// afresh, as after a change of counter.
+		r.generation = g
+		r.rerated(0, 0)
+		return true
 	}
 	if !r.slow {
 		return !now.Before(r.due)
@@ -594,6 +602,8 @@ type pairedMap struct {
 	// provisional says the map's last segment is from a provisional
 	// pairing (see aim).
 	provisional bool
+	// generation is the wallGeneration the map last looked at.
+	generation uint64
 	// paceNext says the clock moved to another counter (rerated): the
 	// pairing after the next follows a period later. repace says the
 	// readings' pace changed: the next pairing re-aims the map at the new
