@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedclock/schedclock/internal/testenv"
 	"github.com/schedclock/schedclock/internal/vdso"
 )
 
@@ -89,6 +90,7 @@ func trackRaw(t *testing.T, pg *Page, span time.Duration, n int) []offsetBracket
 // floor) and the rate error allowed (0.01 ppm) over the span.
 // PVCLOCK_SPAN=10s makes the 10-second run docs/default-clock.md quotes.
 func TestRealPageTracksMonotonicRaw(t *testing.T) {
+	testenv.RequireClocksource(t, "kvm-clock") // elsewhere CLOCK_MONOTONIC_RAW is another clocksource's
 	pg, p, loc := realPage(t)
 	t.Logf("page at %#x in %s: %+v", loc.Pvclock, loc.Layout, p)
 	span := 200 * time.Millisecond
