@@ -651,3 +651,45 @@ func TestKernelTimeStartsTheSetUp(t *testing.T) {
 	c.KernelTime(KernelMonotonic, c.Now())
 	assert.True(t, c.st.policy.started(), "KernelTime started no set-up")
 }
+
+// putRaw writes the raw clock base (CS_RAW) after the first one, as the
+// kernel does in the same update: the first base's head (count, clock
+// mode, cycle_last, mask) and the raw clock's mult, shift and
+// CLOCK_MONOTONIC_RAW base.
+func (f *fakeTimeData) putRaw(r pvclock.RawConv) {
+	b := f.bytes()
+	const at = 232 // 6.18: basetime 40 + 12 bases of 16
+	copy(b[at:at+32], b[0:32])
+	binary.NativeEndian.PutUint32(b[at+32:], r.Mult)
+	binary.NativeEndian.PutUint32(b[at+36:], r.Shift)
+	binary.NativeEndian.PutUint64(b[at+40+4*16:], r.Base.Sec)
+	binary.NativeEndian.PutUint64(b[at+40+4*16+8:], r.Base.Nsec)
+}
+
+// TestKernelConversionIsChecked: the kernel's raw conversion is taken
+// only for the counter of the clock mode the kernel's vDSO runs in, and
+// only where it puts a counter value read between two reads of the raw
+// clock between them; then its mult and shift are the clock's
+// conversion, and the rate they make its rate.
+func TestKernelConversionIsChecked(t *testing.T) {
+	f, tsc, _ := newTSCTimeData(t)
+	raw := pvclock.RawConv{Mode: pvclock.ModeTSC, CycleLast: tsc.CycleLast, Mult: 6860646, Shift: 24, Base: pvclock.Timestamp{Sec: 1038, Nsec: 5 << 24}}
+	f.putRaw(raw)
+	cyc := tsc.CycleLast + 123_456_789
+	read := func() uint64 { return cyc }
+	at := raw.At(cyc)
+	kc, err := kernelConversionOf(f.k.td, f.k.layout, pvclock.ModeTSC, read, func() int64 { return at })
+	require.NoError(t, err)
+	assert.Equal(t, conversion{mult: 6860646, shift: 24, mask: ^uint64(0)}, kc.conv)
+	assert.InDelta(t, 2445428025.291, kc.hz, 0.001, "1e9·2^24/6860646 Hz")
+
+	_, err = kernelConversionOf(f.k.td, f.k.layout, pvclock.ModePvclock, read, func() int64 { return at })
+	assert.ErrorContains(t, err, "converts clock mode 1, not 2")
+	for _, off := range []int64{-5000, 2, 5000} {
+		_, err = kernelConversionOf(f.k.td, f.k.layout, pvclock.ModeTSC, read, func() int64 { return at + off })
+		assert.ErrorContains(t, err, "put a reading", "the raw clock %d ns off", off)
+	}
+	g, _, _ := newTSCTimeData(t) // no raw base
+	_, err = kernelConversionOf(g.k.td, g.k.layout, pvclock.ModeTSC, read, func() int64 { return at })
+	assert.ErrorContains(t, err, "no raw clock base")
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/schedclock/schedclock"
 	"github.com/schedclock/schedclock/internal/cpu"
+	"github.com/schedclock/schedclock/internal/testenv"
 	"github.com/schedclock/schedclock/internal/vdso"
 )
 
@@ -293,5 +294,100 @@ func TestKernelTimeOfReadingsFromBeforeASwitch(t *testing.T) {
 			round, outside, len(readings), hw.Name, time.Duration(worst), c.Info().KernelTime)
 		assert.Zero(t, outside, "round %d: readings from before the switch, mapped after it, outside their brackets", round)
 		c.Close()
+	}
+}
+
+// TestKernelTimeFromTheFirstReadingOnATSCKernel: in a process of its
+// own, on a kernel that runs on the TSC, the default clock's readings
+// from the very first one on, each mapped at once onto CLOCK_MONOTONIC
+// and CLOCK_BOOTTIME, fall inside their [clock_gettime, clock_gettime]
+// brackets (the vDSO's, and every 64th the system call's) for 6 s
+// (SCHEDCLOCK_KTIME_SECONDS to change it): the set-up's switch to the
+// TSC, and whatever the clock does after it, never puts a reading's
+// kernel time outside. The clock converts with the kernel's own
+// conversion of the TSC, so nothing refines its rate after the set-up.
+func TestKernelTimeFromTheFirstReadingOnATSCKernel(t *testing.T) {
+	testenv.Qualify(t)
+	testenv.RequireClocksource(t, "tsc")
+	skipEmulated(t)
+	inAProcessOfItsOwn(t, firstReadingChild)
+}
+
+func firstReadingChild(t *testing.T) {
+	d := 6 * time.Second
+	if s := os.Getenv("SCHEDCLOCK_KTIME_SECONDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err, "SCHEDCLOCK_KTIME_SECONDS")
+		d = time.Duration(n) * time.Second
+	}
+	vcs := map[schedclock.KernelClock]*vdso.Clock{}
+	for _, kc := range kernelClocks {
+		vc, err := vdso.Open(kc.id)
+		require.NoError(t, err)
+		vcs[kc.k] = vc
+	}
+	c := schedclock.Default()
+	type outside struct {
+		n, of int
+		worst time.Duration
+		first string
+	}
+	res := map[string]*outside{}
+	check := func(what string, a, m, b int64, at time.Duration) {
+		o := res[what]
+		if o == nil {
+			o = &outside{}
+			res[what] = o
+		}
+		o.of++
+		if out := max(a-m, m-b); out > 0 {
+			if o.n == 0 {
+				o.first = fmt.Sprintf("%d outside [%d, %d] by %v, %v after the first reading", m, a, b, time.Duration(out), at)
+			}
+			o.n++
+			o.worst = max(o.worst, time.Duration(out))
+		}
+	}
+	var origins []string
+	start := time.Now()
+	for i := 0; time.Since(start) < d; i++ {
+		kc := kernelClocks[i%2]
+		syscall := i%64 == 0
+		var a, b int64
+		var r schedclock.Instant
+		if syscall {
+			a, _ = vdso.Syscall(kc.id)
+			r = c.Now()
+			b, _ = vdso.Syscall(kc.id)
+		} else {
+			a = vcs[kc.k].Now()
+			r = c.Now()
+			b = vcs[kc.k].Now()
+		}
+		m, ok := c.KernelTime(kc.k, r)
+		require.True(t, ok)
+		what := kc.id.String() + " (vDSO)"
+		if syscall {
+			what = kc.id.String() + " (system call)"
+		}
+		check(what, a, m, b, time.Since(start))
+		if i%100_000 == 0 {
+			in := c.Info()
+			if o := fmt.Sprintf("%s %s %d", in.Source, in.RateOrigin, in.Mult); len(origins) == 0 || origins[len(origins)-1] != o {
+				origins = append(origins, o)
+			}
+		}
+	}
+	in := c.Info()
+	t.Logf("Info: %s, %d Hz (%s), mult %d shift %d; %s", in.Source, in.Rate, in.RateOrigin, in.Mult, in.Shift, in.KernelTime)
+	t.Logf("the clock's counter and rate over the run: %q", origins)
+	for what, o := range res {
+		t.Logf("%s: %d of %d outside (worst by %v); first: %s", what, o.n, o.of, o.worst, o.first)
+		assert.Zero(t, o.n, "%s: readings mapped outside their brackets", what)
+	}
+	assert.Equal(t, "kernel", in.RateOrigin, "the TSC's rate is the kernel's own conversion")
+	assert.Zero(t, in.Watch.Reanchors, "%s", in.Watch.LastReanchor)
+	for _, o := range origins[min(1, len(origins)-1):] {
+		assert.Equal(t, origins[len(origins)-1], o, "the clock's rate changed after its set-up")
 	}
 }

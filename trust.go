@@ -55,6 +55,18 @@ type trustPolicy struct {
 	takenOver string
 	// first is the first use the choice waits for (default.go).
 	first firstUse
+	// readKernelConv reads the kernel's conversion of a counter
+	// (readKernelConversion where nil; tests give their own).
+	readKernelConv func(mode int32, read func() uint64) (kernelConv, error)
+}
+
+// kernelConversion is the kernel's conversion of the counter read
+// reads, in vDSO clock mode mode (see readKernelConversion).
+func (p *trustPolicy) kernelConversion(mode int32, read func() uint64) (kernelConv, error) {
+	if p.readKernelConv != nil {
+		return p.readKernelConv(mode, read)
+	}
+	return readKernelConversion(mode, read)
 }
 
 // trustReport is what Info reports of the trust policy: why the clock is
