@@ -58,10 +58,18 @@ const (
 // from one pairing by the system call and has the clock's goroutine
 // refine the map.
 //
-// While a clock switches counters (Register; the default clock's set-up,
-// which the first KernelTime starts at once) Now stands still for
-// microseconds, and the readings it returns then map to the instant the
-// switch began; readings from the line before a switch map through it.
+// While a clock switches counters (Register, a re-anchoring, the default
+// clock's set-up and its fall-back) Now stands still for microseconds,
+// and the readings it returns then map to the instant the switch began;
+// readings from the line before a switch map through it. The default
+// clock's first KernelTime makes its choice of counter, and the switch
+// to it, before it answers (a few ms at most: probes, file reads), so a
+// program that maps its readings from its very first one finds every
+// later reading on the counter's line. What remains: readings taken
+// before the first KernelTime while the set-up runs (it starts 10 ms
+// after the first use), and where the counter's adoption waits (a rate
+// to measure: 20 ms; a cross-CPU check that must pass first), the switch
+// that adoption makes later.
 //
 // It costs at most half a Now more than Now, and allocates nothing.
 // Readings before the clock's start map through its first segment; the
@@ -283,12 +291,17 @@ type kernelMaps [len(kernelRefs)]pairedMap
 // useKernelMaps gives the clock's kernel maps their references and has
 // the background goroutine keep them fresh.
 func (c *Clock) useKernelMaps() {
-	// The default clock's set-up now, not a grace after: its switch to
-	// the hardware's counter stands Now still for microseconds, and the
+	// The default clock's set-up now, not a grace after, and its
+	// hardware choice made before the first answer: its switch to the
+	// hardware's counter stands Now still for microseconds, and the
 	// readings taken meanwhile cannot say when in the switch they were
-	// taken. A program that maps onto the kernel's clocks wants that
-	// behind it before the events it traces.
+	// taken. A program that maps onto the kernel's clocks from its first
+	// reading has the switch behind it, between its first reading and
+	// its second.
 	c.st.policy.startSetUp()
+	if p := c.st.policy; p != nil && p.first.deferred && p.started() && !inSynctestBubble() {
+		c.chooseHardware() // made already (the set-up's goroutine was first): returns at once
+	}
 	if k := kernelConvsOnce.get(); k != nil { // reads /proc/self/maps: not under the lock
 		kernelConvsOn.CompareAndSwap(nil, k)
 	}

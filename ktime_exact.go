@@ -187,13 +187,20 @@ func (k *kernelConvs) modeOf(read unsafe.Pointer) int32 {
 }
 
 // kernelMode is modeOf for a read function of c's lines, the default
-// clock's first-use read (the portable source's counter) included.
+// clock's first-use read (the portable source's counter) included, and
+// the last switch's freezer, whose readings are the frozen line's.
 func (c *Clock) kernelMode(k *kernelConvs, read unsafe.Pointer) int32 {
 	mode := k.modeOf(read)
-	if mode == 0 && c.st.policy != nil && read == funcPtr(c.st.policy.first.read) {
+	if mode != 0 {
+		return mode
+	}
+	if c.st.policy != nil && read == funcPtr(c.st.policy.first.read) {
 		return kernelModeMonotonic
 	}
-	return mode
+	if f := c.st.lines.frozen.Load(); f != nil && read == f.stand && f.of != read {
+		return c.kernelMode(k, f.of)
+	}
+	return 0
 }
 
 // kernelModeMonotonic is modeOf's mode for the portable source: its

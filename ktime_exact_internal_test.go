@@ -3,6 +3,8 @@ package schedclock
 import (
 	"encoding/binary"
 	"math/big"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/pvclock"
 )
 
@@ -692,4 +695,58 @@ func TestKernelConversionIsChecked(t *testing.T) {
 	g, _, _ := newTSCTimeData(t) // no raw base
 	_, err = kernelConversionOf(g.k.td, g.k.layout, pvclock.ModeTSC, read, func() int64 { return at })
 	assert.ErrorContains(t, err, "no raw clock base")
+}
+
+// TestTheFirstKernelTimeAnswersAfterTheSwitch: a default clock's first
+// KernelTime makes its hardware choice, and the switch to the counter
+// (which stands Now still while it runs), before it answers: a program
+// that maps its readings from its very first one finds every later
+// reading on the counter's line, never in the switch's stand-still.
+func TestTheFirstKernelTimeAnswersAfterTheSwitch(t *testing.T) {
+	hw := realtime1GHz()
+	hw.Rate = 1e9
+	c := newDefaultClock([]*hwcounter.Counter{{Arch: runtime.GOARCH,
+		Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
+			time.Sleep(5 * time.Millisecond) // a probe that takes a while: file reads on a loaded machine
+			return counterSource(hw), hwcounter.RateCPUID, 0, nil
+		},
+		NoVerdict: "no verdict: a test's counter",
+	}})
+	defer c.Close()
+	first := c.Now()
+	require.Equal(t, "portable", c.Info().Source)
+	_, ok := c.KernelTime(KernelMonotonic, first)
+	require.True(t, ok)
+	assert.Equal(t, "hw", c.Info().Source, "the first KernelTime answered before the switch")
+	seq := c.latch.seq.Load()
+	assert.Equal(t, funcPtr(hw.Read), atomic.LoadPointer(&c.latch.banks[seq&1].read), "the next reading is not on the counter's line")
+	assert.Greater(t, c.Now(), first)
+}
+
+// TestKernelTimeDuringASwitch: a reading taken on a switch's freezer
+// (the line the switch froze, read through its stand-in, which returns
+// the pinned value), mapped while the switch runs, maps as a reading of
+// the line it froze: exactly, as it maps once the switch is over, not
+// through the paired map (whose answer can lie below an exact answer
+// already given for an earlier reading).
+func TestKernelTimeDuringASwitch(t *testing.T) {
+	f, tsc, tscLine := newTSCTimeData(t)
+	c := &Clock{st: &clockState{writer: writerState{step: func(string) {}}}}
+	c.publishLocked(tscLine)
+	counter := tsc.CycleLast + 5_000_000
+	tscLine.read = func() uint64 { return counter }
+	c.st.cur.read, c.st.lines.live.read = tscLine.read, tscLine.read
+	f.k.tscRead = funcPtr(tscLine.read)
+	c.latch.publish(&c.st.cur, func(string) {})
+	before, _ := c.st.cur.at(counter - 1000)
+	want, how := c.exactKernelTime(f.k, 0, before)
+	require.Equal(t, kernelExact, how)
+
+	_, pinned, _ := c.freeze("switch") // the freezer published and pinned
+	kt, how := c.exactKernelTime(f.k, 0, pinned)
+	assert.Equal(t, kernelExact, how, "a reading of the freezer")
+	assert.Equal(t, tsc.At(0, counter), kt, "the pin's instant")
+	kt, how = c.exactKernelTime(f.k, 0, before)
+	assert.Equal(t, kernelExact, how, "an earlier reading, mapped during the switch")
+	assert.Equal(t, want, kt)
 }
