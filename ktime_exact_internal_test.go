@@ -68,10 +68,14 @@ func kernelUpdate(prev pvclock.Conv, now, interval uint64, dmult int64) pvclock.
 	next.Mult = uint32(int64(prev.Mult) + dmult)
 	rem := now - next.CycleLast
 	for i := range next.Base {
-		nsec := prev.Base[i].Nsec + ticks*interval*uint64(prev.Mult) - uint64(dmult*int64(rem))
-		whole := uint64(1e9) << prev.Shift
-		next.Base[i].Sec += nsec / whole
-		next.Base[i].Nsec = nsec % whole
+		nsec := int64(prev.Base[i].Nsec + ticks*interval*uint64(prev.Mult)) - dmult*int64(rem)
+		whole := int64(1e9) << prev.Shift
+		if nsec < 0 { // timekeeping_adjust borrows a second
+			nsec += whole
+			next.Base[i].Sec--
+		}
+		next.Base[i].Sec += uint64(nsec / whole)
+		next.Base[i].Nsec = uint64(nsec % whole)
 	}
 	return next
 }
@@ -106,6 +110,22 @@ func TestKernelPivot(t *testing.T) {
 	}
 	same := kernelUpdate(firstConv, firstConv.CycleLast+4_500_000, interval, 0)
 	assert.Equal(t, same.CycleLast, kernelPivot(&firstConv, &same), "Δmult 0: the two agree from cycle_last on")
+
+	// An update of the frequency alone (adjtimex: timekeeping_advance's
+	// TK_ADV_FREQ, less than a tick after the last): no tick
+	// accumulated, cycle_last as it was, mult and xtime_nsec changed
+	// so that both agree at the counter value the kernel read.
+	for _, dmult := range []int64{2, -2, 3400, -3400} {
+		now := firstConv.CycleLast + 987_654
+		freq := kernelUpdate(firstConv, now, interval, dmult)
+		require.Equal(t, firstConv.CycleLast, freq.CycleLast)
+		assert.Equal(t, now, kernelPivot(&firstConv, &freq), "a change of frequency alone, Δmult %+d", dmult)
+		// But not one that puts the kernel's read more than a tick
+		// (10 ms at HZ=100) past cycle_last.
+		far := kernelUpdate(firstConv, firstConv.CycleLast+11_000_000, 12_000_000, dmult)
+		require.Equal(t, firstConv.CycleLast, far.CycleLast)
+		assert.Equal(t, far.CycleLast, kernelPivot(&firstConv, &far), "Δmult %+d: past a tick", dmult)
+	}
 }
 
 // TestKernelConversionInForce: a reading maps through the conversion
@@ -749,4 +769,106 @@ func TestKernelTimeDuringASwitch(t *testing.T) {
 	kt, how = c.exactKernelTime(f.k, 0, before)
 	assert.Equal(t, kernelExact, how, "an earlier reading, mapped during the switch")
 	assert.Equal(t, want, kt)
+}
+
+// TestKernelTimeAcrossTheKernelsClocksources: the kernel switches its
+// clocksource from the TSC to kvm-clock and back (by hand, as root may
+// at any time), while the clock reads the TSC, or the pvclock page: the
+// kernel's vDSO then converts the other counter, and a reading still
+// maps exactly, through the page's scale between the TSC and the page's
+// time. Each conversion is in force from the counter value the kernel
+// read at the switch (its cycle_last, in its own counter's units), so a
+// reading taken before a switch and mapped after it maps as it did
+// before, and a later reading never maps earlier. Without the page there
+// is no conversion between the two: the paired map answers.
+func TestKernelTimeAcrossTheKernelsClocksources(t *testing.T) {
+	page := pvclock.Pvclock{TSCTimestamp: 9_000_000_000, SystemTime: 6_000_000_000, Mul: 3512649351, Shift: -1, Flags: pvclock.TSCStableBit}
+	var pg pvclock.Page
+	pg.Publish(page)
+	f, tsc, tscLine := newTSCTimeData(t)
+	f.k.page = func() *pvclock.Page { return &pg }
+	c := &Clock{st: &clockState{writer: writerState{step: func(string) {}}}}
+	c.publishLocked(tscLine)
+	at := func(cyc uint64) int64 { r, _ := c.st.cur.at(cyc); return r }
+	mapped := func(what string, cyc uint64, want int64) int64 {
+		t.Helper()
+		for i := range 2 {
+			kt, how := c.exactKernelTime(f.k, i, at(cyc))
+			require.Equal(t, kernelExact, how, "%s (clock %d)", what, i)
+			// The least count that reads the reading: within a ns.
+			assert.InDelta(t, want+int64(i)*1e9, kt, 1.5, "%s (clock %d)", what, i)
+		}
+		kt, _ := c.exactKernelTime(f.k, 0, at(cyc))
+		return kt
+	}
+	r1 := tsc.CycleLast + 1_000_000
+	k1 := mapped("on the TSC, the kernel on it", r1, tsc.At(0, r1))
+
+	// To kvm-clock: the kernel reads the page at TSC value sw, and
+	// CLOCK_MONOTONIC goes on from where the TSC's conversion had it.
+	sw := tsc.CycleLast + 4_000_000
+	kvm := pvclock.Conv{Seq: tsc.Seq + 2, Mode: pvclock.ModePvclock, CycleLast: page.Time(sw), Mult: 1 << 23, Shift: 23}
+	for i := range kvm.Base {
+		ns := uint64(tsc.At(i, sw))
+		kvm.Base[i] = pvclock.Timestamp{Sec: ns / 1e9, Nsec: ns % 1e9 << 23}
+	}
+	f.put(kvm)
+	mapped("a reading from before the switch, mapped after it", r1, tsc.At(0, r1))
+	r2 := sw + 2_000_000
+	k2 := mapped("on the TSC, the kernel on kvm-clock", r2, kvm.At(0, page.Time(r2)))
+	mapped("just before the switch", sw-1, tsc.At(0, sw-1))
+
+	// And back to the TSC.
+	sw2 := sw + 7_000_000
+	back := pvclock.Conv{Seq: kvm.Seq + 2, Mode: pvclock.ModeTSC, CycleLast: sw2, Mult: tsc.Mult, Shift: tsc.Shift}
+	for i := range back.Base {
+		ns := uint64(kvm.At(i, page.Time(sw2)))
+		back.Base[i] = pvclock.Timestamp{Sec: ns / 1e9, Nsec: ns % 1e9 << back.Shift}
+	}
+	f.put(back)
+	mapped("on kvm-clock, mapped back on the TSC", r2, kvm.At(0, page.Time(r2)))
+	r3 := sw2 + 1000
+	k3 := mapped("on the TSC again", r3, back.At(0, r3))
+	assert.Less(t, k1, k2)
+	assert.Less(t, k2, k3)
+
+	// The clock on the pvclock page, the kernel on the TSC: a reading
+	// of the page's time maps through the TSC it was read at.
+	pc := newPvclockLineClock(t, f.k)
+	f.k.page = func() *pvclock.Page { return &pg }
+	pv := page.Time(r3 + 5000)
+	kt, how := pc.exactKernelTime(f.k, 0, int64(pv)+pvclockLineOffset)
+	require.Equal(t, kernelExact, how, "a reading of the page, the kernel on the TSC")
+	assert.InDelta(t, back.At(0, page.TSCAt(pv)), kt, 1.5)
+
+	// No page: no conversion between the two.
+	f.k.page = nil
+	_, how = c.exactKernelTime(f.k, 0, at(r2))
+	assert.Equal(t, kernelNone, how, "without the page")
+}
+
+// TestKernelTimeOfAReadingASecondOld: a reading mapped a second after it
+// was taken, 250 kernel updates later (HZ=250), each seen by a mapping,
+// maps through the conversion in force when it was taken, as it did at
+// once: a goroutine preempted between its reading and its mapping (a
+// switch of the kernel's clocksource stops every CPU: 316 ms here) maps
+// as one that was not.
+func TestKernelTimeOfAReadingASecondOld(t *testing.T) {
+	f := newFakeTimeData(t)
+	const interval = 4_000_000
+	mode := int32(pvclock.ModePvclock)
+	q := firstConv
+	f.put(q)
+	cyc := q.CycleLast + 1_234_567
+	at, how := f.k.slowAt(0, cyc, mode)
+	require.Equal(t, kernelExact, how)
+	cur := q
+	for i := range 250 {
+		cur = kernelUpdate(cur, cur.CycleLast+interval+100, interval, int64(i%3)-1)
+		f.put(cur)
+		f.k.slowAt(0, cur.CycleLast+200, mode)
+	}
+	later, how := f.k.slowAt(0, cyc, mode)
+	assert.Equal(t, kernelExact, how, "a reading a second old")
+	assert.Equal(t, at, later)
 }
