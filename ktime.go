@@ -359,16 +359,43 @@ func (c *Clock) describeKernelMapsLocked() string {
 				b.WriteString(exact)
 				b.WriteString("; older readings ")
 			}
-			// A drift found at a pairing goes on growing for wallLead
-			// before the new segment corrects it, at the pace it grew
-			// over the period.
-			bound := r.bracket/2 + r.drift + r.drift*int64(wallLead)/int64(wallPeriod)
-			b.WriteString(format.Sprintf("±%v (pairing bracket %v, worst drift found %v)",
-				time.Duration(bound), time.Duration(r.bracket), time.Duration(r.drift)))
+			b.WriteString(format.Sprintf("±%v (pairing bracket %v, worst drift found %v, and %v for a change of the kernel's frequency of up to %d ppm until the next pairing)",
+				r.kernelBound(), time.Duration(r.bracket), time.Duration(r.drift), r.kernelSlewAllowance(), kernelFreqChange))
 		}
 	}
 	return b.String()
 }
+
+// kernelBound is how far the paired map r of a kernel clock may be
+// from it, stated before a reading needs it: half the last pairing's
+// bracket; the worst drift a pairing found, which goes on growing for
+// wallLead before the new segment corrects it, at the pace it grew over
+// the period; and what a change of the kernel's frequency can add
+// before the next pairing re-aims the map (the map keeps its pace until
+// then: a period and a segment's lead while KernelTime is called, the
+// idle pace's 3 s otherwise), kernelFreqChange at most. Without that
+// last term the bound stated was the drift found so far: 35 ns, then
+// 110 µs off for 110 ms after an adjtimex slew of 1000 ppm.
+func (r *pairedMap) kernelBound() time.Duration {
+	return time.Duration(r.bracket/2+r.drift+r.drift*int64(wallLead)/int64(wallPeriod)) + r.kernelSlewAllowance()
+}
+
+// kernelSlewAllowance is kernelBound's term for a change of the kernel's
+// frequency.
+func (r *pairedMap) kernelSlewAllowance() time.Duration {
+	lag := wallPeriod + wallLead
+	if r.slow {
+		lag = wallIdlePeriod*3/2 + wallLead
+	}
+	return lag / 1_000_000 * kernelFreqChange
+}
+
+// kernelFreqChange is the largest change of the kernel's frequency, in
+// ppm, that the paired maps' stated bound allows for: from -500 to +500
+// ppm, adjtimex's whole range for ADJ_FREQUENCY (MAXFREQ), and adjtime's
+// slew (500 ppm). A faster slew (ADJ_TICK's, or the PLL taking up a
+// large offset) is followed within the same 110 ms, by more.
+const kernelFreqChange = 1000
 
 // kernelClocksHere says the kernel's monotonic and boot clocks are
 // Linux's, which its tracers stamp with: KernelTime maps onto Linux's

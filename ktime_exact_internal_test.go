@@ -2,6 +2,7 @@ package schedclock
 
 import (
 	"encoding/binary"
+	"math"
 	"math/big"
 	"runtime"
 	"sync/atomic"
@@ -845,6 +846,51 @@ func TestKernelTimeAcrossTheKernelsClocksources(t *testing.T) {
 	f.k.page = nil
 	_, how = c.exactKernelTime(f.k, 0, at(r2))
 	assert.Equal(t, kernelNone, how, "without the page")
+}
+
+// TestKernelMapBoundCoversAChangeOfFrequency: the bound Info states for
+// the paired map onto a kernel clock, before the kernel's frequency
+// changes (adjtimex: from -500 to +500 ppm at most), covers every
+// reading the map maps before its next pairing re-aims it: the map
+// keeps the old pace until then, for up to a period and a segment's
+// lead. A re-mapping of an older reading may change by that much.
+func TestKernelMapBoundCoversAChangeOfFrequency(t *testing.T) {
+	c, err := New(Portable())
+	require.NoError(t, err)
+	defer c.Close()
+	var changeAt, ppm atomic.Int64
+	changeAt.Store(math.MaxInt64)
+	refAt := func(n int64) int64 {
+		if at := changeAt.Load(); n > at {
+			return n + 12345 + (n-at)*ppm.Load()/1e6
+		}
+		return n + 12345
+	}
+	r := &c.st.kernel.maps[0]
+	r.ref, r.monotone = refClock{read: func() int64 { return refAt(c.nanos()) }, quick: func() int64 { return refAt(c.nanos()) }}, true
+	c.startMap(r)
+	c.st.mu.Lock()
+	for range 3 {
+		c.tickLocked(r, time.Now())
+		time.Sleep(time.Millisecond)
+	}
+	bound := r.kernelBound()
+	c.st.mu.Unlock()
+	for _, change := range []int64{1000, -1000} {
+		at := c.nanos()
+		changeAt.Store(at)
+		ppm.Store(change)
+		m := r.m.Load()
+		for _, d := range []time.Duration{time.Millisecond, wallPeriod, wallPeriod + wallLead} {
+			reading := at + int64(d)
+			off := time.Duration(abs(m.wallAt(reading) - refAt(reading)))
+			assert.LessOrEqual(t, off, bound, "%+d ppm, a reading %v after the change, mapped before the next pairing", change, d)
+		}
+	}
+	// A map read no more is aimed at the idle pace (every 3 s at most):
+	// its readings map through a segment that old.
+	r.slow = true
+	assert.GreaterOrEqual(t, r.kernelBound(), (wallIdlePeriod*3/2+wallLead)/1_000_000*kernelFreqChange, "idle")
 }
 
 // TestKernelTimeOfAReadingASecondOld: a reading mapped a second after it
