@@ -285,7 +285,8 @@ func (c *Clock) chooseHardware() {
 	// in the background; until they pass, calibration does not adopt it
 	// (but where the kernel vouches for it, a measured rate is adopted
 	// at once).
-	p.verdict = lostTrust(ev.ch.desc, hw.Name)
+	p.verdict = p.lostTrust(ev.ch.desc, hw.Name)
+	p.vdsoMode = ev.ch.desc.VDSOMode
 	p.report.crossCPU = "not run yet: it runs in the background"
 	p.trustPending = !p.vouched
 	p.checks = true

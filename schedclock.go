@@ -626,10 +626,7 @@ func (c *Clock) tickDueLocked(now time.Time) (next time.Time) {
 	if c.stoppedLocked() {
 		return now.Add(time.Hour)
 	}
-	policyDue, fallBack := c.st.policy.tickLocked(now, c.st.suspended, c.st.track != nil && c.st.track.adopted)
-	if fallBack != "" {
-		c.fallBackLocked(fallBack)
-	}
+	policyDue := c.followKernelLocked(now)
 	if tr := c.st.track; tr != nil && !c.st.suspended {
 		c.trackSafelyLocked(tr, now)
 	}
