@@ -39,24 +39,42 @@ const (
 // read here (not Linux, perf's clock not exported, an unknown k), and
 // on clocks whose readings are not real time (schedclocktest.Manual, Bubble).
 //
-// A later reading never maps earlier. Where the clock reads the counter
-// the kernel's vDSO converts (the pvclock page on a kvm-clock guest, the
-// TSC on a TSC kernel), KernelMonotonic and KernelBoottime are exact:
-// the kernel's own conversion, from the vDSO's time data, of the counter
-// value the reading was taken at (on the portable source, whose counter
-// is CLOCK_MONOTONIC itself, no conversion at all), with the conversion
-// that was the kernel's then (the process keeps the last 8 it saw: a reading mapped
-// within 8 kernel updates of being taken, 32 ms at HZ=250, is exact
-// where KernelTime was called in each of them). Elsewhere, and for those, a map is paired with the
-// kernel clock (its vDSO clock_gettime, or perf's page and the counter)
-// every 100 ms while KernelTime is called, as WallTime's with the wall clock
-// (no step back: the map slews back at 0.1% where it was ahead), so it
-// follows NTP's slew and, for KernelBoottime, a suspend; a reading's
-// kernel time through it never changes once it was taken.
-// Info.KernelTime says how closely: exact, or each pairing's bracket and
-// the most a pairing found the map off. The first call answers at once
-// from one pairing by the system call and has the clock's goroutine
-// refine the map.
+// A later reading never maps earlier, on any goroutine, through every
+// update, slew and switch of clocksource the kernel makes. Where the
+// clock reads a counter the kernel's vDSO converts (the pvclock page on
+// a kvm-clock guest, the TSC on a TSC kernel, either on a KVM guest
+// whichever of the two the kernel runs on: the page's scale relates
+// them), KernelMonotonic and KernelBoottime are exact: the kernel's own
+// conversion, from the vDSO's time data, of the counter value the
+// reading was taken at (on the portable source, whose counter is
+// CLOCK_MONOTONIC itself, no conversion at all), with the conversion
+// that was the kernel's then. The process keeps the last 256
+// conversions it saw (a KernelTime during an update's tick sees it): a
+// reading mapped within 256 kernel updates of being taken (a second at
+// HZ=250) maps to the same kernel time at once and later, where
+// KernelTime was called in each of them (where it was not, to within
+// what the conversions missed moved: a ns or two for NTP's
+// corrections), but for a reading taken in the microseconds between the
+// kernel's read of the counter for an update and the update's
+// publication: mapped at once through the conversion before it, later
+// through the update's own, a few ns apart after a change of frequency.
+//
+// Elsewhere, and for older readings, a map paired with the kernel clock
+// (its vDSO clock_gettime, or perf's page and the counter) answers:
+// paired every 100 ms while KernelTime is called (every 1-3 s when
+// idle), as WallTime's with the wall clock (no step back: the map slews
+// back at 0.1% where it was ahead), so it follows NTP's slew and, for
+// KernelBoottime, a suspend. A reading mapped again through it after it
+// mapped exactly may differ by up to the map's bound, and one taken on a
+// segment that a later pairing found off stays off by that much.
+// Info.KernelTime says how closely, before a mapping needs it: exact,
+// and the ±bound of the paired map (for the readings the exact path
+// leaves to it, or for all): half its pairing's bracket, the most a
+// pairing found it off, and what a change of the kernel's frequency of
+// up to 1000 ppm (adjtimex's whole range) adds before the next pairing
+// re-aims it (110 µs while KernelTime is called, 3 ms when idle). The
+// first call answers at once from one pairing by the system call and
+// has the clock's goroutine refine the map.
 //
 // While a clock switches counters (Register, a re-anchoring, the default
 // clock's set-up and its fall-back) Now stands still for microseconds,

@@ -69,7 +69,7 @@ func kernelUpdate(prev pvclock.Conv, now, interval uint64, dmult int64) pvclock.
 	next.Mult = uint32(int64(prev.Mult) + dmult)
 	rem := now - next.CycleLast
 	for i := range next.Base {
-		nsec := int64(prev.Base[i].Nsec + ticks*interval*uint64(prev.Mult)) - dmult*int64(rem)
+		nsec := int64(prev.Base[i].Nsec+ticks*interval*uint64(prev.Mult)) - dmult*int64(rem)
 		whole := int64(1e9) << prev.Shift
 		if nsec < 0 { // timekeeping_adjust borrows a second
 			nsec += whole
