@@ -261,7 +261,12 @@ func (k *kernelConvs) slowAt(i int, cyc uint64, mode int32) (int64, kernelMappin
 	var scale pageScale
 	var newer kernelRecord
 	n := 0
-	for {
+	// The newest few one by one (a reading a few updates old, the common
+	// case of this path), then the rest by bisection: the conversions
+	// start one after the other, so a reading is at or past the start of
+	// each one older than the conversion it was taken under, and before
+	// the start of each newer one.
+	for n < kernelLinearSteps || it.j == 0 {
 		r, ok := it.next()
 		if !ok {
 			break
@@ -271,17 +276,55 @@ func (k *kernelConvs) slowAt(i int, cyc uint64, mode int32) (int64, kernelMappin
 			return 0, kernelNone // a counter the clock's cannot be put in
 		}
 		if u >= r.pivot {
-			v := r.conv.At(i, u)
-			if n > 0 && newer.conv.Seq != r.conv.Seq+2 {
-				// Conversions between r and the next one recorded were
-				// missed: r's time, but never past where the next one
-				// starts, so that the map stays monotonic.
-				v = min(v, newer.conv.At(i, newer.pivot))
-			}
-			return v, kernelExact
+			return k.through(i, &r, u, &newer, n > 0), kernelExact
 		}
 		newer = r
 		n++
+	}
+	if it.j > 0 && it.j+kernelHistoryLen > it.h {
+		lo, hi := it.h-kernelHistoryLen+1, it.j // the records left, oldest to newest
+		if it.h < kernelHistoryLen {
+			lo = 1
+		}
+		top := hi
+		var best, oldest kernelRecord
+		var bestJ, oldestJ, bestU uint64
+		for lo <= hi {
+			mid := lo + (hi-lo)/2
+			r, ok := k.slots[(mid-1)%kernelHistoryLen].load(mid)
+			if !ok {
+				lo = mid + 1 // overwritten meanwhile: so are the older ones
+				continue
+			}
+			if oldestJ == 0 || mid < oldestJ {
+				oldest, oldestJ = r, mid
+			}
+			u, ok := k.inMode(cyc, mode, r.conv.Mode, &scale)
+			if !ok {
+				return 0, kernelNone
+			}
+			if u >= r.pivot {
+				best, bestJ, bestU, lo = r, mid, u, mid+1
+			} else {
+				hi = mid - 1
+			}
+		}
+		if bestJ != 0 {
+			// The one recorded after it (whose start the reading is
+			// before): the newest walked one by one, or the next record.
+			if bestJ < top {
+				if r, ok := k.slots[bestJ%kernelHistoryLen].load(bestJ + 1); ok {
+					if _, ok := k.inMode(cyc, mode, r.conv.Mode, &scale); !ok {
+						return 0, kernelNone
+					}
+					newer = r
+				}
+			}
+			return k.through(i, &best, bestU, &newer, n > 0 || bestJ < top), kernelExact
+		}
+		if oldestJ != 0 {
+			newer, n = oldest, n+1
+		}
 	}
 	if n == 0 {
 		return 0, kernelNone
@@ -289,6 +332,22 @@ func (k *kernelConvs) slowAt(i int, cyc uint64, mode int32) (int64, kernelMappin
 	// Older than every conversion kept: the paired map, bounded by
 	// where the oldest one starts.
 	return newer.conv.At(i, newer.pivot), kernelBounded
+}
+
+// kernelLinearSteps is how many of the newest conversions slowAt tries
+// one by one before it bisects the rest.
+const kernelLinearSteps = 8
+
+// through is clock i's time at u through conversion r, u being past its
+// pivot, newer the conversion recorded after it (haveNewer: there is
+// one): r's time, but never past where newer starts where conversions
+// between the two were missed, so that the map stays monotonic.
+func (k *kernelConvs) through(i int, r *kernelRecord, u uint64, newer *kernelRecord, haveNewer bool) int64 {
+	v := r.conv.At(i, u)
+	if haveNewer && newer.conv.Seq != r.conv.Seq+2 {
+		v = min(v, newer.conv.At(i, newer.pivot))
+	}
+	return v
 }
 
 // historyIter walks the conversions kept, newest first, from record h

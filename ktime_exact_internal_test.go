@@ -918,3 +918,69 @@ func TestKernelTimeOfAReadingASecondOld(t *testing.T) {
 	assert.Equal(t, kernelExact, how, "a reading a second old")
 	assert.Equal(t, at, later)
 }
+
+// linearAt is slowAt's answer found the plain way, for the test below:
+// every conversion kept, newest first, until the reading is past one's
+// pivot.
+func linearAt(k *kernelConvs, i int, cyc uint64, mode int32) (int64, kernelMapping) {
+	var scale pageScale
+	h := k.head.Load()
+	var newer kernelRecord
+	n := 0
+	for j := h; j > 0 && j+kernelHistoryLen > h; j-- {
+		r, ok := k.slots[(j-1)%kernelHistoryLen].load(j)
+		if !ok {
+			break
+		}
+		u, ok := k.inMode(cyc, mode, r.conv.Mode, &scale)
+		if !ok {
+			return 0, kernelNone
+		}
+		if u >= r.pivot {
+			return k.through(i, &r, u, &newer, n > 0), kernelExact
+		}
+		newer, n = r, n+1
+	}
+	if n == 0 {
+		return 0, kernelNone
+	}
+	return newer.conv.At(i, newer.pivot), kernelBounded
+}
+
+// TestKernelHistoryBisection: slowAt, which walks the newest conversions
+// kept one by one and bisects the rest, answers as a walk of them all:
+// across a full history with conversions missed (no mapping during
+// their tick), some of them moving the time past where the next seen
+// starts, for readings in every conversion's span and older than all.
+func TestKernelHistoryBisection(t *testing.T) {
+	f := newFakeTimeData(t)
+	const interval = 4_000_000
+	mode := int32(pvclock.ModePvclock)
+	cur := firstConv
+	f.put(cur)
+	f.k.slowAt(0, cur.CycleLast, mode)
+	starts := []uint64{cur.CycleLast}
+	for n := range kernelHistoryLen + 40 {
+		cur = kernelUpdate(cur, cur.CycleLast+interval+uint64(n*1000), interval, int64(n%5)-2)
+		if n%37 == 0 && cur.Base[0].Nsec >= 3000<<23 {
+			// A missed update moved it 3 µs back: the conversion before
+			// it runs past where the next one seen starts.
+			cur.Base[0].Nsec -= 3000 << 23
+		}
+		f.put(cur)
+		if n%37 != 0 { // missed: no mapping during its tick
+			f.k.slowAt(0, cur.CycleLast+200, mode)
+		}
+		starts = append(starts, cur.CycleLast)
+	}
+	for x, s := range starts {
+		for _, cyc := range []uint64{s - 1, s, s + 1, s + interval/2, s + interval - 1} {
+			for i := range 2 {
+				want, wantHow := linearAt(f.k, i, cyc, mode)
+				got, how := f.k.slowAt(i, cyc, mode)
+				require.Equal(t, wantHow, how, "conversion %d, cyc %d, clock %d", x, cyc, i)
+				require.Equal(t, want, got, "conversion %d, cyc %d, clock %d", x, cyc, i)
+			}
+		}
+	}
+}
