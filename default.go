@@ -22,6 +22,10 @@ import (
 // Register, so Now never goes backwards across it, wherever the writer
 // stops.
 //
+//   - Where the kernel runs on the hardware counter and its vDSO converts
+//     it (the TSC on a TSC kernel), the clock switches to it at once and
+//     converts it with the kernel's own raw conversion: nothing to
+//     measure or refine.
 //   - Where CPUID, the hypervisor leaf or CNTFRQ_EL0 gives the rate, the
 //     clock switches to the hardware counter at once.
 //   - Where the hardware counter is trusted but its rate must be measured,
@@ -35,8 +39,10 @@ import (
 // counter is watched against it. On Linux the kernel's verdict on the
 // counter (and the counter's own evidence, where its descriptor has some)
 // is read again every verdictPeriod: when the kernel stops using the
-// counter as its clocksource (its watchdog demoted it), so does the
-// default clock (trust.go).
+// counter as its clocksource (its watchdog demoted it, root switched it),
+// so does the default clock, and it reads the kernel's word every
+// verdictReturnPeriod to go back to the counter when the kernel does
+// (trust.go).
 // A caller's Register ends all of this: the caller has taken the clock
 // over.
 var (

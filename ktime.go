@@ -28,8 +28,9 @@ const (
 	KernelBoottime KernelClock = 7
 	// KernelPerf is perf's default clock (the kernel's sched_clock), a
 	// plain perf record's, where the kernel exports it to user space
-	// (cap_user_time_zero in a perf event's page: a kernel on the TSC,
-	// arm64; not a kvm-clock guest).
+	// (cap_user_time_zero in a perf event's page: x86 bare metal whose
+	// sched_clock is the TSC, arm64; not a KVM guest, whose sched_clock
+	// is kvm-clock's whichever clocksource its kernel runs on).
 	KernelPerf KernelClock = -1
 )
 
