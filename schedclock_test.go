@@ -690,9 +690,11 @@ func buildWeightProgram(t *testing.T, name string, flags ...string) string {
 }
 
 // helloWeight bounds what the import adds to a stripped hello world on
-// linux/amd64 (Go 1.26): the goal, 350,000 bytes. docs/default-clock.md
-// has what it adds, and what it added before each change that cut it.
-const helloWeight = 350_000
+// linux/amd64 (Go 1.26): 370,000 bytes, the goal of 350,000 less the
+// four pages that reading the kernel's own conversion of the TSC and
+// following the kernel back to its counter took (docs/default-clock.md
+// has what it adds, and what it added before each change).
+const helloWeight = 370_000
 
 // initLine matches a line of GODEBUG=inittrace=1.
 var initLine = regexp.MustCompile(`^init (\S+) @[0-9.]+ ms, ([0-9.]+) ms clock, (\d+) bytes, (\d+) allocs`)
