@@ -6,7 +6,11 @@
 // The first span starts at the program's first reading, which is mapped
 // at once: the first KernelTime makes the default clock's choice of
 // counter, and its switch, before it answers, so every later reading is
-// on the counter's line. Recorded by perf (perf record -k
+// on the counter's line. (Where the clock's counter is not one the
+// kernel converts, KernelTime answers from a map paired in the
+// background from its first call on: the first spans then map through
+// a provisional pairing, microseconds off, and a trace would want its
+// first 100 ms left out.) Recorded by perf (perf record -k
 // CLOCK_MONOTONIC -e raw_syscalls:sys_enter) or ftrace (trace_clock mono
 // or boot), each kernel stamp of those calls falls inside its span:
 // main_test.go joins the two timelines.
