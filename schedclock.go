@@ -138,6 +138,16 @@ type lineLog struct {
 	since atomic.Int64
 	// past is the line before it, for the readings taken on it.
 	past atomic.Pointer[pastLine]
+	// frozen is the last switch's freezer: the stand-in read function
+	// of the line it froze, and that line's own, so that a reading
+	// taken on the freezer's bank maps as one of the line it froze.
+	frozen atomic.Pointer[frozenRead]
+}
+
+// frozenRead is a freezer's read function (stand) and the read function
+// of the line it froze (of), as a bank holds them.
+type frozenRead struct {
+	stand, of unsafe.Pointer
 }
 
 // loopState is the background goroutine's: how often it woke (each is
@@ -419,7 +429,9 @@ func (c *Clock) publishLocked(ln line) {
 	// freezer: it neither starts a line nor ends one, and the line
 	// published after it continues the one before it or not (a switch
 	// to the same counter at the same rate continues it).
-	if !ln.frozen {
+	if ln.frozen {
+		c.st.lines.frozen.Store(&frozenRead{stand: funcPtr(ln.read), of: funcPtr(c.st.lines.live.read)})
+	} else {
 		if !c.st.lines.live.continuedBy(&ln) {
 			// Before the publication: a reader of the new line sees them
 			// (lines.past first: see exactKernelTime).
@@ -632,10 +644,7 @@ func (c *Clock) tickDueLocked(now time.Time) (next time.Time) {
 	if c.stoppedLocked() {
 		return now.Add(time.Hour)
 	}
-	policyDue, fallBack := c.st.policy.tickLocked(now, c.st.suspended, c.st.track != nil && c.st.track.adopted)
-	if fallBack != "" {
-		c.fallBackLocked(fallBack)
-	}
+	policyDue := c.followKernelLocked(now)
 	if tr := c.st.track; tr != nil && !c.st.suspended {
 		c.trackSafelyLocked(tr, now)
 	}
