@@ -112,7 +112,7 @@ const kernelTickMax = 10 * time.Millisecond
 //go:noinline
 func (c *Clock) Coarse() Instant {
 	if c == nil {
-		return 0
+		c = defaultClock
 	}
 	if v := c.coarse.current(); v != 0 {
 		return Instant(v - 1)
@@ -131,7 +131,7 @@ const coarseIdleTicks = 3
 // ticking goroutine runs.
 func (c *Clock) coarseSlow() int64 {
 	if c.st == nil {
-		return 0 // a zero Clock
+		return int64(defaultClock.Coarse()) // a zero Clock
 	}
 	if c.st.exact.coarse.Load() {
 		return c.nanos()

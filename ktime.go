@@ -100,9 +100,7 @@ const (
 // result saturates to the int64 range.
 func (c *Clock) KernelTime(k KernelClock, t Instant) (int64, bool) {
 	ns := int64(t)
-	if c == nil || c.st == nil {
-		return 0, false
-	}
+	c = c.orDefault()
 	i := kernelIndex(k)
 	if i < 0 {
 		return 0, false
@@ -148,9 +146,7 @@ func (c *Clock) KernelTime(k KernelClock, t Instant) (int64, bool) {
 // (BenchmarkFromKernelTime measures a reading just taken and one older
 // than the kernel's last update).
 func (c *Clock) FromKernelTime(k KernelClock, kt int64) (Instant, bool) {
-	if c == nil || c.st == nil {
-		return 0, false
-	}
+	c = c.orDefault()
 	now := c.Now()
 	at, ok := c.KernelTime(k, now)
 	if !ok {

@@ -78,7 +78,7 @@ func (c *Clock) now() int64 {
 		// loading it late keeps it out of the counter read's way.
 		read := atomic.LoadPointer(&b.read)
 		if read == nil {
-			return 0 // a zero Clock, never started by New
+			return defaultClock.nanos() // a zero Clock: see Clock
 		}
 		cyc := ptrFunc(read)()
 		scale := b.scale.Load()

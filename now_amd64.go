@@ -10,11 +10,9 @@ import "github.com/schedclock/schedclock/internal/hwcounter"
 // across CPUs and, for a counter narrower than 64 bits, a clock that is
 // folded within its refresh period (see Source for a fold that comes
 // late).
-//
-// A nil *Clock reads 0, as a zero Clock does.
 func (c *Clock) Now() Instant {
 	if c == nil {
-		return 0
+		c = defaultClock // see Clock
 	}
 	return Instant(clockNow(c))
 }
@@ -23,7 +21,7 @@ func (c *Clock) Now() Instant {
 // read is assembly (clockNow); both wrappers inline into their callers.
 func (c *Clock) nanos() int64 {
 	if c == nil {
-		return 0
+		c = defaultClock
 	}
 	return clockNow(c)
 }

@@ -19,12 +19,14 @@ import (
 // wait-free and safe for any number of goroutines; Register, Update,
 // Suspend, Resume and Close are serialised by the Clock.
 //
-// A Clock must be created with New. A zero Clock, and a nil *Clock,
-// behave as a closed clock that never ran, and no method panics on them:
-// Now, Since and Coarse return 0, WallTime returns the zero time.Time (no
-// wall time: test it with IsZero), Info returns Info{Closed: true}, and
-// Register, Update, Suspend, Resume and Close return errors wrapping
-// ErrClosed.
+// A Clock of your own is made by New. A nil *Clock is the default clock,
+// as a nil Transport is http.DefaultTransport to an http.Client: each of
+// its methods is the default clock's (Default), so that code which takes
+// a *Clock reads the default clock when given none, and its tests give
+// it another (package schedclocktest). So is a zero Clock. The writer
+// methods too act on the default clock then, as its own do: Close is
+// refused, and Register, Suspend and Resume are for the main package
+// alone (see Suspend).
 type Clock struct {
 	// latch must stay the first field: its first 64 bytes (seq and bank 0)
 	// must start on a 64-byte boundary. See latch.
@@ -37,6 +39,15 @@ type Clock struct {
 	// lines. It is nil in a zero Clock.
 	st *clockState
 	_  [clockSize - 128 - unsafe.Sizeof(coarseLine{}) - unsafe.Sizeof(&clockState{})]byte
+}
+
+// orDefault is the clock c's methods act on: the default clock for a
+// nil *Clock or a zero Clock (see Clock), c itself otherwise.
+func (c *Clock) orDefault() *Clock {
+	if c == nil || c.st == nil {
+		return defaultClock
+	}
+	return c
 }
 
 // clockSize is a Go size class that is a multiple of 64, and at most 512
@@ -330,6 +341,7 @@ func clockOf(w clockRef) *Clock { return (*Clock)(unsafe.Pointer(w.Value())) }
 // ErrClosed after Close. A Read that panics leaves the clock as it was:
 // the error wraps ErrFault and carries the panic's value.
 func (c *Clock) Update() (err error) {
+	c = c.orDefault()
 	if locked, err := c.lockWriterUnless("Update", true); !locked {
 		return err
 	}
@@ -493,10 +505,7 @@ func (ln *line) continuedBy(next *line) bool {
 // A Clock made inside a testing/synctest bubble must be closed there, so
 // that its goroutines leave the bubble before it ends.
 func (c *Clock) Close() error {
-	if c == nil || c.st == nil {
-		return ErrClosed
-	}
-	if c == defaultClock {
+	if c = c.orDefault(); c == defaultClock {
 		return format.Errorf("%w: it is shared by every package of the process", errDefaultClock)
 	}
 	if !c.lockAsWriter() {
@@ -818,9 +827,7 @@ type Evidence struct {
 // last writer finished, so Info never waits for a writer, nor for the user
 // code (a Read, a reference) a writer may be blocked in.
 func (c *Clock) Info() Info {
-	if c == nil || c.st == nil {
-		return Info{Closed: true}
-	}
+	c = c.orDefault()
 	p := c.st.policy
 	p.wakeFirstUse()
 	if !p.started() && c.st.info.Load() == &bootInfo {

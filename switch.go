@@ -70,6 +70,7 @@ import (
 // watch of the hardware counter; on a clock made with WithReference,
 // they move to src.
 func (c *Clock) Register(src Source) error {
+	c = c.orDefault()
 	conv, err := newConversion(src)
 	if err != nil {
 		return err
@@ -393,6 +394,7 @@ func frozenLine(ln line, conv conversion) line {
 // package of a program that owns the process's notion of time (a system
 // that really sleeps, a test binary); a library must not call them.
 func (c *Clock) Suspend() (err error) {
+	c = c.orDefault()
 	if locked, err := c.lockWriterUnless("Suspend", true); !locked {
 		return err
 	}
@@ -422,6 +424,7 @@ func (c *Clock) Suspend() (err error) {
 // panics leaves the clock suspended, as it was, and returns an error
 // wrapping ErrFault: call Resume again.
 func (c *Clock) Resume() (err error) {
+	c = c.orDefault()
 	if locked, err := c.lockWriterUnless("Resume", false); !locked {
 		return err
 	}

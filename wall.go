@@ -232,9 +232,7 @@ func (m *wallMap) with(gs ...wallSegment) *wallMap {
 // change of its slew costs that change times 3 s at most).
 func (c *Clock) WallTime(t Instant) time.Time {
 	ns := int64(t)
-	if c == nil || c.st == nil {
-		return time.Time{} // a zero or nil Clock has no wall time
-	}
+	c = c.orDefault()
 	if mc := c.st.exact.manual.Load(); mc != nil {
 		return time.Unix(0, mc.wallAt(ns))
 	}
