@@ -73,13 +73,23 @@ var (
 	// Boottime) does not exist on this platform or in this build, or
 	// cannot be trusted as a clock on this machine; the message says why.
 	// Portable works everywhere.
-	ErrUnsupported = hwcounter.ErrUnsupported
+	ErrUnsupported = errors.New("schedclock: counter not supported here")
 	// ErrFault: user code the clock called (a Source's Read) panicked
 	// during the call that returns it; the clock was left exactly as it
 	// was before the call, and Info counts the fault. The call may be
 	// tried again.
 	ErrFault = errors.New("schedclock: source faulted")
 )
+
+// The counters' refusals (internal/hwcounter) wrap ErrUnsupported, which
+// that package cannot import from here: it is handed over as a store that
+// package initialisation makes itself, as linkManual's.
+var _ = linkUnsupported()
+
+func linkUnsupported() bool {
+	hwcounter.ErrUnsupported = ErrUnsupported
+	return true
+}
 
 // The errors that report a caller's mistake, which no program handles at
 // run time: each says what went wrong, and tests match them

@@ -75,7 +75,11 @@ func (o RateOrigin) String() string {
 // and its errUntrusted, which errors.Is also matches as ErrUnsupported.
 var (
 	// ErrUnsupported: the counter does not exist on this platform or in
-	// this build, or cannot be trusted as a clock on this machine.
+	// this build, or cannot be trusted as a clock on this machine. It is
+	// schedclock.ErrUnsupported itself, which the schedclock package
+	// declares (its go doc then names no internal package) and stores
+	// here as it initialises, before anything can probe a counter: this
+	// value stands in for tests of this package alone.
 	ErrUnsupported = errors.New("schedclock: counter not supported here")
 	// ErrUntrusted: the counter exists but cannot be trusted as a clock
 	// on this machine.
