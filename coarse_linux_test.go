@@ -46,7 +46,7 @@ const (
 // as beside a loop in plain Go code. A turn in which the spinner itself was stopped (by the OS,
 // between its Coarse and its Now) reads as old as the stop was: that
 // stop, the turn's own length, is not Coarse's and is taken off. The
-// figures in the package doc ("Coarse time") come from here (go test -run
+// figures in docs/benchmarks.md (how old Coarse can be) come from here (go test -run
 // TestCoarseSpinning -v).
 func TestCoarseSpinning(t *testing.T) {
 	if v := os.Getenv(coarseSpinEnv); v != "" {

@@ -11,9 +11,9 @@ import (
 // negative once the clock has passed it, as time.Until.
 func (c *Clock) Until(dl Instant) time.Duration { return dl.Sub(c.Now()) }
 
-// Until returns the time left on the default clock until dl, an Instant
-// of it (Now().Add(d)): Default().Until(dl), negative once passed, as
-// time.Until.
+// Until returns the time left on the default clock until dl (an Instant
+// of it, such as Now().Add(d)): Default().Until(dl), negative once dl has
+// passed, as time.Until.
 func Until(dl Instant) time.Duration { return defaultClock.Until(dl) }
 
 // WithTimeout is WithDeadline(parent, c.Now().Add(d)).
@@ -46,8 +46,8 @@ func (c *Clock) WithTimeout(parent context.Context, d time.Duration) (context.Co
 // Its Deadline is a real time, what libraries compare with time.Now:
 // time.Now() plus c.Until(dl) at the call, or the parent's deadline if
 // that is earlier. On a Manual clock it is where dl would fall had the
-// clock run at real time from the call on, never in the past while the
-// clock has not reached dl; WallTime(dl), in 2000, would be.
+// clock run at real time from the call on: after time.Now at the call,
+// where WallTime(dl), in 2000, would long be past.
 func (c *Clock) WithDeadline(parent context.Context, dl Instant) (context.Context, context.CancelFunc) {
 	c = c.orDefault()
 	if m := c.st.exact.manual.Load(); m != nil {

@@ -27,6 +27,21 @@ func goDoc(t *testing.T, args ...string) string {
 	return string(out)
 }
 
+// TestDocFirstScreen: go doc of the package shows at most 50 lines
+// before its index, the first screen a user reads.
+func TestDocFirstScreen(t *testing.T) {
+	out := goDoc(t)
+	lines := strings.Split(out, "\n")
+	index := len(lines)
+	for i, l := range lines {
+		if strings.HasPrefix(l, "func ") || strings.HasPrefix(l, "type ") || strings.HasPrefix(l, "var ") || strings.HasPrefix(l, "const ") {
+			index = i
+			break
+		}
+	}
+	assert.LessOrEqual(t, index, 50, "lines of go doc before the index:\n%s", strings.Join(lines[:min(index, 60)], "\n"))
+}
+
 // TestDocNamesNoInternalPackage: go doc -all names no package under
 // internal/, whose names a user can neither import nor look up.
 func TestDocNamesNoInternalPackage(t *testing.T) {

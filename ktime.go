@@ -73,14 +73,14 @@ const (
 // leaves to it, or for all): half its pairing's bracket, the most a
 // pairing found it off, and what a change of the kernel's frequency of
 // up to 1000 ppm (adjtimex's whole range) adds before the next pairing
-// re-aims it (110 µs while KernelTime is called, 3 ms when idle). The
+// corrects it (110 µs while KernelTime is called, 3 ms when idle). The
 // first call answers at once from one pairing by the system call and
 // has the clock's goroutine refine the map.
 //
 // While a clock switches counters (Register, a re-anchoring, the default
 // clock's set-up and its fall-back) Now stands still for microseconds,
 // and the readings it returns then map to the instant the switch began;
-// readings from the line before a switch map through it. The default
+// readings taken before a switch map as they did then. The default
 // clock's first KernelTime makes its choice of counter, and the switch
 // to it, before it answers (a few ms at most: probes, file reads), so a
 // program that maps its readings from its very first one finds every

@@ -331,11 +331,12 @@ func weakClock(c *Clock) clockRef { return weak.Make(&c.latch) }
 // clockOf returns the Clock w refers to, nil once it was collected.
 func clockOf(w clockRef) *Clock { return (*Clock)(unsafe.Pointer(w.Value())) }
 
-// Update folds the counter elapsed since the epoch into the epoch, so that
-// the counter can wrap without time being lost. The refresh goroutine
-// calls it every refresh period; calling it more often is harmless. It
-// does not move time by even a nanosecond: the sub-nanosecond remainder
-// is carried into the new epoch.
+// Update folds the counter into the clock's epoch: it moves the point the
+// clock converts from (a counter value and the reading it stands for) up
+// to now, so that the counter can wrap without time being lost. The
+// clock's goroutine calls it every refresh period (Info.RefreshPeriod);
+// calling it more often is harmless. It does not move time by even a
+// nanosecond: the sub-nanosecond remainder is carried into the new epoch.
 //
 // Update does nothing while the clock is suspended, and returns
 // ErrClosed after Close. A Read that panics leaves the clock as it was:
@@ -492,11 +493,11 @@ func (ln *line) continuedBy(next *line) bool {
 
 // Close stops the background goroutines and waits for them to exit. Now
 // keeps answering (Coarse stands at its last value). A closed clock is no
-// longer folded: on a 64-bit counter it stays exact for 7/8 of the
-// counter's range, 2^64*7/8 counts (511 years at 1 GHz, 51 years at
-// 10 GHz), after which readers take the counter for one that stepped
-// back and read the last fold's value; a narrower counter stays exact
-// for 7/8 of one wrap. After Close, Register, Update, Suspend and Resume
+// longer updated (Update): on a 64-bit counter it stays exact for 7/8 of
+// the counter's range, 2^64*7/8 counts (511 years at 1 GHz, 51 years at
+// 10 GHz), after which Now takes the counter for one that stepped back
+// and stands at the value of the last Update; a narrower counter stays
+// exact for 7/8 of one wrap. After Close, Register, Update, Suspend and Resume
 // return ErrClosed and change nothing, so a clock closed while suspended
 // stays frozen, and so does one closed while it stands still after its
 // watch refused a reading (see [Watch] Holding). A second Close returns ErrClosed. The default clock
@@ -704,7 +705,7 @@ type Info struct {
 	RateErrorPPM  float64       // estimated error of Rate, ppm (0 when declared)
 	Bits          int           // counter width
 	Mult, Shift   uint32        // ns = cycles*Mult >> Shift
-	RefreshPeriod time.Duration // how often the epoch is folded forward
+	RefreshPeriod time.Duration // how often the clock's goroutine calls Update
 	Suspended     bool
 	Closed        bool
 	// ConversionErrorPPM is the conversion's own error: how far

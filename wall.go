@@ -226,10 +226,10 @@ func (m *wallMap) with(gs ...wallSegment) *wallMap {
 // WallTime saturates: WallTime(math.MaxInt64) is in 2262, and nothing
 // maps outside what time.Unix(0, ns) can say.
 //
-// The map is aimed at the wall clock every 100 ms while WallTime is
-// called; after a period without a call it is aimed every 1-3 s, and
-// the next call wakes it (a step of the wall clock shows within 3 s, a
-// change of its slew costs that change times 3 s at most).
+// The clock is paired with the wall clock again every 100 ms while
+// WallTime is called; after a period without a call, every 1-3 s, and
+// the next call has it paired at once (a step of the wall clock shows
+// within 3 s, a change of its slew costs that change times 3 s at most).
 func (c *Clock) WallTime(t Instant) time.Time {
 	ns := int64(t)
 	c = c.orDefault()
