@@ -13,7 +13,8 @@
 // Sub, and measure with [Since] and [Until]. [Coarse] is a reading of Now
 // about a millisecond old for a few nanoseconds, for deadlines, caches
 // and rate limits. [WallNow] is the wall-clock time read from the
-// counter, cheaper than time.Now, with no monotonic reading. Where the
+// counter, cheaper than time.Now, with no monotonic reading, and
+// [BoundedWallNow] the same with its error bound. Where the
 // machine has no counter the package can trust, the clock runs on Go's
 // monotonic clock and costs what time.Since costs. Timers, sleeping and a
 // time.Time with a monotonic reading are the time package's.
@@ -35,6 +36,6 @@
 // are in docs/guarantees.md, in the module's repository
 // (github.com/schedclock/schedclock); how the default clock picks and
 // watches its counter on each architecture, in docs/default-clock.md;
-// what each call costs, in docs/benchmarks.md; the whole API, in
-// docs/api.md.
+// wall time's bound, in docs/wall-bound.md; what each call costs, in
+// docs/benchmarks.md; the whole API, in docs/api.md.
 package schedclock

@@ -171,7 +171,7 @@ var ErrNoWallBound = errors.New("schedclock: no bound on wall time")
 // allocates nothing and makes no system call, except the first call
 // (which opens the sources: 0.1-0.5 ms on the development machine) and
 // a refresh of the sources' snapshot: about once a second while it is
-// called, more often while the wall map is being re-aimed or the
+// called, more often while the clock is being paired with the wall clock again or the
 // kernel's pace changes (adjtimex(2) and a few clock reads, some ten
 // system calls, by whichever caller finds the snapshot due, the others
 // not waiting for it). docs/wall-bound.md has the sources and the
