@@ -406,8 +406,12 @@ const cpuHogEnv = "SCHEDCLOCK_CPU_HOG"
 
 func cpuHog() {
 	for {
+		hogSink++
 	}
 }
+
+// hogSink is cpuHog's work, so that its loop is not an empty spin.
+var hogSink uint64
 
 // startCPUHogs starts n CPU-bound processes (the test binary as
 // cpuHog), killed at the test's end.
