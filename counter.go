@@ -2,11 +2,11 @@ package schedclock
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"time"
 
-	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/pvclock"
 )
@@ -114,7 +114,7 @@ func Hardware() (Source, error) {
 	case "loong64":
 		return withMeasuredRate(hwcounter.ProbeStableCounter())
 	}
-	return Source{}, format.Errorf("%w: no counter register is read on %s", ErrUnsupported, runtime.GOARCH)
+	return Source{}, fmt.Errorf("%w: no counter register is read on %s", ErrUnsupported, runtime.GOARCH)
 }
 
 // tscMeasureTime is how long Hardware measures the TSC's rate when no
@@ -142,7 +142,7 @@ func tscSource() (Source, error) {
 		}
 		hz, _, err := measureRate(src.Read, tscMeasureTime)
 		if err != nil {
-			return Source{}, format.Errorf("%w %q: measuring its rate against %s: %v", errUntrusted, "tsc", rawClockName, err)
+			return Source{}, fmt.Errorf("%w %q: measuring its rate against %s: %v", errUntrusted, "tsc", rawClockName, err)
 		}
 		src.Rate = uint64(math.Round(hz))
 	}
@@ -173,7 +173,7 @@ func withMeasuredRate(probed hwcounter.Source, origin hwcounter.RateOrigin, _ fl
 	}
 	hz, _, err := measureRate(src.Read, timerMeasureTime)
 	if err != nil {
-		return Source{}, format.Errorf("%w %q: measuring its rate against %s: %v", errUntrusted, src.Name, rawClockName, err)
+		return Source{}, fmt.Errorf("%w %q: measuring its rate against %s: %v", errUntrusted, src.Name, rawClockName, err)
 	}
 	src.Rate = uint64(math.Round(hz))
 	return src, nil
@@ -204,7 +204,7 @@ func chooseCounter(table []*hwcounter.Counter) choice {
 		refusals = append(refusals, err)
 	}
 	if len(refusals) == 0 {
-		return choice{err: format.Errorf("%w: no hardware counter for GOARCH=%s", ErrUnsupported, runtime.GOARCH)}
+		return choice{err: fmt.Errorf("%w: no hardware counter for GOARCH=%s", ErrUnsupported, runtime.GOARCH)}
 	}
 	return choice{err: joinRefusals(refusals)}
 }
@@ -223,7 +223,7 @@ func joinRefusals(refusals []error) error {
 		}
 		args[i] = err
 	}
-	return format.Errorf(verbs, args...)
+	return fmt.Errorf(verbs, args...)
 }
 
 // kernelConv is the kernel's own conversion of a counter it runs on:
@@ -272,13 +272,13 @@ func kernelConversionOf(td *pvclock.TimeData, l pvclock.Layout, mode int32, read
 			continue
 		}
 		if r.Mode != mode {
-			return kernelConv{}, format.Errorf("the kernel's vDSO converts clock mode %d, not %d", r.Mode, mode)
+			return kernelConv{}, fmt.Errorf("the kernel's vDSO converts clock mode %d, not %d", r.Mode, mode)
 		}
 		before := raw()
 		at := r.At(read())
 		after := raw()
 		if at < before-1 || at > after+1 {
-			why = format.Sprintf("its raw conversion (mult %d, shift %d) put a reading %d ns from [%d, %d] of %s", r.Mult, r.Shift, max(before-at, at-after), before, after, rawClockName)
+			why = fmt.Sprintf("its raw conversion (mult %d, shift %d) put a reading %d ns from [%d, %d] of %s", r.Mult, r.Shift, max(before-at, at-after), before, after, rawClockName)
 			continue
 		}
 		return kernelConv{conv: conversion{mult: r.Mult, shift: r.Shift, mask: ^uint64(0)}, hz: math.Ldexp(1e9, int(r.Shift)) / float64(r.Mult)}, nil

@@ -1,12 +1,12 @@
 package schedclock
 
 import (
+	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
-	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
@@ -258,12 +258,12 @@ func (c *Clock) chooseHardware() {
 		p.report.rejected = err.Error()
 		return
 	case p.takenOver != "":
-		p.report.rejected = format.Sprintf("%s: not adopted: Register(%q) took the clock over first", hw.Name, p.takenOver)
+		p.report.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", hw.Name, p.takenOver)
 		return
 	case hw.Rate == 0 || !ev.kernelTrusts:
 		c.st.track = &tracker{ref: rawNow, src: hw, endsOnRegister: true, restart: true}
 		if !ev.kernelTrusts {
-			p.report.rejected = format.Sprintf("%s: not trusted yet: %s, and the cross-CPU check has not passed", hw.Name, p.report.kernel)
+			p.report.rejected = fmt.Sprintf("%s: not trusted yet: %s, and the cross-CPU check has not passed", hw.Name, p.report.kernel)
 			p.report.pending = "the cross-CPU check"
 		} else {
 			// Not rejected: trusted, and adopted as soon as its rate
@@ -280,7 +280,7 @@ func (c *Clock) chooseHardware() {
 			err = c.switchLocked(hw, conv, rate)
 		}
 		if err != nil {
-			p.report.rejected = format.Sprintf("%s: unusable: %v", hw.Name, err)
+			p.report.rejected = fmt.Sprintf("%s: unusable: %v", hw.Name, err)
 			return
 		}
 		c.st.declared = hw.Rate

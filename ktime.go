@@ -1,13 +1,13 @@
 package schedclock
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/perfclock"
 	"github.com/schedclock/schedclock/internal/pvclock"
@@ -379,7 +379,7 @@ func (c *Clock) describeKernelMapsLocked() string {
 				b.WriteString(exact)
 				b.WriteString("; older readings ")
 			}
-			b.WriteString(format.Sprintf("±%v (pairing bracket %v, worst drift found %v, and %v for a change of the kernel's frequency of up to %d ppm until the next pairing)",
+			b.WriteString(fmt.Sprintf("±%v (pairing bracket %v, worst drift found %v, and %v for a change of the kernel's frequency of up to %d ppm until the next pairing)",
 				r.kernelBound(), time.Duration(r.bracket), time.Duration(r.drift), r.kernelSlewAllowance(), kernelFreqChange))
 		}
 	}

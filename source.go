@@ -2,12 +2,12 @@ package schedclock
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 	_ "unsafe" // for go:linkname
 
-	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/vdso"
 )
@@ -116,11 +116,11 @@ var (
 func (s Source) validate() error {
 	switch {
 	case s.Read == nil:
-		return format.Errorf("%w %q: Read is nil", ErrInvalidSource, s.Name)
+		return fmt.Errorf("%w %q: Read is nil", ErrInvalidSource, s.Name)
 	case s.Bits < 1 || s.Bits > 64:
-		return format.Errorf("%w %q: Bits = %d, want 1..64", ErrInvalidSource, s.Name, s.Bits)
+		return fmt.Errorf("%w %q: Bits = %d, want 1..64", ErrInvalidSource, s.Name, s.Bits)
 	case s.Rate == 0:
-		return format.Errorf("%w %q: Rate is 0 Hz", ErrInvalidSource, s.Name)
+		return fmt.Errorf("%w %q: Rate is 0 Hz", ErrInvalidSource, s.Name)
 	}
 	return nil
 }
@@ -286,7 +286,7 @@ const maxHZ = 100_000
 // Stop when it is no longer used.
 func newJiffies(hz int) (*jiffyCounter, error) {
 	if hz < 1 || hz > maxHZ {
-		return nil, format.Errorf("%w %q: HZ = %d, want 1..%d", ErrInvalidSource, "jiffies", hz, maxHZ)
+		return nil, fmt.Errorf("%w %q: HZ = %d, want 1..%d", ErrInvalidSource, "jiffies", hz, maxHZ)
 	}
 	j := &jiffyCounter{hz: uint64(hz), start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	go j.tick()
@@ -356,9 +356,9 @@ func vdsoSource(id vdso.ID, name string) (Source, error) {
 	c, err := vdso.Open(id)
 	if err != nil {
 		if errors.Is(err, vdso.ErrUnsupported) {
-			return Source{}, format.Errorf("%w: %s: %v", ErrUnsupported, name, err)
+			return Source{}, fmt.Errorf("%w: %s: %v", ErrUnsupported, name, err)
 		}
-		return Source{}, format.Errorf("%w: %s cannot be read: %v", errUntrusted, name, err)
+		return Source{}, fmt.Errorf("%w: %s cannot be read: %v", errUntrusted, name, err)
 	}
 	return Source{Name: name + " (" + c.Path() + ")", Bits: 64, Rate: 1_000_000_000, Read: func() uint64 {
 		v := uint64(c.Now())

@@ -1,10 +1,10 @@
 package schedclock
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
-	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
@@ -75,7 +75,7 @@ func (c *Clock) Register(src Source) error {
 	if err != nil {
 		return err
 	}
-	if err := c.lockWriter(format.Sprintf("Register(%q)", src.Name)); err != nil {
+	if err := c.lockWriter(fmt.Sprintf("Register(%q)", src.Name)); err != nil {
 		return err
 	}
 	defer c.unlock()
@@ -87,11 +87,11 @@ func (c *Clock) Register(src Source) error {
 		// read before the rate refuses it. (A faster src is read first
 		// thing in the switch, before anything changes.)
 		var err error
-		c.guard(format.Sprintf("Register(%q)", src.Name), func() { _, err = readOnce(src) }, nil)
+		c.guard(fmt.Sprintf("Register(%q)", src.Name), func() { _, err = readOnce(src) }, nil)
 		if err != nil {
 			return err
 		}
-		return format.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.st.src.Name, c.st.declared)
+		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.st.src.Name, c.st.declared)
 	}
 	endTrack, undo := c.st.policy.registerLocked(src, c.st.track)
 	if tr := c.st.track; endTrack {
@@ -199,7 +199,7 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 		if _, err = readOnce(src); err != nil {
 			if p, ok := asPanic(err); same && ok {
 				c.recordFaultLocked("switch to "+src.Name, p.v)
-				err = format.Errorf("%w: %q: Read panicked before the switch: %v", ErrFault, src.Name, p.v)
+				err = fmt.Errorf("%w: %q: Read panicked before the switch: %v", ErrFault, src.Name, p.v)
 			}
 			return
 		}
@@ -238,11 +238,11 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 	case r == nil:
 		return err
 	case marked && f.reference:
-		return format.Errorf("%w: the reference panicked while anchoring %q: %v", ErrFault, src.Name, f.v)
+		return fmt.Errorf("%w: the reference panicked while anchoring %q: %v", ErrFault, src.Name, f.v)
 	case marked || same:
-		return format.Errorf("%w: %q: Read panicked during the switch to %q: %v", ErrFault, c.st.src.Name, src.Name, faultValue(r))
+		return fmt.Errorf("%w: %q: Read panicked during the switch to %q: %v", ErrFault, c.st.src.Name, src.Name, faultValue(r))
 	}
-	return format.Errorf("%w %q: Read panicked: %v", ErrInvalidSource, src.Name, r)
+	return fmt.Errorf("%w %q: Read panicked: %v", ErrInvalidSource, src.Name, r)
 }
 
 // switchLine publishes a line on next with conversion conv, starting

@@ -1,13 +1,13 @@
 package hwcounter
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/schedclock/schedclock/internal/errata"
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // CNTVCTBits is the counter width the architecture guarantees: at least
@@ -55,12 +55,12 @@ func prepareCNTVCT(src Source) (Source, func(Measures) (string, error)) {
 // unprogrammed), ErrUntrusted. The message says exactly why.
 func ProbeCNTVCT() (src Source, origin RateOrigin, errPPM float64, err error) {
 	if !CNTVCTSupported {
-		return Source{}, 0, 0, format.Errorf("%w %q: %s", ErrUnsupported, "cntvct", NoAsmReason("arm64"))
+		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "cntvct", NoAsmReason("arm64"))
 	}
 	// CNTFRQ_EL0 bits 63:32 are RES0.
 	rate := CNTFRQ() & 0xffff_ffff
 	if rate == 0 {
-		return Source{}, 0, 0, format.Errorf("%w %q: CNTFRQ_EL0 reads 0 (firmware did not program the counter frequency)", ErrUntrusted, "cntvct")
+		return Source{}, 0, 0, fmt.Errorf("%w %q: CNTFRQ_EL0 reads 0 (firmware did not program the counter frequency)", ErrUntrusted, "cntvct")
 	}
 	return Source{Name: "cntvct", Read: CNTVCT(), Bits: CNTVCTBits, Rate: rate}, RateCNTFRQ, cntfrqErrPPM, nil
 }
@@ -156,9 +156,9 @@ func (t cntvctTrust) String() string {
 	if t.Match.Erratum == errata.None {
 		b.WriteString("no erratum")
 	} else {
-		b.WriteString(format.Sprintf("%s (%s), kernel's workaround read: %s", t.Match.Erratum, t.Match.Where, t.Match.Erratum.Workaround()))
+		b.WriteString(fmt.Sprintf("%s (%s), kernel's workaround read: %s", t.Match.Erratum, t.Match.Where, t.Match.Erratum.Workaround()))
 	}
-	b.WriteString("; read " + format.Ns(t.Cost.CounterNs) + ", portable " + format.Ns(t.Cost.PortableNs))
+	b.WriteString("; read " + formatNs(t.Cost.CounterNs) + ", portable " + formatNs(t.Cost.PortableNs))
 	if t.Fallback {
 		b.WriteString(": slower than the portable source (the kernel traps the counter?), falling back to it")
 	}
@@ -174,9 +174,9 @@ func (t cntvctTrust) String() string {
 func (t cntvctTrust) untrusted() error {
 	switch {
 	case t.Reason != "":
-		return format.Errorf("%w %q: %s", ErrUnsupported, "cntvct", t.Reason)
+		return fmt.Errorf("%w %q: %s", ErrUnsupported, "cntvct", t.Reason)
 	case t.Fallback:
-		return format.Errorf("%w %q: %s", ErrUntrusted, "cntvct", strings.TrimPrefix(t.String(), "cntvct: "))
+		return fmt.Errorf("%w %q: %s", ErrUntrusted, "cntvct", strings.TrimPrefix(t.String(), "cntvct: "))
 	}
 	return nil
 }

@@ -2,11 +2,11 @@ package hwcounter
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"time"
 
-	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/kernel"
 )
 
@@ -68,7 +68,7 @@ func (o RateOrigin) String() string {
 	if o >= 0 && int(o) < len(rateOriginNames) {
 		return rateOriginNames[o]
 	}
-	return format.Sprintf("rateOrigin(%d)", int(o))
+	return fmt.Sprintf("rateOrigin(%d)", int(o))
 }
 
 // The errors a descriptor's refusal wraps: schedclock.ErrUnsupported,
@@ -185,4 +185,19 @@ func NoAsmReason(arch string) string {
 		return "built with " + runtime.Compiler + ", not gc"
 	}
 	return "built with the purego tag"
+}
+
+// formatNs writes a duration given in (fractional) nanoseconds with a
+// unit that keeps three significant digits: "12 ns", "1.5 µs", "2.5 ms",
+// "1.6 s".
+func formatNs(ns float64) string {
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%.3g s", ns/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%.3g ms", ns/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%.3g µs", ns/1e3)
+	}
+	return fmt.Sprintf("%.3g ns", ns)
 }

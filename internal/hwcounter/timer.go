@@ -2,9 +2,9 @@ package hwcounter
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 
-	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/sysfile"
 	"github.com/schedclock/schedclock/internal/timebase"
@@ -88,7 +88,7 @@ func stableCounterVerdict() kernel.Verdict                     { return clocksou
 // probe is the timer's Probe.
 func (t *timer) probe() (src Source, origin RateOrigin, errPPM float64, err error) {
 	if !t.supported {
-		return Source{}, 0, 0, format.Errorf("%w %q: %s", ErrUnsupported, t.name, NoAsmReason(t.arch))
+		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, t.name, NoAsmReason(t.arch))
 	}
 	rate, origin, errPPM, err := t.rate()
 	if err != nil {
@@ -127,11 +127,11 @@ func rdtimeRate(property []byte, readErr error) (rate uint64, origin RateOrigin,
 		return 0, RateMeasured, 0, nil
 	}
 	if readErr != nil {
-		return 0, 0, 0, format.Errorf("%w %q: reading %s: %v", ErrUntrusted, "rdtime", timebase.DeviceTreePath, readErr)
+		return 0, 0, 0, fmt.Errorf("%w %q: reading %s: %v", ErrUntrusted, "rdtime", timebase.DeviceTreePath, readErr)
 	}
 	rate, err = timebase.DeviceTreeFrequency(property)
 	if err != nil {
-		return 0, 0, 0, format.Errorf("%w %q: %s: %v", ErrUntrusted, "rdtime", timebase.DeviceTreePath, err)
+		return 0, 0, 0, fmt.Errorf("%w %q: %s: %v", ErrUntrusted, "rdtime", timebase.DeviceTreePath, err)
 	}
 	return rate, RateDeviceTree, nominalRateErrPPM, nil
 }
@@ -145,14 +145,14 @@ func timebaseRate(cpuinfo []byte, readErr error) (rate uint64, origin RateOrigin
 		return 0, RateMeasured, 0, nil
 	}
 	if readErr != nil {
-		return 0, 0, 0, format.Errorf("%w %q: reading %s: %v", ErrUntrusted, "timebase", timebase.CPUInfoPath, readErr)
+		return 0, 0, 0, fmt.Errorf("%w %q: reading %s: %v", ErrUntrusted, "timebase", timebase.CPUInfoPath, readErr)
 	}
 	rate, err = timebase.CPUInfoTimebase(cpuinfo)
 	switch {
 	case errors.Is(err, timebase.ErrNoTimebaseLine):
 		return 0, RateMeasured, 0, nil
 	case err != nil:
-		return 0, 0, 0, format.Errorf("%w %q: %s: %v", ErrUntrusted, "timebase", timebase.CPUInfoPath, err)
+		return 0, 0, 0, fmt.Errorf("%w %q: %s: %v", ErrUntrusted, "timebase", timebase.CPUInfoPath, err)
 	}
 	return rate, RateCPUInfo, nominalRateErrPPM, nil
 }
@@ -162,7 +162,7 @@ func timebaseRate(cpuinfo []byte, readErr error) (rate uint64, origin RateOrigin
 func stableCounterRate(cfg func(leaf uint32) uint32) (uint64, error) {
 	rate, err := timebase.StableCounterFrequency(cfg(2), cfg(4), cfg(5))
 	if err != nil {
-		return 0, format.Errorf("%w %q: %v", ErrUntrusted, "stablecounter", err)
+		return 0, fmt.Errorf("%w %q: %v", ErrUntrusted, "stablecounter", err)
 	}
 	return rate, nil
 }
@@ -202,13 +202,13 @@ func clocksourceVerdict(want string) kernel.Verdict {
 func prepareReadCost(src Source) (Source, func(Measures) (string, error)) {
 	return src, func(m Measures) (string, error) {
 		if src.Rate != 0 && !StatedRateHolds(src, m.Rate) {
-			return src.Name + ": does not run at its stated rate", format.Errorf("%w %q: does not run at the stated %d Hz", ErrUntrusted, src.Name, src.Rate)
+			return src.Name + ": does not run at its stated rate", fmt.Errorf("%w %q: does not run at the stated %d Hz", ErrUntrusted, src.Name, src.Rate)
 		}
 		cost := measureReadCost(src.Read, m.Portable)
-		found := format.Sprintf("%s: read %s, portable %s", src.Name, format.Ns(cost.CounterNs), format.Ns(cost.PortableNs))
+		found := fmt.Sprintf("%s: read %s, portable %s", src.Name, formatNs(cost.CounterNs), formatNs(cost.PortableNs))
 		if cost.counterSlower() {
-			return found + ": slower than the portable source", format.Errorf("%w %q: read %s, slower than the portable source's %s (the counter is trapped?)",
-				ErrUntrusted, src.Name, format.Ns(cost.CounterNs), format.Ns(cost.PortableNs))
+			return found + ": slower than the portable source", fmt.Errorf("%w %q: read %s, slower than the portable source's %s (the counter is trapped?)",
+				ErrUntrusted, src.Name, formatNs(cost.CounterNs), formatNs(cost.PortableNs))
 		}
 		return found, nil
 	}

@@ -1,8 +1,9 @@
 package hwcounter
 
 import (
+	"fmt"
+
 	"github.com/schedclock/schedclock/internal/cpu"
-	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/kernel"
 )
 
@@ -22,7 +23,7 @@ const VDSOModeTSC = 1
 // default clock's set-up calls it without blocking.
 func ProbeTSC() (src Source, origin RateOrigin, errPPM float64, err error) {
 	if !TSCSupported {
-		return Source{}, 0, 0, format.Errorf("%w %q: %s", ErrUnsupported, "tsc", NoAsmReason("amd64"))
+		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "tsc", NoAsmReason("amd64"))
 	}
 	rate, origin, errPPM, err := tscRate(cpu.CPUID, kernel.Clocksource())
 	if err != nil {
@@ -48,10 +49,10 @@ func tscRate(cpuid cpu.Func, clocksource string) (rate uint64, origin RateOrigin
 		if refusal.Absent {
 			sentinel = ErrUnsupported
 		}
-		return 0, 0, 0, format.Errorf("%w %q: %s", sentinel, "tsc", refusal.Reason)
+		return 0, 0, 0, fmt.Errorf("%w %q: %s", sentinel, "tsc", refusal.Reason)
 	}
 	if cs := kernel.TrimSpace(clocksource); cs != "" && cs != "tsc" {
-		return 0, 0, 0, format.Errorf("%w %q: kernel clocksource is %s, not tsc", ErrUntrusted, "tsc", cs)
+		return 0, 0, 0, fmt.Errorf("%w %q: kernel clocksource is %s, not tsc", ErrUntrusted, "tsc", cs)
 	}
 	rate, from, errPPM := tsc.Rate()
 	switch from {

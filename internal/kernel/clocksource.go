@@ -8,10 +8,10 @@
 package kernel
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/sysfile"
 )
 
@@ -130,18 +130,18 @@ func (v Verdict) Keep() bool { return v.Err != nil || v.Current == v.Want }
 func (v Verdict) String() string {
 	switch {
 	case v.Err != nil:
-		return format.Sprintf("kernel clocksource unknown (%v)", v.Err)
+		return fmt.Sprintf("kernel clocksource unknown (%v)", v.Err)
 	case v.Current == v.Want:
 		return "kernel clocksource is " + v.Current
 	case v.Current == "":
 		return "kernel clocksource is empty, not " + v.Want
 	}
-	s := format.Sprintf("kernel clocksource is %s, not %s", v.Current, v.Want)
+	s := fmt.Sprintf("kernel clocksource is %s, not %s", v.Current, v.Want)
 	switch {
 	case v.Available == nil:
 		return s
 	case slices.Contains(v.Available, v.Want):
-		return s + format.Sprintf(" (%s still available)", v.Want)
+		return s + fmt.Sprintf(" (%s still available)", v.Want)
 	}
 	s += " (" + v.Want + " not available: available are "
 	for i, name := range v.Available {

@@ -1,10 +1,9 @@
 package pvclock
 
 import (
+	"fmt"
 	"math"
 	"strings"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // PageSize is x86's base page size, the unit of the vvar layouts.
@@ -119,7 +118,7 @@ func (r Release) atLeast(major, minor int) bool {
 	return r.Major > major || r.Major == major && r.Minor >= minor
 }
 
-func (r Release) String() string { return format.Sprintf("%d.%d", r.Major, r.Minor) }
+func (r Release) String() string { return fmt.Sprintf("%d.%d", r.Major, r.Minor) }
 
 // The layouts, each checked against the kernel source of its versions
 // (torvalds/linux, arch/x86/entry/vdso/):
@@ -154,29 +153,29 @@ func Locate(maps []Mapping, release string) (Location, error) {
 			continue
 		}
 		if m.Hi-m.Lo != vclockPages*PageSize {
-			return Location{}, format.Errorf("%w: [vvar_vclock] is %d bytes, want %d pages (Linux 6.13+: pvclock, hvclock)", ErrLayout, m.Hi-m.Lo, vclockPages)
+			return Location{}, fmt.Errorf("%w: [vvar_vclock] is %d bytes, want %d pages (Linux 6.13+: pvclock, hvclock)", ErrLayout, m.Hi-m.Lo, vclockPages)
 		}
 		return Location{Pvclock: m.Lo, Hyperv: m.Lo + PageSize, Mapping: m.Name,
 			Layout: "[vvar_vclock] (Linux 6.13+): pvclock page +0, hvclock page +1"}, nil
 	}
 	if !relOK {
-		return Location{}, format.Errorf("%w: no [vvar_vclock] mapping, and kernel release %q cannot be parsed to choose a [vvar] layout", ErrLayout, release)
+		return Location{}, fmt.Errorf("%w: no [vvar_vclock] mapping, and kernel release %q cannot be parsed to choose a [vvar] layout", ErrLayout, release)
 	}
 	if rel.atLeast(6, 13) {
-		return Location{}, format.Errorf("%w: no [vvar_vclock] mapping on Linux %s (since 6.13 the kernel maps the vclock pages there)", ErrNoPage, rel)
+		return Location{}, fmt.Errorf("%w: no [vvar_vclock] mapping on Linux %s (since 6.13 the kernel maps the vclock pages there)", ErrNoPage, rel)
 	}
 	if !rel.atLeast(5, 6) {
-		return Location{}, format.Errorf("%w: Linux %s predates the [vvar] layouts verified here (5.6 to 6.12)", ErrLayout, rel)
+		return Location{}, fmt.Errorf("%w: Linux %s predates the [vvar] layouts verified here (5.6 to 6.12)", ErrLayout, rel)
 	}
 	for _, m := range maps {
 		if m.Name != "[vvar]" {
 			continue
 		}
 		if m.Hi-m.Lo != timensVvarPages*PageSize {
-			return Location{}, format.Errorf("%w: [vvar] on Linux %s is %d bytes, want %d pages (vvar, pvclock, hvclock, timens)", ErrLayout, rel, m.Hi-m.Lo, timensVvarPages)
+			return Location{}, fmt.Errorf("%w: [vvar] on Linux %s is %d bytes, want %d pages (vvar, pvclock, hvclock, timens)", ErrLayout, rel, m.Hi-m.Lo, timensVvarPages)
 		}
 		return Location{Pvclock: m.Lo + PageSize, Hyperv: m.Lo + 2*PageSize, Mapping: m.Name,
 			Layout: "[vvar] (Linux 5.6-6.12): pvclock page +1, hvclock page +2"}, nil
 	}
-	return Location{}, format.Errorf("%w: no [vvar] mapping (no vDSO in this process)", ErrNoPage)
+	return Location{}, fmt.Errorf("%w: no [vvar] mapping (no vDSO in this process)", ErrNoPage)
 }
