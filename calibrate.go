@@ -6,7 +6,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/vdso"
 )
@@ -112,7 +111,7 @@ var calibrationSchedule = []time.Duration{
 // rating is a rate and what is known of it.
 type rating struct {
 	hz     float64
-	origin hwcounter.RateOrigin
+	origin rateOrigin
 	errPPM float64 // the estimate's error, the conversion's rounding included
 }
 
@@ -447,7 +446,7 @@ func (tr *tracker) refine(now time.Time, v *clockView) trackDecision {
 		return trackDecision{reject: err.Error()}
 	}
 	// The conversion's own rounding is part of the error.
-	next := rating{hz: hz, origin: hwcounter.RateRefined, errPPM: errPPM + math.Abs(conv.errorPPM(hz))}
+	next := rating{hz: hz, origin: rateRefined, errPPM: errPPM + math.Abs(conv.errorPPM(hz))}
 	src := tr.src
 	src.Rate = uint64(math.Round(hz))
 	if !tr.adopted {
@@ -461,16 +460,16 @@ func (tr *tracker) refine(now time.Time, v *clockView) trackDecision {
 			return trackDecision{}
 		}
 		if tr.src.Rate == 0 {
-			next.origin = hwcounter.RateMeasured
+			next.origin = rateMeasured
 		}
 		tr.adopted = true
 		return trackDecision{rerate: &rateChange{src: src, conv: conv, rate: next, adopt: true}}
 	}
-	if v.rate.origin == hwcounter.RateNanoseconds || v.rate.origin == hwcounter.RateKernel {
+	if v.rate.origin == rateNanoseconds || v.rate.origin == rateKernel {
 		return trackDecision{} // exact by construction: a measurement can only add its own error (the watch still compares)
 	}
 	current := v.rate.errPPM
-	if v.rate.origin == hwcounter.RateDeclared {
+	if v.rate.origin == rateDeclared {
 		current = math.Inf(1) // a caller's word, which the reference is here to check
 	}
 	if !sliding && next.errPPM >= current {
@@ -556,7 +555,7 @@ func (tr *tracker) finishReanchor(v *clockView) trackDecision {
 	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM && tr.keepsRate(v.cur, p2, hz, errPPM) {
 		if cv, cerr := conversionFor(src.Name, hz, src.Bits); cerr == nil {
 			conv, r.rerated = cv, true
-			rate = rating{hz: hz, origin: hwcounter.RateRefined, errPPM: errPPM + math.Abs(cv.errorPPM(hz))}
+			rate = rating{hz: hz, origin: rateRefined, errPPM: errPPM + math.Abs(cv.errorPPM(hz))}
 			src.Rate = uint64(math.Round(hz))
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/perfclock"
 	"github.com/schedclock/schedclock/internal/pvclock"
 	"github.com/schedclock/schedclock/internal/vdso"
@@ -270,9 +269,9 @@ var perfOpened atomic.Bool
 
 func openPerfClock() *perfClock {
 	defer perfOpened.Store(true)
-	p := &perfClock{read: hwcounter.TSC()}
+	p := &perfClock{read: tscReader()}
 	if p.read == nil {
-		p.read = hwcounter.CNTVCT()
+		p.read = cntvctReader()
 	}
 	if p.read == nil {
 		p.why = "no counter perf's page converts in this build"

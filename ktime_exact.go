@@ -9,7 +9,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/pvclock"
 )
 
@@ -170,7 +169,7 @@ var kernelConvsOnce = lazy[*kernelConvs]{make: func() *kernelConvs {
 	}
 	kc := &kernelConvs{td: k.td, layout: layout, pvclockRead: funcPtr(readPvclock), pvclockSrc: &pvclockShared.src,
 		portableRead: portableReadPtr, page: kernelPageNow}
-	if r := hwcounter.TSC(); r != nil {
+	if r := tscReader(); r != nil {
 		kc.tscRead = funcPtr(r)
 		// Found now, before a switch of the kernel's clocksource needs
 		// it: a mapping that waited for a probe while the kernel ran on

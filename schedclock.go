@@ -11,8 +11,6 @@ import (
 	"time"
 	"unsafe"
 	"weak"
-
-	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 // A Clock turns a free-running counter into monotonic nanoseconds. Now is
@@ -263,7 +261,7 @@ func New(src Source, opts ...Option) (*Clock, error) {
 	if o.reference != nil {
 		tr = &tracker{ref: o.reference, src: src, adopted: true}
 	}
-	c, err := newClock(src, rating{hz: float64(src.Rate), origin: hwcounter.RateDeclared}, tr)
+	c, err := newClock(src, rating{hz: float64(src.Rate), origin: rateDeclared}, tr)
 	if err != nil {
 		return nil, err
 	}

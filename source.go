@@ -8,7 +8,6 @@ import (
 	"time"
 	_ "unsafe" // for go:linkname
 
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/vdso"
 )
 
@@ -82,23 +81,13 @@ var (
 	ErrFault = errors.New("schedclock: source faulted")
 )
 
-// The counters' refusals (internal/hwcounter) wrap ErrUnsupported, which
-// that package cannot import from here: it is handed over as a store that
-// package initialisation makes itself, as linkManual's.
-var _ = linkUnsupported()
-
-func linkUnsupported() bool {
-	hwcounter.ErrUnsupported = ErrUnsupported
-	return true
-}
-
 // The errors that report a caller's mistake, which no program handles at
 // run time: each says what went wrong, and tests match them
 // (export_test.go).
 var (
 	// errUntrusted: the hardware counter exists but cannot be trusted as
 	// a clock on this machine. It is an ErrUnsupported to errors.Is.
-	errUntrusted = hwcounter.ErrUntrusted
+	errUntrusted error = untrusted{}
 	// errInvalidOption: an Option given to New is unusable (a nil
 	// reference clock, a duplicate Option, ...).
 	errInvalidOption = errors.New("schedclock: invalid option")

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/pvclock"
 )
@@ -128,7 +127,7 @@ type paravirtFound struct {
 // it.
 func findParavirt() (*paravirtPage, error) {
 	if !pvclock.Supported {
-		return nil, fmt.Errorf("%w %q: %s", ErrUnsupported, "paravirt", hwcounter.NoAsmReason("amd64"))
+		return nil, fmt.Errorf("%w %q: %s", ErrUnsupported, "paravirt", noAsmReason("amd64"))
 	}
 	cs := kernel.Clocksource()
 	maps, err := pvclock.Maps()
@@ -551,11 +550,11 @@ func readPvclock() uint64 { return pvclockShared.src.read() }
 
 // probePvclock is Paravirt in the shape of the default clock's counter
 // descriptors: the page's time is in ns by construction, so its rate is
-// exact (hwcounter.RateNanoseconds): the default clock watches it against
+// exact (rateNanoseconds): the default clock watches it against
 // CLOCK_MONOTONIC_RAW but never refines it.
-func probePvclock() (src hwcounter.Source, origin hwcounter.RateOrigin, errPPM float64, err error) {
+func probePvclock() (src Source, origin rateOrigin, errPPM float64, err error) {
 	pv, err := Paravirt()
-	return counterSource(pv), hwcounter.RateNanoseconds, 0, err
+	return pv, rateNanoseconds, 0, err
 }
 
 // pvclockVerdict is the kernel's word on the paravirtual clock: its
@@ -626,7 +625,7 @@ func pvclockStatus() (reading, history string) {
 // clock's table: trusted on the kernel's word (its clocksource is the
 // page's clock) and the page's own evidence (the stable bit), both
 // followed for life.
-var pvclockCounter = hwcounter.Counter{
+var pvclockCounter = descriptor{
 	Arch:     "amd64",
 	Probe:    probePvclock,
 	Verdict:  pvclockVerdict,

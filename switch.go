@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-
-	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 // The switch protocol: how Register, rate refinement and Suspend move
@@ -105,7 +103,7 @@ func (c *Clock) Register(src Source) error {
 			undo()
 		}
 	}()
-	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: hwcounter.RateDeclared}); err != nil {
+	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: rateDeclared}); err != nil {
 		return err
 	}
 	switched = true

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/warp"
 )
 
@@ -62,7 +61,7 @@ type trustPolicy struct {
 	// once the choice is made); checks says the choice wants the
 	// counter's background checks run; takenOver names the Source of a
 	// caller's Register that came before the choice.
-	table     []*hwcounter.Counter
+	table     []*descriptor
 	chosen    bool
 	checks    bool
 	takenOver string
@@ -208,13 +207,13 @@ func (c *Clock) goBackLocked(now time.Time) {
 	tr := &tracker{ref: rawNow, src: p.hw, endsOnRegister: true, restart: true}
 	if l := p.left; l != nil {
 		hw, conv, rate := l.src, l.conv, l.rate
-		if rate.origin == hwcounter.RateKernel {
+		if rate.origin == rateKernel {
 			kc, err := p.kernelConversion(p.vdsoMode, hw.Read)
 			if err != nil {
 				retry("the kernel's conversion: " + err.Error())
 				return
 			}
-			hw.Rate, conv, rate = uint64(math.Round(kc.hz)), kc.conv, rating{hz: kc.hz, origin: hwcounter.RateKernel}
+			hw.Rate, conv, rate = uint64(math.Round(kc.hz)), kc.conv, rating{hz: kc.hz, origin: rateKernel}
 		}
 		if err := c.switchLocked(hw, conv, rate); err != nil {
 			retry(err.Error())
@@ -442,7 +441,7 @@ func (c *Clock) fallBackLocked(why string) {
 	src := Portable()
 	conv, err := newConversion(src)
 	if err == nil {
-		err = c.switchLocked(src, conv, rating{hz: 1e9, origin: hwcounter.RateDeclared})
+		err = c.switchLocked(src, conv, rating{hz: 1e9, origin: rateDeclared})
 	}
 	if err != nil {
 		c.st.policy.rejectLocked(fmt.Sprintf("%s; switching to the portable source failed: %v", why, err))
@@ -463,7 +462,7 @@ func measurePending(name string) string {
 // kernel keeps no verdict on the counter, and it has no evidence of its
 // own). Where the kernel's word cannot be read (not Linux, no sysfs),
 // the kernel has nothing to say (kernel.Verdict.Keep).
-func (p *trustPolicy) lostTrust(d *hwcounter.Counter, name string) func() string {
+func (p *trustPolicy) lostTrust(d *descriptor, name string) func() string {
 	if d.Verdict == nil && d.Evidence == nil {
 		return nil
 	}

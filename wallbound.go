@@ -15,7 +15,6 @@ import (
 	"github.com/schedclock/schedclock/internal/adjtimex"
 	"github.com/schedclock/schedclock/internal/clockbound"
 	"github.com/schedclock/schedclock/internal/errata"
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/vmclock"
 )
@@ -1157,18 +1156,18 @@ func realWallSources() *wallSources {
 // the kernel marked it unstable (ptp_vmclock refuses then too), the
 // virtual counter on arm64 with the erratum workaround this CPU needs.
 func vmclockCounter() (read func() uint64, id uint8, why string) {
-	if tsc := hwcounter.TSC(); tsc != nil {
+	if tsc := tscReader(); tsc != nil {
 		v := kernel.TSCVerdict()
 		if v.Known() && v.Current != "tsc" && !slices.Contains(v.Available, "tsc") {
 			return nil, 0, "the kernel marked the TSC unstable (" + v.String() + ")"
 		}
 		return tsc, vmclock.CounterX86TSC, ""
 	}
-	if hwcounter.CNTVCT() != nil {
-		if read := hwcounter.CNTVCTErratum(errata.Detect(os.DirFS("/")).Erratum); read != nil {
+	if cntvctReader() != nil {
+		if read := cntvctErratum(errata.Detect(os.DirFS("/")).Erratum); read != nil {
 			return read, vmclock.CounterARMVCNT, ""
 		}
-		return hwcounter.CNTVCT(), vmclock.CounterARMVCNT, ""
+		return cntvctReader(), vmclock.CounterARMVCNT, ""
 	}
 	return nil, 0, "this build reads neither the TSC nor the arm64 virtual counter"
 }
