@@ -55,8 +55,8 @@ func (c *Clock) WallPairedAfter(ns int64) bool {
 }
 
 // The internals the external tests name that are not the package's API:
-// the per-architecture counters (Hardware returns this machine's), the
-// jiffy counter, and the errors that report a caller's mistake.
+// the per-architecture counters (Hardware returns this machine's) and the
+// errors that report a caller's mistake.
 var (
 	TSC           = tscSource
 	CNTVCT        = func() (Source, error) { src, _, _, err := probeCNTVCT(); return src, err }
@@ -64,17 +64,12 @@ var (
 	TimeBase      = func() (Source, error) { return withMeasuredRate(probeTimeBase()) }
 	StableCounter = func() (Source, error) { return withMeasuredRate(probeStableCounter()) }
 	TOD           = func() (Source, error) { return withMeasuredRate(probeTOD()) }
-	NewJiffies    = newJiffies
 
 	ErrUntrusted     = errUntrusted
 	ErrInvalidOption = errInvalidOption
 	ErrDefaultClock  = errDefaultClock
 	ErrReentered     = errReentered
 )
-
-type Jiffies = jiffyCounter
-
-const MaxHZ = maxHZ
 
 // WatchPeriod is the watch's shortest period.
 const WatchPeriod = watchPeriod
