@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 
 	"github.com/schedclock/schedclock/internal/kernel"
-	"github.com/schedclock/schedclock/internal/sysfile"
 	"github.com/schedclock/schedclock/internal/timebase"
 )
 
@@ -98,11 +98,11 @@ func (t *timer) probe() (src Source, origin rateOrigin, errPPM float64, err erro
 }
 
 func rdtimeRateHere() (uint64, rateOrigin, float64, error) {
-	return rdtimeRate(sysfile.Read(timebase.DeviceTreePath))
+	return rdtimeRate(os.ReadFile(timebase.DeviceTreePath))
 }
 
 func timebaseRateHere() (uint64, rateOrigin, float64, error) {
-	return timebaseRate(sysfile.Read(timebase.CPUInfoPath))
+	return timebaseRate(os.ReadFile(timebase.CPUInfoPath))
 }
 
 func todRateHere() (uint64, rateOrigin, float64, error) { return todRate, rateArchitected, 0, nil }

@@ -2,6 +2,7 @@ package schedclock
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/schedclock/schedclock/internal/cpu"
 	"github.com/schedclock/schedclock/internal/kernel"
@@ -51,7 +52,7 @@ func tscRate(cpuid cpu.Func, clocksource string) (rate uint64, origin rateOrigin
 		}
 		return 0, 0, 0, fmt.Errorf("%w %q: %s", sentinel, "tsc", refusal.Reason)
 	}
-	if cs := kernel.TrimSpace(clocksource); cs != "" && cs != "tsc" {
+	if cs := strings.TrimSpace(clocksource); cs != "" && cs != "tsc" {
 		return 0, 0, 0, fmt.Errorf("%w %q: kernel clocksource is %s, not tsc", errUntrusted, "tsc", cs)
 	}
 	rate, from, errPPM := tsc.Rate()

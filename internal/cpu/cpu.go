@@ -15,9 +15,8 @@ import (
 	"bytes"
 	"fmt"
 	"math/bits"
+	"os"
 	"runtime"
-
-	"github.com/schedclock/schedclock/internal/sysfile"
 )
 
 // Func executes CPUID for leaf eax and sub-leaf ecx.
@@ -191,7 +190,7 @@ func Emulated() bool {
 	if runtime.GOARCH == "amd64" || runtime.GOARCH == "386" {
 		return false
 	}
-	cpuinfo, err := sysfile.Read("/proc/cpuinfo")
+	cpuinfo, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
 		return false
 	}

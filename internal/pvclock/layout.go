@@ -3,6 +3,7 @@ package pvclock
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -24,53 +25,19 @@ func ParseMapsLine(line string) (m Mapping, ok bool) {
 	rest := line
 	var fields [5]string
 	for i := range fields {
-		rest = trimSpaces(rest)
-		end := strings.IndexByte(rest, ' ')
-		if end < 0 {
-			if i != len(fields)-1 {
-				return Mapping{}, false
-			}
-			end = len(rest)
+		var found bool
+		fields[i], rest, found = strings.Cut(strings.TrimLeft(rest, " "), " ")
+		if !found && i != len(fields)-1 {
+			return Mapping{}, false
 		}
-		fields[i], rest = rest[:end], rest[end:]
 	}
-	dash := strings.IndexByte(fields[0], '-')
-	if dash < 0 {
+	loText, hiText, found := strings.Cut(fields[0], "-")
+	lo, err1 := strconv.ParseUint(loText, 16, 64)
+	hi, err2 := strconv.ParseUint(hiText, 16, 64)
+	if !found || err1 != nil || err2 != nil || lo >= hi || len(fields[1]) != 4 || fields[4] == "" {
 		return Mapping{}, false
 	}
-	lo, ok1 := parseUint(fields[0][:dash], 16)
-	hi, ok2 := parseUint(fields[0][dash+1:], 16)
-	if !ok1 || !ok2 || lo >= hi || len(fields[1]) != 4 || fields[4] == "" {
-		return Mapping{}, false
-	}
-	return Mapping{Lo: lo, Hi: hi, Perms: fields[1], Name: trimSpaces(rest)}, true
-}
-
-func trimSpaces(s string) string {
-	for s != "" && s[0] == ' ' {
-		s = s[1:]
-	}
-	return s
-}
-
-// parseUint reads s as strconv.ParseUint(s, base, 64) does for base 10
-// or 16: digits alone, at least one, within 64 bits.
-func parseUint(s string, base uint64) (uint64, bool) {
-	var n uint64
-	for i := 0; i < len(s); i++ {
-		c, d := s[i], uint64(base)
-		switch lower := c | 0x20; {
-		case '0' <= c && c <= '9':
-			d = uint64(c - '0')
-		case base == 16 && 'a' <= lower && lower <= 'f':
-			d = uint64(lower-'a') + 10
-		}
-		if d >= base || n > (math.MaxUint64-d)/base {
-			return 0, false
-		}
-		n = n*base + d
-	}
-	return n, s != ""
+	return Mapping{Lo: lo, Hi: hi, Perms: fields[1], Name: strings.TrimLeft(rest, " ")}, true
 }
 
 // ParseMaps parses every line of a /proc/self/maps, skipping those that
@@ -106,9 +73,9 @@ func ParseRelease(s string) (Release, bool) {
 	for end < len(s) && '0' <= s[end] && s[end] <= '9' {
 		end++
 	}
-	major, ok1 := parseUint(s[:dot], 10)
-	minor, ok2 := parseUint(s[dot+1:end], 10)
-	if !ok1 || !ok2 || major > math.MaxInt32 || minor > math.MaxInt32 {
+	major, err1 := strconv.ParseUint(s[:dot], 10, 64)
+	minor, err2 := strconv.ParseUint(s[dot+1:end], 10, 64)
+	if err1 != nil || err2 != nil || major > math.MaxInt32 || minor > math.MaxInt32 {
 		return Release{}, false
 	}
 	return Release{int(major), int(minor)}, true

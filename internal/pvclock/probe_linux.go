@@ -8,8 +8,6 @@ import (
 	"os"
 	"syscall"
 	"unsafe"
-
-	"github.com/schedclock/schedclock/internal/sysfile"
 )
 
 // copyOut copies len(buf) bytes of this process's memory at addr into
@@ -61,7 +59,7 @@ func readFull(fd int, buf []byte) error {
 
 // Maps reads /proc/self/maps.
 func Maps() ([]Mapping, error) {
-	b, err := sysfile.Read("/proc/self/maps")
+	b, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoPage, err)
 	}

@@ -5,9 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"unsafe"
 
-	"github.com/schedclock/schedclock/internal/sysfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,7 +23,7 @@ var errNoVDSO = errors.New("no vDSO: AT_SYSINFO_EHDR absent")
 func sysinfoEhdr() (uintptr, error) {
 	auxv, err := unix.Auxv()
 	if err != nil {
-		raw, rerr := sysfile.Read("/proc/self/auxv")
+		raw, rerr := os.ReadFile("/proc/self/auxv")
 		if rerr != nil {
 			return 0, fmt.Errorf("auxiliary vector unreadable: %v; %v", err, rerr)
 		}
