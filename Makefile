@@ -144,7 +144,7 @@ FUZZ_TARGETS := .:FuzzLine \
 	./internal/errata:FuzzCompatible ./internal/errata:FuzzDeviceTree ./internal/errata:FuzzGTDT \
 	./internal/errata:FuzzMIDR ./internal/errata:FuzzCPUInfo \
 	./internal/vdso:FuzzLookup ./internal/vdso:FuzzAuxv ./internal/vdso:FuzzImageLength \
-	./internal/pvclock:FuzzMapsLine ./internal/pvclock:FuzzParseUint ./internal/pvclock:FuzzPvclockPage ./internal/pvclock:FuzzHypervPage ./internal/pvclock:FuzzTimeData \
+	./internal/pvclock:FuzzMapsLine ./internal/pvclock:FuzzPvclockPage ./internal/pvclock:FuzzHypervPage ./internal/pvclock:FuzzTimeData \
 	./internal/perfclock:FuzzPerfPage \
 	./internal/vmclock:FuzzDecode ./internal/clockbound:FuzzDecode ./internal/adjtimex:FuzzReading \
 	./internal/testutil/pprofdecode:FuzzSamples \

@@ -2,11 +2,10 @@ package schedclock
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
-	"github.com/schedclock/schedclock/internal/format"
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/vdso"
 )
@@ -112,7 +111,7 @@ var calibrationSchedule = []time.Duration{
 // rating is a rate and what is known of it.
 type rating struct {
 	hz     float64
-	origin hwcounter.RateOrigin
+	origin rateOrigin
 	errPPM float64 // the estimate's error, the conversion's rounding included
 }
 
@@ -286,13 +285,13 @@ func referenceOff(refElapsed, monoElapsed int64) string {
 	in := time.Duration(monoElapsed)
 	switch {
 	case refElapsed == 0:
-		return format.Sprintf("stuck: it did not move in %v", in)
+		return fmt.Sprintf("stuck: it did not move in %v", in)
 	case refElapsed < 0:
-		return format.Sprintf("stepped back %v in %v", time.Duration(abs(refElapsed)), in)
+		return fmt.Sprintf("stepped back %v in %v", time.Duration(abs(refElapsed)), in)
 	case refElapsed > monoElapsed:
-		return format.Sprintf("jumped: it moved %v in %v", time.Duration(refElapsed), in)
+		return fmt.Sprintf("jumped: it moved %v in %v", time.Duration(refElapsed), in)
 	}
-	return format.Sprintf("ran slow: it moved %v in %v", time.Duration(refElapsed), in)
+	return fmt.Sprintf("ran slow: it moved %v in %v", time.Duration(refElapsed), in)
 }
 
 // distrust decides that the reference misbehaved (why says how): the
@@ -438,7 +437,7 @@ func (tr *tracker) refine(now time.Time, v *clockView) trackDecision {
 	hz, errPPM, err := rateBetween(base, p)
 	if err != nil || hz < 1 {
 		if !tr.adopted && tr.src.Rate == 0 {
-			return trackDecision{reject: format.Sprintf("%s: measuring its rate against the reference failed: %v", tr.src.Name, err)}
+			return trackDecision{reject: fmt.Sprintf("%s: measuring its rate against the reference failed: %v", tr.src.Name, err)}
 		}
 		return trackDecision{}
 	}
@@ -447,7 +446,7 @@ func (tr *tracker) refine(now time.Time, v *clockView) trackDecision {
 		return trackDecision{reject: err.Error()}
 	}
 	// The conversion's own rounding is part of the error.
-	next := rating{hz: hz, origin: hwcounter.RateRefined, errPPM: errPPM + math.Abs(conv.errorPPM(hz))}
+	next := rating{hz: hz, origin: rateRefined, errPPM: errPPM + math.Abs(conv.errorPPM(hz))}
 	src := tr.src
 	src.Rate = uint64(math.Round(hz))
 	if !tr.adopted {
@@ -461,16 +460,16 @@ func (tr *tracker) refine(now time.Time, v *clockView) trackDecision {
 			return trackDecision{}
 		}
 		if tr.src.Rate == 0 {
-			next.origin = hwcounter.RateMeasured
+			next.origin = rateMeasured
 		}
 		tr.adopted = true
 		return trackDecision{rerate: &rateChange{src: src, conv: conv, rate: next, adopt: true}}
 	}
-	if v.rate.origin == hwcounter.RateNanoseconds || v.rate.origin == hwcounter.RateKernel {
+	if v.rate.origin == rateNanoseconds || v.rate.origin == rateKernel {
 		return trackDecision{} // exact by construction: a measurement can only add its own error (the watch still compares)
 	}
 	current := v.rate.errPPM
-	if v.rate.origin == hwcounter.RateDeclared {
+	if v.rate.origin == rateDeclared {
 		current = math.Inf(1) // a caller's word, which the reference is here to check
 	}
 	if !sliding && next.errPPM >= current {
@@ -556,7 +555,7 @@ func (tr *tracker) finishReanchor(v *clockView) trackDecision {
 	if err == nil && hz >= 1 && math.Abs(hz/rate.hz-1)*1e6 > errPPM+rate.errPPM+watchDriftPPM && tr.keepsRate(v.cur, p2, hz, errPPM) {
 		if cv, cerr := conversionFor(src.Name, hz, src.Bits); cerr == nil {
 			conv, r.rerated = cv, true
-			rate = rating{hz: hz, origin: hwcounter.RateRefined, errPPM: errPPM + math.Abs(cv.errorPPM(hz))}
+			rate = rating{hz: hz, origin: rateRefined, errPPM: errPPM + math.Abs(cv.errorPPM(hz))}
 			src.Rate = uint64(math.Round(hz))
 		}
 	}
@@ -680,7 +679,7 @@ type reanchoring struct {
 func (c *Clock) applyLocked(tr *tracker, now time.Time, d trackDecision) {
 	switch {
 	case d.distrust != "":
-		c.st.watch.reference = format.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", d.distrust, format.Stamp(time.Now()))
+		c.st.watch.reference = fmt.Sprintf("reference %s (against the runtime's monotonic clock, at %s); not followed", d.distrust, time.Now().UTC().Format(time.RFC3339Nano))
 	case d.fold:
 		// The fold takes the counter value the sample paired with the
 		// reference, not a fresh read: a value the counter cannot have
@@ -729,8 +728,8 @@ func (c *Clock) reanchorLocked(tr *tracker, now time.Time, r *reanchoring) {
 		if refused.saturated {
 			past, end = "past math.MaxInt64 (", ")"
 		}
-		c.st.watch.lastCounterFault = format.Sprintf("%s: read %s%v ahead of the reference%s, which counted %v since the last comparison: a reading it cannot have produced, not followed; the clock stands still at %v, the most a reader may have read, until the reference's timeline reaches it (at %s)",
-			src.Name, past, time.Duration(refused.ahead), end, time.Duration(refused.elapsed), time.Duration(refused.held), format.Stamp(time.Now()))
+		c.st.watch.lastCounterFault = fmt.Sprintf("%s: read %s%v ahead of the reference%s, which counted %v since the last comparison: a reading it cannot have produced, not followed; the clock stands still at %v, the most a reader may have read, until the reference's timeline reaches it (at %s)",
+			src.Name, past, time.Duration(refused.ahead), end, time.Duration(refused.elapsed), time.Duration(refused.held), time.Now().UTC().Format(time.RFC3339Nano))
 		c.st.watch.lastReanchor = "a reading ahead of the reference's timeline not followed: the clock stands still (see LastCounterFault)"
 		// The tracking waits for the timeline (checkHoldLocked), from
 		// when the reference should have counted the lead.
@@ -743,11 +742,11 @@ func (c *Clock) reanchorLocked(tr *tracker, now time.Time, r *reanchoring) {
 	case r.rejoin:
 		c.st.watch.lastReanchor = "the clock stood still until the reference's timeline reached what readers may have read (see StandStill)"
 	case r.rerated:
-		c.st.watch.lastReanchor = format.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, r.from, r.hz, (r.hz/r.from-1)*100)
+		c.st.watch.lastReanchor = fmt.Sprintf("%s: rate changed from %.0f Hz to %.0f Hz (%+.4f%%)", src.Name, r.from, r.hz, (r.hz/r.from-1)*100)
 	case r.gap < 0:
-		c.st.watch.lastReanchor = format.Sprintf("%s: fell %v behind the reference in %v (stepped back or stalled)", src.Name, time.Duration(-r.gap), time.Duration(r.elapsed))
+		c.st.watch.lastReanchor = fmt.Sprintf("%s: fell %v behind the reference in %v (stepped back or stalled)", src.Name, time.Duration(-r.gap), time.Duration(r.elapsed))
 	default:
-		c.st.watch.lastReanchor = format.Sprintf("%s: ran %v ahead of the reference in %v (jumped forward)", src.Name, time.Duration(r.gap), time.Duration(r.elapsed))
+		c.st.watch.lastReanchor = fmt.Sprintf("%s: ran %v ahead of the reference in %v (jumped forward)", src.Name, time.Duration(r.gap), time.Duration(r.elapsed))
 	}
 	tr.reanchored(now, src, c.st.cur)
 }

@@ -14,8 +14,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 // The calibration and the watch (calibrate.go) seen from inside: the
@@ -55,7 +53,7 @@ func rawPair(c *Clock) (clock, raw int64) {
 // targets: 0.05 ppm from 10 s, 0.02 ppm from 60 s.
 func TestRateAgainstRaw(t *testing.T) {
 	hw, ok := hwSource(t)
-	require.True(t, ok || !hwcounter.TSCSupported && !hwcounter.CNTVCTSupported, "a hardware counter is in this build but could not be read")
+	require.True(t, ok || !tscSupported && !cntvctSupported, "a hardware counter is in this build but could not be read")
 	if !ok {
 		hw = Portable()
 	}
@@ -96,7 +94,7 @@ func TestRateAgainstRaw(t *testing.T) {
 // tracking hw against the raw clock, ending with a caller's Register.
 func defaultLike(t *testing.T, hw Source) *Clock {
 	t.Helper()
-	c, err := newClock(Portable(), rating{hz: 1e9, origin: hwcounter.RateDeclared},
+	c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared},
 		&tracker{ref: rawNow, src: hw, endsOnRegister: true})
 	require.NoError(t, err)
 	c.st.mu.Lock()
@@ -152,7 +150,7 @@ func TestCalibrationAdoptsTheMeasuredCounter(t *testing.T) {
 	assert.Equal(t, measurePending("hw"), before.Evidence.Pending)
 	require.Eventually(t, func() bool { return c.Info().Source == "hw" }, 2*time.Second, time.Millisecond)
 	in := c.Info()
-	assert.Contains(t, []string{hwcounter.RateMeasured.String(), hwcounter.RateRefined.String()}, in.RateOrigin)
+	assert.Contains(t, []string{rateMeasured.String(), rateRefined.String()}, in.RateOrigin)
 	assert.InDelta(t, 1e9, float64(in.Rate), 1e9*(in.RateErrorPPM+1)*1e-6, "%+v", in)
 	assert.Empty(t, in.Evidence.Rejected)
 	assert.Empty(t, in.Evidence.Pending)
@@ -188,7 +186,7 @@ func fakeTimeClock(t *testing.T, hz float64, jump *atomic.Int64) (*Clock, *track
 	fake := func() int64 { return int64(time.Since(start)) }
 	hw := Source{Name: "hw", Bits: 64, Rate: uint64(hz), Read: func() uint64 { return uint64(float64(fake()+jump.Load()) * hz / 1e9) }}
 	tr := &tracker{ref: fake, witness: fake, src: hw, adopted: true}
-	c, err := newClock(hw, rating{hz: hz, origin: hwcounter.RateDeclared}, tr)
+	c, err := newClock(hw, rating{hz: hz, origin: rateDeclared}, tr)
 	require.NoError(t, err)
 	c.start()
 	return c, tr
@@ -244,7 +242,7 @@ func TestAPanickingReferenceNeverStopsTheFolds(t *testing.T) {
 		fake := func() int64 { return int64(time.Since(start)) }
 		hw := Source{Name: "narrow", Bits: 21, Rate: 1_000_000, Read: func() uint64 { return uint64(fake() / 1000) }}
 		tr := &tracker{ref: func() int64 { panic("reference on fire") }, witness: fake, src: hw, adopted: true}
-		c, err := newClock(hw, rating{hz: 1e6, origin: hwcounter.RateDeclared}, tr)
+		c, err := newClock(hw, rating{hz: 1e6, origin: rateDeclared}, tr)
 		require.NoError(t, err)
 		c.start()
 		defer c.Close()
@@ -289,7 +287,7 @@ func BenchmarkRefine(b *testing.B) {
 }
 
 // TestAnExactRateIsNeverRefined: a counter that counts nanoseconds by
-// construction (a paravirtual clock's page, hwcounter.RateNanoseconds) is watched
+// construction (a paravirtual clock's page, rateNanoseconds) is watched
 // against its reference but its rate is never replaced by a measurement,
 // not even by the sliding refinements that follow drift after the
 // calibration schedule (64 s on). Here the reference runs 0.3 ppm fast,
@@ -302,13 +300,13 @@ func TestAnExactRateIsNeverRefined(t *testing.T) {
 		ref := func() int64 { return fake() + fake()*3/10_000_000 }
 		hw := Source{Name: "page", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(fake()) }}
 		tr := &tracker{ref: ref, witness: fake, src: hw, adopted: true, endsOnRegister: true}
-		c, err := newClock(hw, rating{hz: 1e9, origin: hwcounter.RateNanoseconds}, tr)
+		c, err := newClock(hw, rating{hz: 1e9, origin: rateNanoseconds}, tr)
 		require.NoError(t, err)
 		c.start()
 		defer c.Close()
 		time.Sleep(200 * time.Second)
 		in := c.Info()
-		assert.Equal(t, hwcounter.RateNanoseconds.String(), in.RateOrigin, "%+v", in)
+		assert.Equal(t, rateNanoseconds.String(), in.RateOrigin, "%+v", in)
 		assert.Equal(t, uint64(1e9), in.Rate)
 		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
 	})
@@ -374,7 +372,7 @@ func lyingClockSlow(t *testing.T, onceBy uint64, slowPPM int64) (*Clock, *lyingC
 	}
 	hw := Source{Name: "liar", Bits: 64, Rate: 1e9, Read: l.read}
 	tr := &tracker{ref: broken, witness: witness, src: hw, adopted: true}
-	c, err := newClock(hw, rating{hz: 1e9, origin: hwcounter.RateDeclared}, tr)
+	c, err := newClock(hw, rating{hz: 1e9, origin: rateDeclared}, tr)
 	require.NoError(t, err)
 	c.start()
 	return c, l, ref
@@ -635,7 +633,7 @@ func TestANarrowCountersGarbageIsNeverFolded(t *testing.T) {
 				}
 				hw := Source{Name: "narrow", Bits: 23, Rate: 1e6, Read: read}
 				tr := &tracker{ref: ref, witness: ref, src: hw, adopted: true}
-				c, err := newClock(hw, rating{hz: 1e6, origin: hwcounter.RateDeclared}, tr)
+				c, err := newClock(hw, rating{hz: 1e6, origin: rateDeclared}, tr)
 				require.NoError(t, err)
 				c.start()
 				defer c.Close()
@@ -678,7 +676,7 @@ func TestAStepWithinTheRateProbeIsNoRate(t *testing.T) {
 		ref := func() int64 { return int64(time.Since(start)) + reads.Load() }
 		hw := Source{Name: "stepper", Bits: 64, Rate: 1e9, Read: read}
 		tr := &tracker{ref: ref, witness: ref, src: hw, adopted: true}
-		c, err := newClock(hw, rating{hz: 1e9, origin: hwcounter.RateDeclared}, tr)
+		c, err := newClock(hw, rating{hz: 1e9, origin: rateDeclared}, tr)
 		require.NoError(t, err)
 		c.start()
 		defer c.Close()
@@ -776,7 +774,7 @@ func TestNarrowCountersAreWatchedUnwrapped(t *testing.T) {
 				}
 				hw := Source{Name: "narrow", Bits: tc.bits, Rate: tc.hz, Read: read}
 				tr := &tracker{ref: ref, witness: ref, src: hw, adopted: true}
-				c, err := newClock(hw, rating{hz: float64(tc.hz), origin: hwcounter.RateDeclared}, tr)
+				c, err := newClock(hw, rating{hz: float64(tc.hz), origin: rateDeclared}, tr)
 				require.NoError(t, err)
 				c.start()
 				defer c.Close()
@@ -799,7 +797,7 @@ func TestNarrowCountersAreWatchedUnwrapped(t *testing.T) {
 				assert.Zero(t, back, "Now stepped back, by up to %v", time.Duration(deepest))
 				assert.Zero(t, in.Watch.CounterFaults, in.Watch.LastCounterFault)
 				assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
-				assert.Equal(t, hwcounter.RateRefined.String(), in.RateOrigin)
+				assert.Equal(t, rateRefined.String(), in.RateOrigin)
 				assert.InDelta(t, truth, float64(in.Rate), truth*in.RateErrorPPM*1e-6+0.5, "%+v", in)
 				assert.InDelta(t, 0, float64(end), max(float64(time.Millisecond), 2*tick), "the clock ended %v from its reference", time.Duration(end))
 			})

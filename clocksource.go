@@ -1,12 +1,11 @@
 package schedclock
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 	"strconv"
 	"time"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // The arithmetic of kernel/time/clocksource.c, for converting counter
@@ -104,24 +103,24 @@ func newConversion(src Source) (conversion, error) {
 // rate Hz (a measured rate may be fractional), refusing counters that the
 // refresh goroutine could not keep up with.
 func conversionFor(name string, rate float64, width int) (conversion, error) {
-	return quotedConversion(name, rate, format.Sprintf("%.0f", rate), width)
+	return quotedConversion(name, rate, fmt.Sprintf("%.0f", rate), width)
 }
 
 // quotedConversion is conversionFor with the rate as its errors quote it.
 func quotedConversion(name string, rate float64, hz string, width int) (conversion, error) {
 	mult, shift, ok := multShift(rate, maskOf(width))
 	if !ok {
-		return conversion{}, format.Errorf("%w %q: no mult/shift for %s Hz", ErrInvalidSource, name, hz)
+		return conversion{}, fmt.Errorf("%w %q: no mult/shift for %s Hz", ErrInvalidSource, name, hz)
 	}
 	conv := conversion{mult: mult, shift: shift, mask: maskOf(width)}
 	if e := conv.errorPPM(rate); math.Abs(e) > maxConversionPPM || math.IsNaN(e) {
 		// A rate so high that a nanosecond is a handful of cycles: mult is
 		// too small to carry the rate's digits.
-		return conversion{}, format.Errorf("%w %q: %s Hz converts to nanoseconds %.3g ppm off (at most %v ppm): too fast a counter",
+		return conversion{}, fmt.Errorf("%w %q: %s Hz converts to nanoseconds %.3g ppm off (at most %v ppm): too fast a counter",
 			ErrInvalidSource, name, hz, e, maxConversionPPM)
 	}
 	if conv.mask != ^uint64(0) && conv.latenessTolerated() < maxRefreshLateness {
-		return conversion{}, format.Errorf("%w %q: a %d-bit counter at %s Hz wraps every %v; folded every %v, it tolerates a refresh %v late, "+
+		return conversion{}, fmt.Errorf("%w %q: a %d-bit counter at %s Hz wraps every %v; folded every %v, it tolerates a refresh %v late, "+
 			"but the Go scheduler can run the refresh goroutine up to %v late: a counter must take at least %v to wrap",
 			ErrInvalidSource, name, width, hz, conv.wrap(), conv.refreshPeriod(), conv.latenessTolerated(),
 			maxRefreshLateness, maxRefreshLateness*4/3)

@@ -9,8 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 // TestCoarseTickerStartsAtOnce: on the default clock, whose background
@@ -21,13 +19,13 @@ import (
 // not of how busy this machine is: the value must have been refreshed one
 // resolution after the first Coarse.
 func TestCoarseTickerStartsAtOnce(t *testing.T) {
-	noCounter := func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
-		return hwcounter.Source{}, 0, 0, errors.New("none here")
+	noCounter := func() (Source, rateOrigin, float64, error) {
+		return Source{}, 0, 0, errors.New("none here")
 	}
 	for _, firstUse := range []string{"Coarse", "Now"} {
 		t.Run("first use "+firstUse, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c := newDefaultClock([]*hwcounter.Counter{{Arch: runtime.GOARCH, Probe: noCounter}})
+				c := newDefaultClock([]*descriptor{{Arch: runtime.GOARCH, Probe: noCounter}})
 				defer func() { require.NoError(t, c.Close()) }()
 				if firstUse == "Now" {
 					c.nanos()

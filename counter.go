@@ -2,21 +2,20 @@ package schedclock
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"time"
 
-	"github.com/schedclock/schedclock/internal/format"
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/pvclock"
 )
 
 // A hardware counter is, to the default clock, a descriptor
-// (internal/hwcounter's Counter: what it is called, how to find it
-// without blocking, where its rate comes from, whose word it is trusted
-// on and which checks it must pass). Each counter's descriptor is in
-// internal/hwcounter beside its reader, but for the paravirtual clock's
-// (source_pvclock.go), and counterTable lists them in order of
+// (descriptor.go: what it is called, how to find it without blocking,
+// where its rate comes from, whose word it is trusted on and which
+// checks it must pass). Each counter's descriptor is in its source file
+// beside its reader (source_tsc.go, source_cntvct.go, source_timer.go,
+// source_pvclock.go), and counterTable lists them in order of
 // preference, as x/sys/cpu lists its features in one table: the default
 // clock walks the table and never asks a counter's name. Adding a
 // counter is its files and one entry here.
@@ -26,7 +25,7 @@ import (
 // so a binary links the probes, parsers and tables of its own machine's
 // counters alone (the arm64 errata, the riscv64 device tree, the ppc64le
 // cpuinfo parser stay out of an amd64 binary). Each table is static data.
-func counterTable() []*hwcounter.Counter {
+func counterTable() []*descriptor {
 	switch runtime.GOARCH {
 	case "amd64":
 		return amd64Counters
@@ -45,33 +44,23 @@ func counterTable() []*hwcounter.Counter {
 }
 
 var (
-	amd64Counters   = []*hwcounter.Counter{&hwcounter.TSCCounter, &pvclockCounter}
-	arm64Counters   = []*hwcounter.Counter{&hwcounter.CNTVCTCounter}
-	riscv64Counters = []*hwcounter.Counter{&hwcounter.RDTIMECounter}
-	ppc64leCounters = []*hwcounter.Counter{&hwcounter.TimeBaseCounter}
-	s390xCounters   = []*hwcounter.Counter{&hwcounter.TODCounter}
-	loong64Counters = []*hwcounter.Counter{&hwcounter.StableCounterCounter}
+	amd64Counters   = []*descriptor{&tscCounter, &pvclockCounter}
+	arm64Counters   = []*descriptor{&cntvctCounter}
+	riscv64Counters = []*descriptor{&rdtimeCounter}
+	ppc64leCounters = []*descriptor{&timebaseCounter}
+	s390xCounters   = []*descriptor{&todCounter}
+	loong64Counters = []*descriptor{&stableCounterCounter}
 )
 
 // counterMeasures are what the counters' own checks (their descriptors'
 // Prepare) measure with: the portable source's read, and rates against
 // this package's raw clock. amd64's counters have no such check, and an
 // amd64 binary does not link the measurement (time.Sleep and all).
-func counterMeasures() hwcounter.Measures {
+func counterMeasures() measures {
 	if runtime.GOARCH == "amd64" {
-		return hwcounter.Measures{}
+		return measures{}
 	}
-	return hwcounter.Measures{Portable: readMono, Rate: measureRate}
-}
-
-// sourceOf is a descriptor's Source as this package's.
-func sourceOf(s hwcounter.Source) Source {
-	return Source{Name: s.Name, Read: s.Read, Bits: s.Bits, Rate: s.Rate}
-}
-
-// counterSource is src as a descriptor's.
-func counterSource(src Source) hwcounter.Source {
-	return hwcounter.Source{Name: src.Name, Read: src.Read, Bits: src.Bits, Rate: src.Rate}
+	return measures{Portable: readMono, Rate: measureRate}
 }
 
 // Hardware returns this machine's counter register as a Source, the
@@ -103,18 +92,18 @@ func Hardware() (Source, error) {
 	case "amd64":
 		return tscSource()
 	case "arm64":
-		src, _, _, err := hwcounter.ProbeCNTVCT()
-		return sourceOf(src), err
+		src, _, _, err := probeCNTVCT()
+		return src, err
 	case "riscv64":
-		return withMeasuredRate(hwcounter.ProbeRDTIME())
+		return withMeasuredRate(probeRDTIME())
 	case "ppc64le":
-		return withMeasuredRate(hwcounter.ProbeTimeBase())
+		return withMeasuredRate(probeTimeBase())
 	case "s390x":
-		return withMeasuredRate(hwcounter.ProbeTOD())
+		return withMeasuredRate(probeTOD())
 	case "loong64":
-		return withMeasuredRate(hwcounter.ProbeStableCounter())
+		return withMeasuredRate(probeStableCounter())
 	}
-	return Source{}, format.Errorf("%w: no counter register is read on %s", ErrUnsupported, runtime.GOARCH)
+	return Source{}, fmt.Errorf("%w: no counter register is read on %s", ErrUnsupported, runtime.GOARCH)
 }
 
 // tscMeasureTime is how long Hardware measures the TSC's rate when no
@@ -127,22 +116,22 @@ const tscMeasureTime = 20 * time.Millisecond
 // before the default clock runs on it, a measurement of tscMeasureTime
 // rounded to the nearest Hz.
 func tscSource() (Source, error) {
-	probed, origin, _, err := hwcounter.ProbeTSC()
+	probed, origin, _, err := probeTSC()
 	if err != nil {
 		return Source{}, err
 	}
-	src := sourceOf(probed)
-	if origin == hwcounter.RateMeasured {
+	src := probed
+	if origin == rateMeasured {
 		// The default clock measures and refines the same counter in the
 		// background; once it runs on it, its rate is the best there is.
-		if in := Default().Info(); in.Source == src.Name && (in.RateOrigin == hwcounter.RateMeasured.String() ||
-			in.RateOrigin == hwcounter.RateRefined.String() || in.RateOrigin == hwcounter.RateKernel.String()) {
+		if in := Default().Info(); in.Source == src.Name && (in.RateOrigin == rateMeasured.String() ||
+			in.RateOrigin == rateRefined.String() || in.RateOrigin == rateKernel.String()) {
 			src.Rate = in.Rate
 			return src, nil
 		}
 		hz, _, err := measureRate(src.Read, tscMeasureTime)
 		if err != nil {
-			return Source{}, format.Errorf("%w %q: measuring its rate against %s: %v", errUntrusted, "tsc", rawClockName, err)
+			return Source{}, fmt.Errorf("%w %q: measuring its rate against %s: %v", errUntrusted, "tsc", rawClockName, err)
 		}
 		src.Rate = uint64(math.Round(hz))
 	}
@@ -160,20 +149,20 @@ const timerMeasureTime = 200 * time.Millisecond
 // withMeasuredRate completes what a timer counter's probe returned: the
 // TOD clock's architected rate as it is; where the probe found no rate
 // (origin RateMeasured, Rate 0), or where the counter does not run at
-// the rate firmware stated (hwcounter.StatedRateHolds, which costs
+// the rate firmware stated (statedRateHolds, which costs
 // 20 ms), it measures the rate, which blocks for timerMeasureTime, and
 // rounds it to the nearest Hz.
-func withMeasuredRate(probed hwcounter.Source, origin hwcounter.RateOrigin, _ float64, err error) (Source, error) {
+func withMeasuredRate(probed Source, origin rateOrigin, _ float64, err error) (Source, error) {
 	if err != nil {
 		return Source{}, err
 	}
-	src := sourceOf(probed)
-	if origin == hwcounter.RateArchitected || origin != hwcounter.RateMeasured && hwcounter.StatedRateHolds(probed, measureRate) {
+	src := probed
+	if origin == rateArchitected || origin != rateMeasured && statedRateHolds(probed, measureRate) {
 		return src, nil
 	}
 	hz, _, err := measureRate(src.Read, timerMeasureTime)
 	if err != nil {
-		return Source{}, format.Errorf("%w %q: measuring its rate against %s: %v", errUntrusted, src.Name, rawClockName, err)
+		return Source{}, fmt.Errorf("%w %q: measuring its rate against %s: %v", errUntrusted, src.Name, rawClockName, err)
 	}
 	src.Rate = uint64(math.Round(hz))
 	return src, nil
@@ -182,16 +171,16 @@ func withMeasuredRate(probed hwcounter.Source, origin hwcounter.RateOrigin, _ fl
 // choice is what the walk of a table found: the counter to use, or why
 // there is none.
 type choice struct {
-	desc   *hwcounter.Counter
+	desc   *descriptor
 	src    Source
-	origin hwcounter.RateOrigin
+	origin rateOrigin
 	errPPM float64
 	err    error // nil when desc is set
 }
 
 // chooseCounter walks table in order and returns the first counter of
 // this architecture whose probe succeeds, or every refusal.
-func chooseCounter(table []*hwcounter.Counter) choice {
+func chooseCounter(table []*descriptor) choice {
 	var refusals []error
 	for _, d := range table {
 		if d.Arch != runtime.GOARCH {
@@ -199,12 +188,12 @@ func chooseCounter(table []*hwcounter.Counter) choice {
 		}
 		src, origin, errPPM, err := d.Probe()
 		if err == nil {
-			return choice{desc: d, src: sourceOf(src), origin: origin, errPPM: errPPM}
+			return choice{desc: d, src: src, origin: origin, errPPM: errPPM}
 		}
 		refusals = append(refusals, err)
 	}
 	if len(refusals) == 0 {
-		return choice{err: format.Errorf("%w: no hardware counter for GOARCH=%s", ErrUnsupported, runtime.GOARCH)}
+		return choice{err: fmt.Errorf("%w: no hardware counter for GOARCH=%s", ErrUnsupported, runtime.GOARCH)}
 	}
 	return choice{err: joinRefusals(refusals)}
 }
@@ -223,14 +212,14 @@ func joinRefusals(refusals []error) error {
 		}
 		args[i] = err
 	}
-	return format.Errorf(verbs, args...)
+	return fmt.Errorf(verbs, args...)
 }
 
 // kernelConv is the kernel's own conversion of a counter it runs on:
 // its raw clock's mult and shift (CLOCK_MONOTONIC_RAW is the counter
 // through them), as the conversion of a 64-bit counter, and the rate in
 // Hz they make, 1e9·2^shift/mult. The default clock converts with it
-// where the kernel runs on its counter (hwcounter.RateKernel): its
+// where the kernel runs on its counter (rateKernel): its
 // readings then run at CLOCK_MONOTONIC_RAW's pace to the ns, and there
 // is no rate to refine.
 type kernelConv struct {
@@ -272,13 +261,13 @@ func kernelConversionOf(td *pvclock.TimeData, l pvclock.Layout, mode int32, read
 			continue
 		}
 		if r.Mode != mode {
-			return kernelConv{}, format.Errorf("the kernel's vDSO converts clock mode %d, not %d", r.Mode, mode)
+			return kernelConv{}, fmt.Errorf("the kernel's vDSO converts clock mode %d, not %d", r.Mode, mode)
 		}
 		before := raw()
 		at := r.At(read())
 		after := raw()
 		if at < before-1 || at > after+1 {
-			why = format.Sprintf("its raw conversion (mult %d, shift %d) put a reading %d ns from [%d, %d] of %s", r.Mult, r.Shift, max(before-at, at-after), before, after, rawClockName)
+			why = fmt.Sprintf("its raw conversion (mult %d, shift %d) put a reading %d ns from [%d, %d] of %s", r.Mult, r.Shift, max(before-at, at-after), before, after, rawClockName)
 			continue
 		}
 		return kernelConv{conv: conversion{mult: r.Mult, shift: r.Shift, mask: ^uint64(0)}, hz: math.Ldexp(1e9, int(r.Shift)) / float64(r.Mult)}, nil

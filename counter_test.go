@@ -16,27 +16,26 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock/internal/cpu"
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 )
 
 // The table's walk, and Hardware on each architecture: a refusal says
 // why, a counter counts, its rate agrees with the raw clock, and a Clock
-// on it never goes back (internal/hwcounter tests how each descriptor
-// decides).
+// on it never goes back (source_tsc_test.go, source_cntvct_test.go and
+// source_timer_test.go test how each descriptor decides).
 
 // TestChooseCounterWalksTheTableInOrder: the walk skips the counters of
 // other architectures, takes the first whose probe succeeds, and where
 // none does, returns every refusal in one error that wraps each.
 func TestChooseCounterWalksTheTableInOrder(t *testing.T) {
 	probed := []string{}
-	entry := func(name, arch string, err error) *hwcounter.Counter {
-		return &hwcounter.Counter{Arch: arch, Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
+	entry := func(name, arch string, err error) *descriptor {
+		return &descriptor{Arch: arch, Probe: func() (Source, rateOrigin, float64, error) {
 			probed = append(probed, name)
 			if err != nil {
-				return hwcounter.Source{}, 0, 0, err
+				return Source{}, 0, 0, err
 			}
-			return hwcounter.Source{Name: name}, hwcounter.RateCPUID, 0.5, nil
+			return Source{Name: name}, rateCPUID, 0.5, nil
 		}}
 	}
 	untrusted := fmt.Errorf("%w: first", errUntrusted)
@@ -44,21 +43,21 @@ func TestChooseCounterWalksTheTableInOrder(t *testing.T) {
 	other := entry("elsewhere", "not-"+runtime.GOARCH, nil)
 	first, second, third := entry("first", runtime.GOARCH, untrusted), entry("second", runtime.GOARCH, nil), entry("third", runtime.GOARCH, nil)
 
-	ch := chooseCounter([]*hwcounter.Counter{other, first, second, third})
+	ch := chooseCounter([]*descriptor{other, first, second, third})
 	assert.Same(t, second, ch.desc)
 	assert.Equal(t, "second", ch.src.Name)
-	assert.Equal(t, hwcounter.RateCPUID, ch.origin)
+	assert.Equal(t, rateCPUID, ch.origin)
 	assert.NoError(t, ch.err)
 	assert.Equal(t, []string{"first", "second"}, probed, "a counter of another arch was probed, or the walk went on")
 
 	probed = nil
-	ch = chooseCounter([]*hwcounter.Counter{first, other, entry("second", runtime.GOARCH, unsupported)})
+	ch = chooseCounter([]*descriptor{first, other, entry("second", runtime.GOARCH, unsupported)})
 	assert.Nil(t, ch.desc)
 	assert.ErrorIs(t, ch.err, errUntrusted)
 	assert.ErrorIs(t, ch.err, ErrUnsupported)
 	assert.EqualError(t, ch.err, untrusted.Error()+"; "+unsupported.Error())
 
-	ch = chooseCounter([]*hwcounter.Counter{other})
+	ch = chooseCounter([]*descriptor{other})
 	assert.ErrorIs(t, ch.err, ErrUnsupported)
 	assert.Contains(t, ch.err.Error(), runtime.GOARCH)
 }
@@ -136,13 +135,13 @@ func TestProbeHardware(t *testing.T) {
 	assert.Contains(t, names, src.Name)
 	assert.GreaterOrEqual(t, src.Bits, 56)
 	assertCounts(t, src)
-	if origin == hwcounter.RateMeasured {
+	if origin == rateMeasured {
 		assert.Zero(t, src.Rate, "probeHardware must not measure")
 		return
 	}
 	require.NotZero(t, src.Rate)
 	assert.NoError(t, src.validate())
-	if cpu.Emulated() && !hwcounter.StatedRateHolds(counterSource(src), measureRate) {
+	if cpu.Emulated() && !statedRateHolds(src, measureRate) {
 		// qemu-loongarch64 7.2: CPUCFG states 100 MHz, RDTIME.D reads the
 		// host's TSC; the constructor and the default clock's check
 		// measure instead (TestStableCounter, TestPrepareReadCost).
@@ -158,7 +157,7 @@ func TestProbeHardwareOnThisArch(t *testing.T) {
 	case "amd64":
 		// The TSC first, then the paravirtual clock: the first that
 		// probes wins, and where neither does both refusals are said.
-		_, _, _, tscErr := hwcounter.ProbeTSC()
+		_, _, _, tscErr := probeTSC()
 		_, _, _, pvErr := probePvclock()
 		switch {
 		case tscErr == nil || pvErr == nil:
@@ -169,7 +168,7 @@ func TestProbeHardwareOnThisArch(t *testing.T) {
 			assert.Contains(t, err.Error(), pvErr.Error())
 		}
 	case "arm64":
-		_, _, _, cntvctErr := hwcounter.ProbeCNTVCT()
+		_, _, _, cntvctErr := probeCNTVCT()
 		assert.Equal(t, cntvctErr, err)
 	case "riscv64", "ppc64le", "s390x", "loong64":
 		for _, e := range timerEntries {
@@ -193,12 +192,12 @@ func hwSource(tb testing.TB) (Source, bool) {
 	hw, _, _, err := probeHardware()
 	switch {
 	case err == nil:
-	case hwcounter.TSCSupported:
-		hw = Source{Name: "tsc", Read: hwcounter.TSC(), Bits: 64}
+	case tscSupported:
+		hw = Source{Name: "tsc", Read: tscReader(), Bits: 64}
 	default:
 		return Source{}, false
 	}
-	if hw.Rate != 0 && !hwcounter.StatedRateHolds(counterSource(hw), measureRate) {
+	if hw.Rate != 0 && !statedRateHolds(hw, measureRate) {
 		// The counter does not run at the rate its firmware states
 		// (qemu-loongarch64's CPUCFG): measured, as the constructor does.
 		hw.Rate = 0
@@ -327,22 +326,22 @@ func BenchmarkTailLatency(b *testing.B) {
 
 // probeHardware returns this machine's preferred hardware counter without
 // blocking (see chooseCounter).
-func probeHardware() (src Source, origin hwcounter.RateOrigin, errPPM float64, err error) {
+func probeHardware() (src Source, origin rateOrigin, errPPM float64, err error) {
 	ch := chooseCounter(counterTable())
 	return ch.src, ch.origin, ch.errPPM, ch.err
 }
 
 func TestTSC(t *testing.T) {
 	src, err := TSC()
-	if !hwcounter.TSCSupported {
+	if !tscSupported {
 		require.ErrorIs(t, err, ErrUnsupported)
-		assert.Contains(t, err.Error(), hwcounter.NoAsmReason("amd64"))
+		assert.Contains(t, err.Error(), noAsmReason("amd64"))
 		if runtime.GOARCH == "amd64" && runtime.Compiler == "gc" {
 			assert.Contains(t, err.Error(), "purego")
 		} else {
 			assert.Contains(t, err.Error(), "not amd64")
 		}
-		_, _, _, err = hwcounter.ProbeTSC()
+		_, _, _, err = probeTSC()
 		assert.ErrorIs(t, err, ErrUnsupported)
 		return
 	}
@@ -351,7 +350,7 @@ func TestTSC(t *testing.T) {
 		// distrust it; the error must say which.
 		t.Logf("TSC rejected: %v", err)
 		assertReasoned(t, err)
-		_, _, _, probeErr := hwcounter.ProbeTSC()
+		_, _, _, probeErr := probeTSC()
 		assert.EqualError(t, probeErr, err.Error())
 		return
 	}
@@ -359,9 +358,9 @@ func TestTSC(t *testing.T) {
 	assert.Equal(t, 64, src.Bits)
 	require.NoError(t, src.validate())
 	assertCounts(t, src)
-	_, origin, errPPM, err := hwcounter.ProbeTSC()
+	_, origin, errPPM, err := probeTSC()
 	require.NoError(t, err)
-	if origin == hwcounter.RateMeasured {
+	if origin == rateMeasured {
 		errPPM = 0 // TSC's own measurement: compare against a second one
 	}
 	assertRateAgrees(t, src, errPPM)
@@ -369,9 +368,9 @@ func TestTSC(t *testing.T) {
 
 func TestCNTVCT(t *testing.T) {
 	src, err := CNTVCT()
-	if !hwcounter.CNTVCTSupported {
+	if !cntvctSupported {
 		require.ErrorIs(t, err, ErrUnsupported)
-		assert.Contains(t, err.Error(), hwcounter.NoAsmReason("arm64"))
+		assert.Contains(t, err.Error(), noAsmReason("arm64"))
 		if runtime.GOARCH == "arm64" && runtime.Compiler == "gc" {
 			assert.Contains(t, err.Error(), "purego")
 		} else {
@@ -384,9 +383,9 @@ func TestCNTVCT(t *testing.T) {
 	assert.Equal(t, "cntvct", src.Name)
 	assert.Equal(t, 56, src.Bits)
 	require.NoError(t, src.validate())
-	_, origin, errPPM, err := hwcounter.ProbeCNTVCT()
+	_, origin, errPPM, err := probeCNTVCT()
 	require.NoError(t, err)
-	assert.Equal(t, hwcounter.RateCNTFRQ, origin)
+	assert.Equal(t, rateCNTFRQ, origin)
 	assertCounts(t, src)
 	assertRateAgrees(t, src, errPPM)
 }
@@ -403,10 +402,10 @@ func TestCNTVCT(t *testing.T) {
 // counts). qemu-ppc64le's time base counts at the host's rate too, but
 // its ISYNC orders it there: the mutation that removes it is killed.
 func timerReaderHere() func() uint64 {
-	if (hwcounter.RDTIMESupported || hwcounter.StableCounterSupported) && cpu.Emulated() {
+	if (rdtimeSupported || stableCounterSupported) && cpu.Emulated() {
 		return nil
 	}
-	for _, read := range []func() uint64{hwcounter.RDTIME(), hwcounter.TimeBase(), hwcounter.TOD(), hwcounter.StableCounter()} {
+	for _, read := range []func() uint64{rdtimeReader(), timebaseReader(), todReader(), stableCounterReader()} {
 		if read != nil {
 			return read
 		}
@@ -417,11 +416,11 @@ func timerReaderHere() func() uint64 {
 // timerReaderName names the assembly function timerReaderHere returns.
 func timerReaderName() string {
 	switch {
-	case hwcounter.RDTIMESupported:
+	case rdtimeSupported:
 		return "readRDTIME"
-	case hwcounter.TimeBaseSupported:
+	case timebaseSupported:
 		return "readTimeBase"
-	case hwcounter.TODSupported:
+	case todSupported:
 		return "readTOD"
 	}
 	return "readStableCounter"
@@ -434,9 +433,9 @@ type timerCounter struct {
 	arch      string // the GOARCH whose assembly reads it
 	supported bool
 	construct func() (Source, error)
-	probe     func() (hwcounter.Source, hwcounter.RateOrigin, float64, error)
+	probe     func() (Source, rateOrigin, float64, error)
 	// origins are the rate origins the probe may return here.
-	origins []hwcounter.RateOrigin
+	origins []rateOrigin
 }
 
 // testTimerCounter checks a counter's constructor where its assembly is
@@ -447,7 +446,7 @@ func testTimerCounter(t *testing.T, tc timerCounter) {
 	src, err := tc.construct()
 	if !tc.supported {
 		require.ErrorIs(t, err, ErrUnsupported)
-		assert.Contains(t, err.Error(), hwcounter.NoAsmReason(tc.arch))
+		assert.Contains(t, err.Error(), noAsmReason(tc.arch))
 		if runtime.GOARCH == tc.arch && runtime.Compiler == "gc" {
 			assert.Contains(t, err.Error(), "purego")
 		} else {
@@ -467,12 +466,12 @@ func testTimerCounter(t *testing.T, tc timerCounter) {
 	t.Logf("%s: %d Hz (%v, ±%g ppm)", src.Name, src.Rate, origin, errPPM)
 	assert.Contains(t, tc.origins, origin)
 	switch {
-	case origin == hwcounter.RateMeasured:
+	case origin == rateMeasured:
 		assert.Zero(t, probed.Rate, "the probe must not measure")
 	case src.Rate != probed.Rate:
 		// The counter does not run at the stated rate (qemu-loongarch64).
 		t.Logf("%s: the stated %d Hz replaced by the measured %d Hz", src.Name, probed.Rate, src.Rate)
-		assert.False(t, hwcounter.StatedRateHolds(probed, measureRate), "a stated rate that holds is kept")
+		assert.False(t, statedRateHolds(probed, measureRate), "a stated rate that holds is kept")
 	}
 	assertCounts(t, src)
 
@@ -548,33 +547,33 @@ func assertClockRateWithin(t *testing.T, c *Clock, name string, ppm float64) {
 
 func TestWithMeasuredRate(t *testing.T) {
 	refusal := errors.New("refused")
-	_, err := withMeasuredRate(hwcounter.Source{Name: "x", Read: readMono, Bits: 64, Rate: 5}, hwcounter.RateDeviceTree, 0, refusal)
+	_, err := withMeasuredRate(Source{Name: "x", Read: readMono, Bits: 64, Rate: 5}, rateDeviceTree, 0, refusal)
 	assert.Equal(t, refusal, err, "a probe's error is returned as it is")
 
-	stated := hwcounter.Source{Name: "mono", Read: readMono, Bits: 64, Rate: 1_000_000_000}
-	src, err := withMeasuredRate(stated, hwcounter.RateDeviceTree, 0, nil)
+	stated := Source{Name: "mono", Read: readMono, Bits: 64, Rate: 1_000_000_000}
+	src, err := withMeasuredRate(stated, rateDeviceTree, 0, nil)
 	require.NoError(t, err)
 	assert.Equal(t, stated.Rate, src.Rate, "a stated rate that holds is kept as it is")
 
 	// A stated rate the counter does not follow (qemu-loongarch64's
 	// CPUCFG) is replaced by a measured one.
 	stated.Rate = 100_000_000
-	src, err = withMeasuredRate(stated, hwcounter.RateCPUCFG, 0, nil)
+	src, err = withMeasuredRate(stated, rateCPUCFG, 0, nil)
 	require.NoError(t, err)
 	assert.InDelta(t, 1e9, float64(src.Rate), 1e9*600e-6)
 
 	// Go's monotonic clock as the counter: 1 GHz against the raw clock,
 	// off by no more than the kernel's NTP steering (at most 500 ppm).
-	src, err = withMeasuredRate(hwcounter.Source{Name: "mono", Read: readMono, Bits: 64}, hwcounter.RateMeasured, 0, nil)
+	src, err = withMeasuredRate(Source{Name: "mono", Read: readMono, Bits: 64}, rateMeasured, 0, nil)
 	require.NoError(t, err)
 	assert.InDelta(t, 1e9, float64(src.Rate), 1e9*600e-6)
 
-	_, err = withMeasuredRate(hwcounter.Source{Name: "stuck", Read: func() uint64 { return 7 }, Bits: 64}, hwcounter.RateMeasured, 0, nil)
+	_, err = withMeasuredRate(Source{Name: "stuck", Read: func() uint64 { return 7 }, Bits: 64}, rateMeasured, 0, nil)
 	assert.ErrorIs(t, err, errUntrusted)
 	assert.EqualError(t, err, `schedclock: counter not trusted "stuck": measuring its rate against `+rawClockName+": counter or reference did not advance")
 
 	// The TOD clock's architected rate is neither measured nor checked.
-	src, err = withMeasuredRate(hwcounter.Source{Name: "tod", Read: func() uint64 { return 7 }, Bits: 64, Rate: 5}, hwcounter.RateArchitected, 0, nil)
+	src, err = withMeasuredRate(Source{Name: "tod", Read: func() uint64 { return 7 }, Bits: 64, Rate: 5}, rateArchitected, 0, nil)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(5), src.Rate)
 }
@@ -582,14 +581,14 @@ func TestWithMeasuredRate(t *testing.T) {
 // timerEntries are the four counters' entries, with the clocksource the
 // kernel registers each under.
 var timerEntries = []struct {
-	entry *hwcounter.Counter
+	entry *descriptor
 	name  string
 	want  string
 }{
-	{&hwcounter.RDTIMECounter, "rdtime", "riscv_clocksource"},
-	{&hwcounter.TimeBaseCounter, "timebase", "timebase"},
-	{&hwcounter.TODCounter, "tod", "tod"},
-	{&hwcounter.StableCounterCounter, "stablecounter", "Constant"},
+	{&rdtimeCounter, "rdtime", "riscv_clocksource"},
+	{&timebaseCounter, "timebase", "timebase"},
+	{&todCounter, "tod", "tod"},
+	{&stableCounterCounter, "stablecounter", "Constant"},
 }
 
 func TestTimerCountersInTheTable(t *testing.T) {
@@ -620,15 +619,15 @@ func TestTimerCountersAreAdoptedOnTheKernelsWord(t *testing.T) {
 	base := time.Now()
 	dir := t.TempDir()
 	for _, e := range timerEntries {
-		hw := hwcounter.Source{Name: e.name, Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
-		probe := func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
-			return hw, hwcounter.RateArchitected, 0, nil
+		hw := Source{Name: e.name, Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
+		probe := func() (Source, rateOrigin, float64, error) {
+			return hw, rateArchitected, 0, nil
 		}
 		for _, current := range []string{e.want, "kvm-clock"} {
 			t.Run(e.name+" on "+current, func(t *testing.T) {
 				path := filepath.Join(dir, e.name+"-"+current)
 				require.NoError(t, os.WriteFile(path, []byte(current+"\n"), 0o644))
-				c := newChosenDefaultClock([]*hwcounter.Counter{{Arch: runtime.GOARCH, Probe: probe,
+				c := newChosenDefaultClock([]*descriptor{{Arch: runtime.GOARCH, Probe: probe,
 					Verdict: func() kernel.Verdict { return kernel.ReadVerdict(path, e.entry.Verdict().Want) }}})
 				defer func() { require.NoError(t, c.Close()) }()
 				in := *c.st.info.Load()
@@ -648,32 +647,32 @@ func TestTimerCountersAreAdoptedOnTheKernelsWord(t *testing.T) {
 
 func TestRDTIME(t *testing.T) {
 	testTimerCounter(t, timerCounter{
-		name: "rdtime", arch: "riscv64", supported: hwcounter.RDTIMESupported,
-		construct: RDTIME, probe: hwcounter.ProbeRDTIME,
-		origins: []hwcounter.RateOrigin{hwcounter.RateDeviceTree, hwcounter.RateMeasured},
+		name: "rdtime", arch: "riscv64", supported: rdtimeSupported,
+		construct: RDTIME, probe: probeRDTIME,
+		origins: []rateOrigin{rateDeviceTree, rateMeasured},
 	})
 }
 
 func TestTimeBase(t *testing.T) {
 	testTimerCounter(t, timerCounter{
-		name: "timebase", arch: "ppc64le", supported: hwcounter.TimeBaseSupported,
-		construct: TimeBase, probe: hwcounter.ProbeTimeBase,
-		origins: []hwcounter.RateOrigin{hwcounter.RateCPUInfo, hwcounter.RateMeasured},
+		name: "timebase", arch: "ppc64le", supported: timebaseSupported,
+		construct: TimeBase, probe: probeTimeBase,
+		origins: []rateOrigin{rateCPUInfo, rateMeasured},
 	})
 }
 
 func TestTOD(t *testing.T) {
 	testTimerCounter(t, timerCounter{
-		name: "tod", arch: "s390x", supported: hwcounter.TODSupported,
-		construct: TOD, probe: hwcounter.ProbeTOD,
-		origins: []hwcounter.RateOrigin{hwcounter.RateArchitected},
+		name: "tod", arch: "s390x", supported: todSupported,
+		construct: TOD, probe: probeTOD,
+		origins: []rateOrigin{rateArchitected},
 	})
 }
 
 func TestStableCounter(t *testing.T) {
 	testTimerCounter(t, timerCounter{
-		name: "stablecounter", arch: "loong64", supported: hwcounter.StableCounterSupported,
-		construct: StableCounter, probe: hwcounter.ProbeStableCounter,
-		origins: []hwcounter.RateOrigin{hwcounter.RateCPUCFG},
+		name: "stablecounter", arch: "loong64", supported: stableCounterSupported,
+		construct: StableCounter, probe: probeStableCounter,
+		origins: []rateOrigin{rateCPUCFG},
 	})
 }

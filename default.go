@@ -1,13 +1,11 @@
 package schedclock
 
 import (
+	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
 	"unsafe"
-
-	"github.com/schedclock/schedclock/internal/format"
-	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 // The default clock follows the kernel's boot sequence: it starts on a
@@ -82,7 +80,7 @@ func alignedSlot(slots *[cacheLine / 8]paddedClock) *Clock {
 // newDefaultClock returns a clock that starts as the default clock does,
 // choosing among the counters of table at its first use (tests give
 // tables of their own; chooseHardware makes the choice at once).
-func newDefaultClock(table []*hwcounter.Counter) *Clock {
+func newDefaultClock(table []*descriptor) *Clock {
 	p := new(trustPolicy)
 	return bootDefaultClock(new(Clock), new(clockState), p, p.readFirstUse, table)
 }
@@ -97,14 +95,14 @@ func newDefaultClock(table []*hwcounter.Counter) *Clock {
 // docs/default-clock.md). So its first line is stored into c's bank
 // directly, not published (no reader can see c yet: TestBootLine keeps
 // the bank equal to a publication's), and its Info snapshot is bootInfo.
-func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, read func() uint64, table []*hwcounter.Counter) *Clock {
+func bootDefaultClock(c *Clock, st *clockState, p *trustPolicy, read func() uint64, table []*descriptor) *Clock {
 	const rate = 1_000_000_000 // Portable's
 	conv := portableConversion
 	// Field by field: st is zero (a package variable, or new), and a
 	// clockState literal would be built in this function's frame first,
 	// growing the initialising goroutine's stack (a copy, and fresh pages
 	// to fault in) in every process that imports the package.
-	st.src, st.conv, st.rate, st.declared = Source{Name: "portable", Read: read, Bits: 63, Rate: rate}, conv, rating{hz: rate, origin: hwcounter.RateDeclared}, rate
+	st.src, st.conv, st.rate, st.declared = Source{Name: "portable", Read: read, Bits: 63, Rate: rate}, conv, rating{hz: rate, origin: rateDeclared}, rate
 	st.loop.wake, st.loop.stop, st.loop.stopped = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 	st.writer.step, st.ticker.every, st.policy = noStep, defaultCoarseResolution, p
 	c.st = st
@@ -187,9 +185,9 @@ type evidence struct {
 //
 // Where the kernel runs on the counter and its vDSO converts it (the
 // descriptor's VDSOMode), the clock converts with the kernel's own raw
-// conversion (kernelConversion: hwcounter.RateKernel): nothing to
+// conversion (kernelConversion: rateKernel): nothing to
 // measure, nothing to refine.
-func gatherEvidence(table []*hwcounter.Counter, kernelConversion func(mode int32, read func() uint64) (kernelConv, error)) evidence {
+func gatherEvidence(table []*descriptor, kernelConversion func(mode int32, read func() uint64) (kernelConv, error)) evidence {
 	ev := evidence{ch: chooseCounter(table), kernelTrusts: true}
 	ev.hw = ev.ch.src
 	d := ev.ch.desc
@@ -198,8 +196,8 @@ func gatherEvidence(table []*hwcounter.Counter, kernelConversion func(mode int32
 		return ev
 	}
 	if d.Prepare != nil {
-		hw, check := d.Prepare(counterSource(ev.hw))
-		ev.hw = sourceOf(hw)
+		hw, check := d.Prepare(ev.hw)
+		ev.hw = hw
 		ev.ownCheck = func() (string, error) { return check(counterMeasures()) }
 	}
 	ev.kernel = d.NoVerdict
@@ -258,12 +256,12 @@ func (c *Clock) chooseHardware() {
 		p.report.rejected = err.Error()
 		return
 	case p.takenOver != "":
-		p.report.rejected = format.Sprintf("%s: not adopted: Register(%q) took the clock over first", hw.Name, p.takenOver)
+		p.report.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", hw.Name, p.takenOver)
 		return
 	case hw.Rate == 0 || !ev.kernelTrusts:
 		c.st.track = &tracker{ref: rawNow, src: hw, endsOnRegister: true, restart: true}
 		if !ev.kernelTrusts {
-			p.report.rejected = format.Sprintf("%s: not trusted yet: %s, and the cross-CPU check has not passed", hw.Name, p.report.kernel)
+			p.report.rejected = fmt.Sprintf("%s: not trusted yet: %s, and the cross-CPU check has not passed", hw.Name, p.report.kernel)
 			p.report.pending = "the cross-CPU check"
 		} else {
 			// Not rejected: trusted, and adopted as soon as its rate
@@ -274,13 +272,13 @@ func (c *Clock) chooseHardware() {
 		conv, err := newConversion(hw)
 		rate := rating{hz: float64(hw.Rate), origin: ev.ch.origin, errPPM: ev.ch.errPPM}
 		if kc := ev.kernelConv; kc != nil && err == nil {
-			conv, rate = kc.conv, rating{hz: kc.hz, origin: hwcounter.RateKernel}
+			conv, rate = kc.conv, rating{hz: kc.hz, origin: rateKernel}
 		}
 		if err == nil {
 			err = c.switchLocked(hw, conv, rate)
 		}
 		if err != nil {
-			p.report.rejected = format.Sprintf("%s: unusable: %v", hw.Name, err)
+			p.report.rejected = fmt.Sprintf("%s: unusable: %v", hw.Name, err)
 			return
 		}
 		c.st.declared = hw.Rate

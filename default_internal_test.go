@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 )
 
@@ -66,31 +65,31 @@ func TestDefaultClockAdoptsAndRefinesTheHardwareCounter(t *testing.T) {
 	in := waitInfo(time.Second, func(in Info) bool { return in.Source == hw.Name })
 	require.Equal(t, hw.Name, in.Source, "default clock never adopted %s: %+v", hw.Name, in)
 	assert.Empty(t, in.Evidence.Rejected)
-	if in.RateOrigin == hwcounter.RateNanoseconds.String() {
+	if in.RateOrigin == rateNanoseconds.String() {
 		// A paravirtual clock counts nanoseconds by construction: watched
 		// against the reference, never refined away from 1 GHz.
-		in = waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin != hwcounter.RateNanoseconds.String() })
-		assert.Equal(t, hwcounter.RateNanoseconds.String(), in.RateOrigin, "an exact rate was refined: %+v", in)
+		in = waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin != rateNanoseconds.String() })
+		assert.Equal(t, rateNanoseconds.String(), in.RateOrigin, "an exact rate was refined: %+v", in)
 		assert.Equal(t, uint64(1e9), in.Rate)
 		assert.Zero(t, in.RateErrorPPM)
 		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
 		return
 	}
-	if in.RateOrigin == hwcounter.RateKernel.String() {
+	if in.RateOrigin == rateKernel.String() {
 		// The kernel runs on the counter: the clock converts with the
 		// kernel's raw conversion, never refined.
 		d := chooseCounter(counterTable()).desc
 		kc, err := readKernelConversion(d.VDSOMode, hw.Read)
 		require.NoError(t, err)
-		in = waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin != hwcounter.RateKernel.String() || in.Mult != kc.conv.mult })
-		assert.Equal(t, hwcounter.RateKernel.String(), in.RateOrigin, "the kernel's conversion was refined: %+v", in)
+		in = waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin != rateKernel.String() || in.Mult != kc.conv.mult })
+		assert.Equal(t, rateKernel.String(), in.RateOrigin, "the kernel's conversion was refined: %+v", in)
 		assert.Equal(t, kc.conv.mult, in.Mult)
 		assert.Equal(t, kc.conv.shift, in.Shift)
 		assert.Zero(t, in.RateErrorPPM)
 		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
 		return
 	}
-	assert.Contains(t, []string{hwcounter.RateCPUID.String(), hwcounter.RateHypervisor.String(), hwcounter.RateMeasured.String(), hwcounter.RateCNTFRQ.String(), hwcounter.RateRefined.String()}, in.RateOrigin)
+	assert.Contains(t, []string{rateCPUID.String(), rateHypervisor.String(), rateMeasured.String(), rateCNTFRQ.String(), rateRefined.String()}, in.RateOrigin)
 	assert.LessOrEqual(t, in.RateErrorPPM, 50.0, "first hardware rate")
 
 	// Within two seconds of the first use the refinement is at 1 ppm or
@@ -104,9 +103,9 @@ func TestDefaultClockAdoptsAndRefinesTheHardwareCounter(t *testing.T) {
 	need := max(2*time.Second, time.Duration(8e6*stepNs))
 	t.Logf("counter step %.0f ns: 1 ppm expected within %v of the first use", stepNs, need)
 	in = waitInfo(need-time.Duration(runtimeNano()-Default().st.policy.first.at.Load()), func(in Info) bool {
-		return in.RateOrigin == hwcounter.RateRefined.String() && in.RateErrorPPM <= 1
+		return in.RateOrigin == rateRefined.String() && in.RateErrorPPM <= 1
 	})
-	assert.Equal(t, hwcounter.RateRefined.String(), in.RateOrigin)
+	assert.Equal(t, rateRefined.String(), in.RateOrigin)
 	assert.LessOrEqual(t, in.RateErrorPPM, 1.0, "%+v", in)
 
 	// Where the TSC's rate had to be measured, tscSource() now takes the
@@ -124,7 +123,7 @@ func TestDefaultClockTracksTheRawClock(t *testing.T) {
 	if _, ok := hardwareExpected(t); !ok {
 		return
 	}
-	waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin == hwcounter.RateRefined.String() && in.RateErrorPPM <= 1 })
+	waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin == rateRefined.String() && in.RateErrorPPM <= 1 })
 	pair := func() (clock, raw, best int64) {
 		best = int64(math.MaxInt64)
 		for i := 0; i < 50; i++ {
@@ -181,7 +180,7 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 		fake := func() int64 { return int64(time.Since(start)) }
 		hw := Source{Name: "hw", Bits: 64, Rate: 2_100_000_000, Read: func() uint64 { return uint64(float64(fake()) * 2.1) }}
 		tr := &tracker{ref: fake, witness: fake, src: hw, adopted: true, endsOnRegister: true}
-		c, err := newClock(hw, rating{hz: 2.1e9, origin: hwcounter.RateCPUID, errPPM: 1}, tr)
+		c, err := newClock(hw, rating{hz: 2.1e9, origin: rateCPUID, errPPM: 1}, tr)
 		require.NoError(t, err)
 		polls := 0
 		c.st.policy = &trustPolicy{verdict: func() string { polls++; return "" }}
@@ -206,7 +205,7 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 		assert.LessOrEqual(t, wakes, 8, "wake-ups in 10 s idle")
 		assert.Equal(t, maxWatchPeriod, tr.watch.every)
 		assert.GreaterOrEqual(t, polled, 1, "the kernel's verdict is still polled (every %v, on the watch's ticks)", verdictPeriod)
-		assert.Equal(t, hwcounter.RateRefined.String(), in.RateOrigin, "refinements still run")
+		assert.Equal(t, rateRefined.String(), in.RateOrigin, "refinements still run")
 		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
 		// Coarse's ticker and the wall map's refreshing stopped once
 		// nothing read them.
@@ -218,7 +217,7 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 // newChosenDefaultClock is newDefaultClock with its hardware choice made
 // at once, as the set-up makes it at the first use: what a test of the
 // choice looks at. Its background work starts at its first use.
-func newChosenDefaultClock(table []*hwcounter.Counter) *Clock {
+func newChosenDefaultClock(table []*descriptor) *Clock {
 	c := newDefaultClock(table)
 	c.chooseHardware()
 	return c
@@ -231,10 +230,10 @@ func newChosenDefaultClock(table []*hwcounter.Counter) *Clock {
 // clock's tick is an hour away.
 func TestCloseDuringTheHardwareChoice(t *testing.T) {
 	probing, release := make(chan struct{}), make(chan struct{})
-	c := newDefaultClock([]*hwcounter.Counter{{Arch: runtime.GOARCH, Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
+	c := newDefaultClock([]*descriptor{{Arch: runtime.GOARCH, Probe: func() (Source, rateOrigin, float64, error) {
 		close(probing)
 		<-release
-		return hwcounter.Source{}, 0, 0, ErrUnsupported
+		return Source{}, 0, 0, ErrUnsupported
 	}}})
 	c.st.policy.startSetUp()
 	<-probing
@@ -321,10 +320,10 @@ func TestDefaultClockConvertsAsTheKernelDoes(t *testing.T) {
 		require.NoError(t, os.WriteFile(kernelFile, []byte(c.clocksource+"\n"), 0o644))
 		hw := realtime1GHz()
 		hw.Rate = 1e9
-		clock := newDefaultClock([]*hwcounter.Counter{{
-			Arch: runtime.GOARCH, VDSOMode: hwcounter.VDSOModeTSC,
-			Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
-				return counterSource(hw), hwcounter.RateCPUID, 0, nil
+		clock := newDefaultClock([]*descriptor{{
+			Arch: runtime.GOARCH, VDSOMode: vdsoModeTSC,
+			Probe: func() (Source, rateOrigin, float64, error) {
+				return hw, rateCPUID, 0, nil
 			},
 			Verdict: func() kernel.Verdict { return kernel.ReadVerdict(kernelFile, "tsc") },
 		}})
@@ -339,17 +338,17 @@ func TestDefaultClockConvertsAsTheKernelDoes(t *testing.T) {
 		if !c.kernel {
 			if c.clocksource == "tsc" {
 				assert.Equal(t, "hw", in.Source, c.name)
-				assert.Equal(t, []int32{hwcounter.VDSOModeTSC}, asked, c.name)
+				assert.Equal(t, []int32{vdsoModeTSC}, asked, c.name)
 			} else {
 				assert.Empty(t, asked, "%s: the kernel's conversion is of another counter", c.name)
 			}
-			assert.NotEqual(t, hwcounter.RateKernel.String(), in.RateOrigin, c.name)
+			assert.NotEqual(t, rateKernel.String(), in.RateOrigin, c.name)
 			require.NoError(t, clock.Close())
 			continue
 		}
-		assert.Equal(t, []int32{hwcounter.VDSOModeTSC}, asked, c.name)
+		assert.Equal(t, []int32{vdsoModeTSC}, asked, c.name)
 		assert.Equal(t, "hw", in.Source, c.name)
-		assert.Equal(t, hwcounter.RateKernel.String(), in.RateOrigin, c.name)
+		assert.Equal(t, rateKernel.String(), in.RateOrigin, c.name)
 		assert.Equal(t, uint32(mult), in.Mult, c.name)
 		assert.Equal(t, uint32(shift), in.Shift, c.name)
 		assert.Equal(t, uint64(math.Round(math.Ldexp(1e9, shift)/mult)), in.Rate, c.name)

@@ -61,6 +61,31 @@ func ExampleNew() {
 	// true
 }
 
+// A jiffy counter is a Source that needs no hardware and ticks at HZ,
+// as the kernel's clock does before its counter is registered: a Clock
+// on it advances in whole ticks (here 1 ms), and a rate outside
+// 1..MaxHZ is refused.
+func ExampleNewJiffies() {
+	j, err := schedclock.NewJiffies(1000)
+	if err != nil {
+		panic(err)
+	}
+	defer j.Stop()
+	c, err := schedclock.New(j.Source())
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	start := c.Now()
+	time.Sleep(3 * time.Millisecond)
+	fmt.Println(c.Since(start)%time.Millisecond == 0)
+	_, err = schedclock.NewJiffies(0)
+	fmt.Println(err)
+	// Output:
+	// true
+	// schedclock: invalid source "jiffies": HZ = 0, want 1..100000
+}
+
 // A Clock with a reference refines its counter's rate against it and
 // watches the counter for life: here a counter that runs 20 ppm fast is
 // refined against Go's monotonic clock.

@@ -6,8 +6,6 @@ package schedclock
 
 import (
 	"sync/atomic"
-
-	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 // FakeCounter is a manually driven counter for tests: it reads what it was
@@ -57,26 +55,21 @@ func (c *Clock) WallPairedAfter(ns int64) bool {
 }
 
 // The internals the external tests name that are not the package's API:
-// the per-architecture counters (Hardware returns this machine's), the
-// jiffy counter, and the errors that report a caller's mistake.
+// the per-architecture counters (Hardware returns this machine's) and the
+// errors that report a caller's mistake.
 var (
 	TSC           = tscSource
-	CNTVCT        = func() (Source, error) { src, _, _, err := hwcounter.ProbeCNTVCT(); return sourceOf(src), err }
-	RDTIME        = func() (Source, error) { return withMeasuredRate(hwcounter.ProbeRDTIME()) }
-	TimeBase      = func() (Source, error) { return withMeasuredRate(hwcounter.ProbeTimeBase()) }
-	StableCounter = func() (Source, error) { return withMeasuredRate(hwcounter.ProbeStableCounter()) }
-	TOD           = func() (Source, error) { return withMeasuredRate(hwcounter.ProbeTOD()) }
-	NewJiffies    = newJiffies
+	CNTVCT        = func() (Source, error) { src, _, _, err := probeCNTVCT(); return src, err }
+	RDTIME        = func() (Source, error) { return withMeasuredRate(probeRDTIME()) }
+	TimeBase      = func() (Source, error) { return withMeasuredRate(probeTimeBase()) }
+	StableCounter = func() (Source, error) { return withMeasuredRate(probeStableCounter()) }
+	TOD           = func() (Source, error) { return withMeasuredRate(probeTOD()) }
 
 	ErrUntrusted     = errUntrusted
 	ErrInvalidOption = errInvalidOption
 	ErrDefaultClock  = errDefaultClock
 	ErrReentered     = errReentered
 )
-
-type Jiffies = jiffyCounter
-
-const MaxHZ = maxHZ
 
 // WatchPeriod is the watch's shortest period.
 const WatchPeriod = watchPeriod

@@ -2,12 +2,11 @@ package schedclock
 
 import (
 	"bytes"
+	"fmt"
 	"runtime"
 	"strings"
 	"time"
 	"unsafe"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // Faults: user code the clock calls (a Source's Read, a reference) may
@@ -60,7 +59,7 @@ func exitOrPanic(r any, returned bool) any {
 // c.unlock()).
 func (c *Clock) lockWriter(method string) error {
 	if c == nil || c.st == nil {
-		return format.Errorf("%w: %s on a zero Clock", ErrClosed, method)
+		return fmt.Errorf("%w: %s on a zero Clock", ErrClosed, method)
 	}
 	c.st.policy.startSetUp() // the default clock's background work must run: see default.go
 	if !c.lockAsWriter() {
@@ -70,7 +69,7 @@ func (c *Clock) lockWriter(method string) error {
 	if c.st.loop.closed {
 		c.st.writer.g.Store(0)
 		c.st.mu.Unlock()
-		return format.Errorf("%w: %s", ErrClosed, method)
+		return fmt.Errorf("%w: %s", ErrClosed, method)
 	}
 	return nil
 }
@@ -134,7 +133,7 @@ func ownCode[F func() uint64 | func() int64](f F) bool {
 // reentered is the error of a writer method that user code called from
 // inside the same clock's writer.
 func reentered(method string) error {
-	return format.Errorf("%w: %s was called by a Read or reference that the clock's own writer is running", errReentered, method)
+	return fmt.Errorf("%w: %s was called by a Read or reference that the clock's own writer is running", errReentered, method)
 }
 
 // goroutineID returns the calling goroutine's ID, from the header of its
@@ -182,11 +181,11 @@ func (c *Clock) recordFaultLocked(where string, r any) {
 		}
 		c.st.faults.exiting = true
 		c.st.faults.count++
-		c.st.faults.last = format.Sprintf("%s: %v (at %s)", where, goexit{}, format.Stamp(time.Now()))
+		c.st.faults.last = fmt.Sprintf("%s: %v (at %s)", where, goexit{}, time.Now().UTC().Format(time.RFC3339Nano))
 		return
 	}
 	c.st.faults.count++
-	c.st.faults.last = format.Sprintf("%s: panic: %v (at %s)", where, faultValue(r), format.Stamp(time.Now()))
+	c.st.faults.last = fmt.Sprintf("%s: panic: %v (at %s)", where, faultValue(r), time.Now().UTC().Format(time.RFC3339Nano))
 }
 
 // guard runs f, which calls user code (a Source's Read, a reference),
@@ -222,7 +221,7 @@ func (c *Clock) faultError(method string, r any) error {
 	if r == nil {
 		return nil
 	}
-	return format.Errorf("%w: %q: Read panicked during %s: %v", ErrFault, c.st.src.Name, method, faultValue(r))
+	return fmt.Errorf("%w: %q: Read panicked during %s: %v", ErrFault, c.st.src.Name, method, faultValue(r))
 }
 
 // culprit carries a panic out of a switch with what panicked, so that
@@ -258,7 +257,7 @@ func faultValue(r any) any {
 // can be unwrapped from the error that reports it.
 type panicError struct{ v any }
 
-func (p panicError) Error() string { return format.Sprintf("%v", p.v) }
+func (p panicError) Error() string { return fmt.Sprintf("%v", p.v) }
 
 // asPanic finds the panicError that err wraps: errors.As, without the
 // reflection (internal/reflectlite) that errors.As links into every
@@ -288,7 +287,7 @@ func asPanic(err error) (panicError, bool) {
 func readOnce(src Source) (cyc uint64, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = format.Errorf("%w %q: Read panicked: %w", ErrInvalidSource, src.Name, panicError{r})
+			err = fmt.Errorf("%w %q: Read panicked: %w", ErrInvalidSource, src.Name, panicError{r})
 		}
 	}()
 	return src.Read(), nil

@@ -51,29 +51,29 @@ func (in insn) len() int {
 
 // fenceRules are the counter readers of each architecture with assembly.
 func fenceRules() map[string][]fenceRule {
-	const root, hw, pv = "github.com/schedclock/schedclock.", "github.com/schedclock/schedclock/internal/hwcounter.", "github.com/schedclock/schedclock/internal/pvclock."
+	const root, pv = "github.com/schedclock/schedclock.", "github.com/schedclock/schedclock/internal/pvclock."
 	rdtsc := insn{bytes: []byte{0x0f, 0x31}, description: "RDTSC"}
 	lfence := insn{bytes: []byte{0x0f, 0xae, 0xe8}, description: "LFENCE"}
 	return map[string][]fenceRule{
 		"amd64": {
 			{sym: root + "clockNow", read: rdtsc, barrier: lfence, reads: 2}, // the TSC line's and the pvclock page's
-			{sym: hw + "readTSC", read: rdtsc, barrier: lfence, reads: 1},
+			{sym: root + "readTSC", read: rdtsc, barrier: lfence, reads: 1},
 			{sym: pv + "Read", read: rdtsc, barrier: lfence, reads: 1},
 			{sym: pv + "TSC", read: rdtsc, barrier: lfence, reads: 1},
 		},
-		"arm64": {{sym: hw + "readCNTVCT", reads: 1,
+		"arm64": {{sym: root + "readCNTVCT", reads: 1,
 			read:    insn{word: 0xd53be040, mask: 0xffffffe0, description: "MRS CNTVCT_EL0"},
 			barrier: insn{word: 0xd5033fdf, mask: 0xffffffff, description: "ISB"}}},
-		"ppc64le": {{sym: hw + "readTimeBase", reads: 1,
+		"ppc64le": {{sym: root + "readTimeBase", reads: 1,
 			read:    insn{word: 0x7c0c42a6, mask: 0xfc1fffff, description: "mfspr 268 (mftb)"},
 			barrier: insn{word: 0x4c00012c, mask: 0xffffffff, description: "isync"}}},
-		"riscv64": {{sym: hw + "readRDTIME", reads: 1,
+		"riscv64": {{sym: root + "readRDTIME", reads: 1,
 			read:    insn{word: 0xc0102073, mask: 0xfffff07f, description: "RDTIME"},
 			barrier: insn{word: 0x0000000f, mask: 0x0000707f, description: "FENCE"}}},
-		"loong64": {{sym: hw + "readStableCounter", reads: 1,
+		"loong64": {{sym: root + "readStableCounter", reads: 1,
 			read:    insn{word: 0x00006800, mask: 0xfffffc00, description: "RDTIME.D"},
 			barrier: insn{word: 0x38720000, mask: 0xffff8000, description: "DBAR"}}},
-		"s390x": {{sym: hw + "readTOD", reads: 1,
+		"s390x": {{sym: root + "readTOD", reads: 1,
 			read:    insn{bytes: []byte{0xb2, 0x7c}, description: "STCKF"},
 			barrier: insn{bytes: []byte{0x07, 0xe0}, description: "BCR 14,0 (SYNC)"}}},
 	}

@@ -1,14 +1,13 @@
 package schedclock
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/schedclock/schedclock/internal/format"
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/perfclock"
 	"github.com/schedclock/schedclock/internal/pvclock"
 	"github.com/schedclock/schedclock/internal/vdso"
@@ -270,9 +269,9 @@ var perfOpened atomic.Bool
 
 func openPerfClock() *perfClock {
 	defer perfOpened.Store(true)
-	p := &perfClock{read: hwcounter.TSC()}
+	p := &perfClock{read: tscReader()}
 	if p.read == nil {
-		p.read = hwcounter.CNTVCT()
+		p.read = cntvctReader()
 	}
 	if p.read == nil {
 		p.why = "no counter perf's page converts in this build"
@@ -379,7 +378,7 @@ func (c *Clock) describeKernelMapsLocked() string {
 				b.WriteString(exact)
 				b.WriteString("; older readings ")
 			}
-			b.WriteString(format.Sprintf("±%v (pairing bracket %v, worst drift found %v, and %v for a change of the kernel's frequency of up to %d ppm until the next pairing)",
+			b.WriteString(fmt.Sprintf("±%v (pairing bracket %v, worst drift found %v, and %v for a change of the kernel's frequency of up to %d ppm until the next pairing)",
 				r.kernelBound(), time.Duration(r.bracket), time.Duration(r.drift), r.kernelSlewAllowance(), kernelFreqChange))
 		}
 	}

@@ -1,6 +1,7 @@
 package schedclock
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 	"sync"
@@ -8,8 +9,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/schedclock/schedclock/internal/format"
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/pvclock"
 )
 
@@ -170,7 +169,7 @@ var kernelConvsOnce = lazy[*kernelConvs]{make: func() *kernelConvs {
 	}
 	kc := &kernelConvs{td: k.td, layout: layout, pvclockRead: funcPtr(readPvclock), pvclockSrc: &pvclockShared.src,
 		portableRead: portableReadPtr, page: kernelPageNow}
-	if r := hwcounter.TSC(); r != nil {
+	if r := tscReader(); r != nil {
 		kc.tscRead = funcPtr(r)
 		// Found now, before a switch of the kernel's clocksource needs
 		// it: a mapping that waited for a probe while the kernel ran on
@@ -831,10 +830,10 @@ func (c *Clock) exactKernelLocked(i int) string {
 		if _, ok := k.inMode(0, mode, cur.Mode, &scale); !ok {
 			return ""
 		}
-		return format.Sprintf("exact: the kernel's own conversion of %s (vDSO clock mode %d, its last %d updates), of the clock's %s through the pvclock page's scale",
+		return fmt.Sprintf("exact: the kernel's own conversion of %s (vDSO clock mode %d, its last %d updates), of the clock's %s through the pvclock page's scale",
 			modeCounter(cur.Mode), cur.Mode, kernelHistoryLen, modeCounter(mode))
 	}
-	return format.Sprintf("exact: the kernel's own conversion of %s (vDSO clock mode %d, its last %d updates)", modeCounter(mode), mode, kernelHistoryLen)
+	return fmt.Sprintf("exact: the kernel's own conversion of %s (vDSO clock mode %d, its last %d updates)", modeCounter(mode), mode, kernelHistoryLen)
 }
 
 // modeCounter names the counter of a vDSO clock mode that KernelTime

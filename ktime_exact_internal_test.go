@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/pvclock"
 )
 
@@ -726,10 +725,10 @@ func TestKernelConversionIsChecked(t *testing.T) {
 func TestTheFirstKernelTimeAnswersAfterTheSwitch(t *testing.T) {
 	hw := realtime1GHz()
 	hw.Rate = 1e9
-	c := newDefaultClock([]*hwcounter.Counter{{Arch: runtime.GOARCH,
-		Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
+	c := newDefaultClock([]*descriptor{{Arch: runtime.GOARCH,
+		Probe: func() (Source, rateOrigin, float64, error) {
 			time.Sleep(5 * time.Millisecond) // a probe that takes a while: file reads on a loaded machine
-			return counterSource(hw), hwcounter.RateCPUID, 0, nil
+			return hw, rateCPUID, 0, nil
 		},
 		NoVerdict: "no verdict: a test's counter",
 	}})

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock/internal/cpu"
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/osthread"
 	"github.com/schedclock/schedclock/internal/race"
@@ -25,7 +24,7 @@ import (
 // A cross-cutting suite: it proves that every reader of this package
 // orders its counter read after its earlier loads, and that readers see
 // every publication of the latch (latch.go) whole: the TSC's and CNTVCT's
-// reads (internal/hwcounter), the assembly and Go
+// reads (source_tsc_amd64.s, source_cntvct_arm64.s), the assembly and Go
 // readers (now_amd64.s, now.go) and the portable source (source.go).
 //
 // The cross-CPU ordering tests are the kernel's check_tsc_warp
@@ -124,11 +123,11 @@ func orderingReaders(t *testing.T) []orderingReader {
 	}
 	var hw func() uint64
 	switch {
-	case hwcounter.TSCSupported:
-		hw = hwcounter.TSC()
+	case tscSupported:
+		hw = tscReader()
 		readers = append(readers, orderingReader{name: "readTSC", read: hw, hardware: true})
-	case hwcounter.CNTVCTSupported:
-		hw = hwcounter.CNTVCT()
+	case cntvctSupported:
+		hw = cntvctReader()
 		readers = append(readers, orderingReader{name: "readCNTVCT", read: hw, hardware: true})
 	case timerReaderHere() != nil:
 		hw = timerReaderHere()
@@ -576,11 +575,11 @@ func pubCounters() []pubCounter {
 	now := map[string]func(*Clock) int64{"Now": (*Clock).nanos}
 	counters := []pubCounter{{name: "portable", read: readMono, ref: readMono, readers: now}}
 	switch {
-	case hwcounter.TSCSupported:
-		counters = append(counters, pubCounter{name: "tsc", read: hwcounter.TSC(), ref: testcounter.ReadSerialized,
+	case tscSupported:
+		counters = append(counters, pubCounter{name: "tsc", read: tscReader(), ref: testcounter.ReadSerialized,
 			readers: map[string]func(*Clock) int64{"Now": (*Clock).nanos, "now": (*Clock).now}})
-	case hwcounter.CNTVCTSupported:
-		counters = append(counters, pubCounter{name: "cntvct", read: hwcounter.CNTVCT(), ref: testcounter.ReadSerialized, readers: now})
+	case cntvctSupported:
+		counters = append(counters, pubCounter{name: "cntvct", read: cntvctReader(), ref: testcounter.ReadSerialized, readers: now})
 	case timerReaderHere() != nil:
 		// internal/testcounter has no reader of these counters; the
 		// reader under test is fenced on both sides, serialised enough

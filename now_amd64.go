@@ -2,8 +2,6 @@
 
 package schedclock
 
-import "github.com/schedclock/schedclock/internal/hwcounter"
-
 // Now returns the clock's time: nanoseconds since the clock was made.
 // It never waits for a writer, never allocates, and never returns less
 // than a call that happened before it, given a counter that is monotonic
@@ -40,7 +38,7 @@ func genericNow(c *Clock) int64 { return c.now() }
 // compares against it.
 //
 //lint:ignore U1000 read by Clock.Now in now_amd64.s
-var tscReadPtr = funcPtr(hwcounter.TSC())
+var tscReadPtr = funcPtr(tscReader())
 
 // pvclockReadPtr identifies readPvclock in a bank's read field: Clock.Now
 // inlines that page read (now_amd64.s).

@@ -3,7 +3,7 @@
 #include "go_asm.h"
 #include "textflag.h"
 
-// The ordering of RDTSC, both ways, is argued in internal/hwcounter/tsc_amd64.s;
+// The ordering of RDTSC, both ways, is argued in source_tsc_amd64.s;
 // clockNow makes its seq re-check the dependent load that argument needs.
 
 // clockNow is Clock.Now on amd64: the whole reader protocol of latch.go in registers

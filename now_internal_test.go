@@ -20,7 +20,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock/internal/cpu"
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/osthread"
 	"github.com/schedclock/schedclock/internal/race"
 	"github.com/schedclock/schedclock/internal/testutil/pprofdecode"
@@ -995,7 +994,7 @@ func stressCases(t *testing.T) []stressCase {
 			refined.Rate = 24_000_000 - uint64(switches%2)
 			conv, err := newConversion(refined)
 			if err == nil {
-				err = f.switchLocked(refined, conv, rating{hz: float64(refined.Rate), origin: hwcounter.RateRefined})
+				err = f.switchLocked(refined, conv, rating{hz: float64(refined.Rate), origin: rateRefined})
 			}
 			if err != nil {
 				panic(err)
@@ -1010,7 +1009,7 @@ func stressCases(t *testing.T) []stressCase {
 	// and writer are all pinned to one, and the clock has no background
 	// goroutine, so nothing publishes from another CPU.
 	if hw, cpu, ok := stressHardware(t); ok {
-		c, err := newClock(hw, rating{hz: float64(hw.Rate), origin: hwcounter.RateMeasured}, nil)
+		c, err := newClock(hw, rating{hz: float64(hw.Rate), origin: rateMeasured}, nil)
 		require.NoError(t, err)
 		name := hw.Name
 		if cpu >= 0 {
@@ -1068,12 +1067,12 @@ func stressHardware(t *testing.T) (Source, int, bool) {
 	var read func() uint64
 	name := ""
 	switch {
-	case hwcounter.TSCSupported:
-		read, name = hwcounter.TSC(), "tsc"
-	case hwcounter.CNTVCTSupported:
-		read, name = hwcounter.CNTVCT(), "cntvct"
+	case tscSupported:
+		read, name = tscReader(), "tsc"
+	case cntvctSupported:
+		read, name = cntvctReader(), "cntvct"
 	default:
-		t.Logf("no hardware counter case: this build has no counter assembly (%s; %s)", hwcounter.NoAsmReason("amd64"), hwcounter.NoAsmReason("arm64"))
+		t.Logf("no hardware counter case: this build has no counter assembly (%s; %s)", noAsmReason("amd64"), noAsmReason("arm64"))
 		return Source{}, 0, false
 	}
 	cpu := -1
@@ -1087,7 +1086,7 @@ func stressHardware(t *testing.T) (Source, int, bool) {
 	}
 	src := Source{Name: name, Read: read, Bits: 64}
 	if name == "cntvct" {
-		src.Bits, src.Rate = hwcounter.CNTVCTBits, hwcounter.CNTFRQ()&0xffff_ffff
+		src.Bits, src.Rate = cntvctBits, cntfrq()&0xffff_ffff
 		return src, cpu, src.Rate != 0
 	}
 	done := make(chan error)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/testcounter"
 	"github.com/schedclock/schedclock/internal/warp"
 )
@@ -37,13 +36,13 @@ func TestTSCHandoff(t *testing.T) {
 		want = uint64(n)
 	}
 	rate := uint64(0)
-	if hw, _, _, err := hwcounter.ProbeTSC(); err == nil {
+	if hw, _, _, err := probeTSC(); err == nil {
 		rate = hw.Rate
 	}
 	for _, r := range []struct {
 		name string
 		read func() uint64
-	}{{"LFENCE; RDTSC", hwcounter.TSC()}, {"RDTSC", testcounter.ReadUnfenced}} {
+	}{{"LFENCE; RDTSC", tscReader()}, {"RDTSC", testcounter.ReadUnfenced}} {
 		var reads, warps, worst uint64
 		start := time.Now()
 		for reads < want && time.Since(start) < 5*time.Minute {

@@ -2,6 +2,7 @@ package schedclock
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/bits"
 	"runtime"
@@ -10,9 +11,6 @@ import (
 	"time"
 	"unsafe"
 	"weak"
-
-	"github.com/schedclock/schedclock/internal/format"
-	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 // A Clock turns a free-running counter into monotonic nanoseconds. Now is
@@ -263,7 +261,7 @@ func New(src Source, opts ...Option) (*Clock, error) {
 	if o.reference != nil {
 		tr = &tracker{ref: o.reference, src: src, adopted: true}
 	}
-	c, err := newClock(src, rating{hz: float64(src.Rate), origin: hwcounter.RateDeclared}, tr)
+	c, err := newClock(src, rating{hz: float64(src.Rate), origin: rateDeclared}, tr)
 	if err != nil {
 		return nil, err
 	}
@@ -507,7 +505,7 @@ func (ln *line) continuedBy(next *line) bool {
 // that its goroutines leave the bubble before it ends.
 func (c *Clock) Close() error {
 	if c = c.orDefault(); c == defaultClock {
-		return format.Errorf("%w: it is shared by every package of the process", errDefaultClock)
+		return fmt.Errorf("%w: it is shared by every package of the process", errDefaultClock)
 	}
 	if !c.lockAsWriter() {
 		return reentered("Close")
@@ -969,7 +967,7 @@ func WithReference(now func() int64) Option {
 func WithCoarseResolution(d time.Duration) Option {
 	return Option{func(o *options) error {
 		if d < minCoarseResolution || d > maxCoarseResolution {
-			return format.Errorf("WithCoarseResolution(%v): want %v to %v", d, minCoarseResolution, maxCoarseResolution)
+			return fmt.Errorf("WithCoarseResolution(%v): want %v to %v", d, minCoarseResolution, maxCoarseResolution)
 		}
 		if err := o.once("WithCoarseResolution"); err != nil {
 			return err
@@ -983,7 +981,7 @@ func WithCoarseResolution(d time.Duration) Option {
 // this package to guess.
 func (o *options) once(name string) error {
 	if o.seen[name] {
-		return format.Errorf("%s given twice", name)
+		return fmt.Errorf("%s given twice", name)
 	}
 	if o.seen == nil {
 		o.seen = map[string]bool{}
@@ -997,10 +995,10 @@ func (o *options) once(name string) error {
 func (o *options) apply(opts []Option) error {
 	for _, opt := range opts {
 		if opt.apply == nil {
-			return format.Errorf("%w: a zero Option (make Options with WithReference, WithCoarseResolution)", errInvalidOption)
+			return fmt.Errorf("%w: a zero Option (make Options with WithReference, WithCoarseResolution)", errInvalidOption)
 		}
 		if err := opt.apply(o); err != nil {
-			return format.Errorf("%w: %v", errInvalidOption, err)
+			return fmt.Errorf("%w: %v", errInvalidOption, err)
 		}
 	}
 	return nil

@@ -123,7 +123,7 @@ func TestLateFoldsAreExact(t *testing.T) {
 // writers name themselves (see lockAsWriter). Goroutine IDs tell two
 // goroutines apart.
 func TestOwnCode(t *testing.T) {
-	j, err := newJiffies(100)
+	j, err := NewJiffies(100)
 	assert.NoError(t, err)
 	m, err := newManual(1e9, 64)
 	assert.NoError(t, err)

@@ -2,13 +2,11 @@ package schedclock
 
 import (
 	"errors"
-	"sync"
+	"fmt"
 	"sync/atomic"
 	"time"
 	_ "unsafe" // for go:linkname
 
-	"github.com/schedclock/schedclock/internal/format"
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/vdso"
 )
 
@@ -82,23 +80,13 @@ var (
 	ErrFault = errors.New("schedclock: source faulted")
 )
 
-// The counters' refusals (internal/hwcounter) wrap ErrUnsupported, which
-// that package cannot import from here: it is handed over as a store that
-// package initialisation makes itself, as linkManual's.
-var _ = linkUnsupported()
-
-func linkUnsupported() bool {
-	hwcounter.ErrUnsupported = ErrUnsupported
-	return true
-}
-
 // The errors that report a caller's mistake, which no program handles at
 // run time: each says what went wrong, and tests match them
 // (export_test.go).
 var (
 	// errUntrusted: the hardware counter exists but cannot be trusted as
 	// a clock on this machine. It is an ErrUnsupported to errors.Is.
-	errUntrusted = hwcounter.ErrUntrusted
+	errUntrusted error = untrusted{}
 	// errInvalidOption: an Option given to New is unusable (a nil
 	// reference clock, a duplicate Option, ...).
 	errInvalidOption = errors.New("schedclock: invalid option")
@@ -116,11 +104,11 @@ var (
 func (s Source) validate() error {
 	switch {
 	case s.Read == nil:
-		return format.Errorf("%w %q: Read is nil", ErrInvalidSource, s.Name)
+		return fmt.Errorf("%w %q: Read is nil", ErrInvalidSource, s.Name)
 	case s.Bits < 1 || s.Bits > 64:
-		return format.Errorf("%w %q: Bits = %d, want 1..64", ErrInvalidSource, s.Name, s.Bits)
+		return fmt.Errorf("%w %q: Bits = %d, want 1..64", ErrInvalidSource, s.Name, s.Bits)
 	case s.Rate == 0:
-		return format.Errorf("%w %q: Rate is 0 Hz", ErrInvalidSource, s.Name)
+		return fmt.Errorf("%w %q: Rate is 0 Hz", ErrInvalidSource, s.Name)
 	}
 	return nil
 }
@@ -262,79 +250,6 @@ func (c *Clock) adoptExactLocked(src Source) {
 	e.wallOrigin.Store(&o)
 }
 
-// Jiffies is a coarse counter advanced by a ticker at HZ, the kernel's
-// boot-time sched_clock (jiffy_sched_clock_read). It is ready at once and
-// works everywhere, but it only moves at each tick, so a Clock on it
-// advances in steps of 1/HZ. Each tick sets the count from Go's monotonic
-// clock, so ticks that the runtime drops or delays lose no time.
-//
-// A nil *Jiffies, like a nil *Clock, panics in no method: Read reads 0,
-// Stop does nothing, and New refuses its Source with ErrInvalidSource.
-type jiffyCounter struct {
-	count atomic.Uint64
-	hz    uint64
-	start time.Time
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
-}
-
-// maxHZ is the highest tick rate NewJiffies accepts.
-const maxHZ = 100_000
-
-// NewJiffies starts a jiffy counter ticking at hz (1..MaxHZ). Stop it with
-// Stop when it is no longer used.
-func newJiffies(hz int) (*jiffyCounter, error) {
-	if hz < 1 || hz > maxHZ {
-		return nil, format.Errorf("%w %q: HZ = %d, want 1..%d", ErrInvalidSource, "jiffies", hz, maxHZ)
-	}
-	j := &jiffyCounter{hz: uint64(hz), start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
-	go j.tick()
-	return j, nil
-}
-
-func (j *jiffyCounter) tick() {
-	defer close(j.done)
-	ticker := time.NewTicker(time.Second / time.Duration(j.hz))
-	defer ticker.Stop()
-	for {
-		select {
-		case <-j.stop:
-			return
-		case <-ticker.C:
-			elapsed := uint64(time.Since(j.start))
-			j.count.Store(elapsed/uint64(time.Second)*j.hz + elapsed%uint64(time.Second)*j.hz/uint64(time.Second))
-		}
-	}
-}
-
-// Read returns the number of ticks counted so far.
-func (j *jiffyCounter) Read() uint64 {
-	if j == nil {
-		return 0
-	}
-	return j.count.Load()
-}
-
-// Source returns the counter as a Source: 64 bits at HZ.
-func (j *jiffyCounter) Source() Source {
-	if j == nil {
-		return Source{Name: "jiffies (a nil *Jiffies)"} // no Read: New refuses it
-	}
-	return Source{Name: "jiffies", Read: j.Read, Bits: 64, Rate: j.hz}
-}
-
-// Stop stops the ticker and waits for its goroutine to exit; the count
-// stays where it is. Stop is idempotent, and does nothing on a zero or
-// nil Jiffies.
-func (j *jiffyCounter) Stop() {
-	if j == nil || j.stop == nil {
-		return // never started by NewJiffies
-	}
-	j.once.Do(func() { close(j.stop) })
-	<-j.done
-}
-
 // Raw returns CLOCK_MONOTONIC_RAW as a Source: the kernel's clock that
 // counts the CPU's own time, unsteered by NTP (to correlate with
 // performance counters and other raw hardware clocks), 1 GHz and 64 bits,
@@ -356,9 +271,9 @@ func vdsoSource(id vdso.ID, name string) (Source, error) {
 	c, err := vdso.Open(id)
 	if err != nil {
 		if errors.Is(err, vdso.ErrUnsupported) {
-			return Source{}, format.Errorf("%w: %s: %v", ErrUnsupported, name, err)
+			return Source{}, fmt.Errorf("%w: %s: %v", ErrUnsupported, name, err)
 		}
-		return Source{}, format.Errorf("%w: %s cannot be read: %v", errUntrusted, name, err)
+		return Source{}, fmt.Errorf("%w: %s cannot be read: %v", errUntrusted, name, err)
 	}
 	return Source{Name: name + " (" + c.Path() + ")", Bits: 64, Rate: 1_000_000_000, Read: func() uint64 {
 		v := uint64(c.Now())

@@ -1,12 +1,11 @@
 package schedclock
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/schedclock/schedclock/internal/format"
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/pvclock"
 )
@@ -80,26 +79,26 @@ func (p *paravirtPage) state() (untrusted, evidence string) {
 	_, _, ok := p.read()
 	if p.hv != nil {
 		h := p.hv.Load()
-		evidence = format.Sprintf("Hyper-V TSC page at %#x in %s, sequence %d", p.loc.Hyperv, p.loc.Mapping, h.Sequence)
+		evidence = fmt.Sprintf("Hyper-V TSC page at %#x in %s, sequence %d", p.loc.Hyperv, p.loc.Mapping, h.Sequence)
 		switch {
 		case ok:
 		case h.Sequence != 0 && h.Scale == 0:
 			untrusted = "the Hyper-V TSC page's tsc_scale is 0"
 		default:
-			untrusted = format.Sprintf("the Hyper-V TSC page is invalid (sequence %d)", h.Sequence)
+			untrusted = fmt.Sprintf("the Hyper-V TSC page is invalid (sequence %d)", h.Sequence)
 		}
 		return untrusted, evidence
 	}
 	v := p.pv.Load()
-	evidence = format.Sprintf("pvclock page at %#x in %s, version %d, flags %#x", p.loc.Pvclock, p.loc.Mapping, v.Version, v.Flags)
+	evidence = fmt.Sprintf("pvclock page at %#x in %s, version %d, flags %#x", p.loc.Pvclock, p.loc.Mapping, v.Version, v.Flags)
 	switch {
 	case ok:
 	case !v.Stable():
-		untrusted = format.Sprintf("PVCLOCK_TSC_STABLE_BIT is clear (flags %#x)", v.Flags)
+		untrusted = fmt.Sprintf("PVCLOCK_TSC_STABLE_BIT is clear (flags %#x)", v.Flags)
 	case !v.Scalable():
-		untrusted = format.Sprintf("the pvclock page's scale is not time (tsc_to_system_mul %d, tsc_shift %d)", v.Mul, v.Shift)
+		untrusted = fmt.Sprintf("the pvclock page's scale is not time (tsc_to_system_mul %d, tsc_shift %d)", v.Mul, v.Shift)
 	default:
-		untrusted = format.Sprintf("the pvclock page's version kept changing (now %d)", v.Version)
+		untrusted = fmt.Sprintf("the pvclock page's version kept changing (now %d)", v.Version)
 	}
 	return untrusted, evidence
 }
@@ -128,16 +127,16 @@ type paravirtFound struct {
 // it.
 func findParavirt() (*paravirtPage, error) {
 	if !pvclock.Supported {
-		return nil, format.Errorf("%w %q: %s", ErrUnsupported, "paravirt", hwcounter.NoAsmReason("amd64"))
+		return nil, fmt.Errorf("%w %q: %s", ErrUnsupported, "paravirt", noAsmReason("amd64"))
 	}
 	cs := kernel.Clocksource()
 	maps, err := pvclock.Maps()
 	if err != nil {
-		return nil, format.Errorf("%w %q: %v", ErrUnsupported, "paravirt", err)
+		return nil, fmt.Errorf("%w %q: %v", ErrUnsupported, "paravirt", err)
 	}
 	loc, err := pvclock.Locate(maps, pvclock.KernelRelease())
 	if err != nil {
-		return nil, format.Errorf("%w %q: %v", ErrUnsupported, "paravirt", err)
+		return nil, fmt.Errorf("%w %q: %v", ErrUnsupported, "paravirt", err)
 	}
 	var refusals []error
 	for _, k := range paravirtKinds {
@@ -153,16 +152,16 @@ func findParavirt() (*paravirtPage, error) {
 			p.pv, v, err = pvclock.ProbePvclock(loc.Pvclock)
 			if err == nil && !v.Stable() {
 				// The vDSO does not use an unstable page either.
-				return nil, format.Errorf("%w %q: PVCLOCK_TSC_STABLE_BIT is clear (flags %#x, version %d, in %s)", errUntrusted, k.name, v.Flags, v.Version, loc.Mapping)
+				return nil, fmt.Errorf("%w %q: PVCLOCK_TSC_STABLE_BIT is clear (flags %#x, version %d, in %s)", errUntrusted, k.name, v.Flags, v.Version, loc.Mapping)
 			}
 		}
 		if err == nil {
 			return p, nil
 		}
-		refusals = append(refusals, format.Errorf("%w %q: %v", ErrUnsupported, k.name, err))
+		refusals = append(refusals, fmt.Errorf("%w %q: %v", ErrUnsupported, k.name, err))
 	}
 	if len(refusals) == 0 {
-		return nil, format.Errorf("%w %q: the kernel's clocksource is %q, not a paravirtual clock (kvm-clock, xen, hyperv_clocksource_tsc_page)", ErrUnsupported, "paravirt", cs)
+		return nil, fmt.Errorf("%w %q: the kernel's clocksource is %q, not a paravirtual clock (kvm-clock, xen, hyperv_clocksource_tsc_page)", ErrUnsupported, "paravirt", cs)
 	}
 	return nil, joinRefusals(refusals)
 }
@@ -270,7 +269,7 @@ func newParavirtSource(p *paravirtPage, raw func() int64) (*paravirtSource, erro
 		r1 := raw()
 		if !ok {
 			why, evidence := p.state()
-			return nil, format.Errorf("%w %q: %s (%s)", errUntrusted, p.kind.name, why, evidence)
+			return nil, fmt.Errorf("%w %q: %s (%s)", errUntrusted, p.kind.name, why, evidence)
 		}
 		if w := r1 - r0; width < 0 || w < width {
 			best, width, version = int64(ns)-r0, w, v
@@ -330,9 +329,9 @@ func (s *paravirtSource) inconsistent(ns uint64, ok bool, r0, r1 int64) string {
 	hi := r1 + s.rawOffset + int64(pageTolerance)
 	switch {
 	case int64(ns) > hi:
-		return format.Sprintf("the page's time runs %v ahead of %s", time.Duration(int64(ns)-(r1+s.rawOffset)), rawClockName)
+		return fmt.Sprintf("the page's time runs %v ahead of %s", time.Duration(int64(ns)-(r1+s.rawOffset)), rawClockName)
 	case int64(ns) < lo:
-		return format.Sprintf("the page's time runs %v behind %s", time.Duration(r0+s.rawOffset-int64(ns)), rawClockName)
+		return fmt.Sprintf("the page's time runs %v behind %s", time.Duration(r0+s.rawOffset-int64(ns)), rawClockName)
 	}
 	return ""
 }
@@ -450,11 +449,11 @@ func (s *paravirtSource) status() (reading, history string) {
 		return "", ""
 	}
 	if e.onFallback {
-		reading = format.Sprintf("on %s since %s: %s", rawClockName, format.Stamp(e.lastAt), e.lastWhy)
+		reading = fmt.Sprintf("on %s since %s: %s", rawClockName, e.lastAt.UTC().Format(time.RFC3339Nano), e.lastWhy)
 	}
-	history = format.Sprintf("%d falls back to %s, the last at %s: %s", e.falls, rawClockName, format.Stamp(e.lastAt), e.lastWhy)
+	history = fmt.Sprintf("%d falls back to %s, the last at %s: %s", e.falls, rawClockName, e.lastAt.UTC().Format(time.RFC3339Nano), e.lastWhy)
 	if e.returns > 0 {
-		history += format.Sprintf("; %d returns to the page, the last at %s", e.returns, format.Stamp(e.backAt))
+		history += fmt.Sprintf("; %d returns to the page, the last at %s", e.returns, e.backAt.UTC().Format(time.RFC3339Nano))
 	}
 	return reading, history
 }
@@ -551,11 +550,11 @@ func readPvclock() uint64 { return pvclockShared.src.read() }
 
 // probePvclock is Paravirt in the shape of the default clock's counter
 // descriptors: the page's time is in ns by construction, so its rate is
-// exact (hwcounter.RateNanoseconds): the default clock watches it against
+// exact (rateNanoseconds): the default clock watches it against
 // CLOCK_MONOTONIC_RAW but never refines it.
-func probePvclock() (src hwcounter.Source, origin hwcounter.RateOrigin, errPPM float64, err error) {
+func probePvclock() (src Source, origin rateOrigin, errPPM float64, err error) {
 	pv, err := Paravirt()
-	return counterSource(pv), hwcounter.RateNanoseconds, 0, err
+	return pv, rateNanoseconds, 0, err
 }
 
 // pvclockVerdict is the kernel's word on the paravirtual clock: its
@@ -626,7 +625,7 @@ func pvclockStatus() (reading, history string) {
 // clock's table: trusted on the kernel's word (its clocksource is the
 // page's clock) and the page's own evidence (the stable bit), both
 // followed for life.
-var pvclockCounter = hwcounter.Counter{
+var pvclockCounter = descriptor{
 	Arch:     "amd64",
 	Probe:    probePvclock,
 	Verdict:  pvclockVerdict,

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/pvclock"
 	"github.com/schedclock/schedclock/internal/race"
@@ -329,12 +328,12 @@ func TestNowThroughPageFaults(t *testing.T) {
 // syntheticCounter is pvclockCounter on a synthetic page: the default
 // clock's table entry for it, with the kernel's word (its clocksource is
 // kvm-clock) given rather than read.
-func syntheticCounter(page *paravirtPage) *hwcounter.Counter {
-	return &hwcounter.Counter{
+func syntheticCounter(page *paravirtPage) *descriptor {
+	return &descriptor{
 		Arch: "amd64",
-		Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
+		Probe: func() (Source, rateOrigin, float64, error) {
 			src, err := paravirtOn(page, alreadyShared)
-			return counterSource(src), hwcounter.RateNanoseconds, 0, err
+			return src, rateNanoseconds, 0, err
 		},
 		Verdict: func() kernel.Verdict {
 			return kernel.Verdict{Want: page.kind.clocksource, Current: page.kind.clocksource}
@@ -353,7 +352,7 @@ func TestDefaultClockInfoNamesAPageFallBack(t *testing.T) {
 	base := syntheticPvclock()
 	pg, page := syntheticPage(t, base)
 	s := sharePage(t, page, timelineOf(base))
-	c := newChosenDefaultClock([]*hwcounter.Counter{syntheticCounter(page)})
+	c := newChosenDefaultClock([]*descriptor{syntheticCounter(page)})
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
 	in := c.Info()
 	require.Equal(t, "kvm-clock (pvclock, stable)", in.Source, "%+v", in)

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/pvclock"
 	"github.com/schedclock/schedclock/internal/testenv"
@@ -67,7 +66,7 @@ func TestParavirtHere(t *testing.T) {
 	probed, origin, errPPM, err := probePvclock()
 	require.NoError(t, err)
 	assert.Equal(t, src.Name, probed.Name)
-	assert.Equal(t, hwcounter.RateNanoseconds, origin)
+	assert.Equal(t, rateNanoseconds, origin)
 	assert.Zero(t, errPPM)
 	t.Logf("%s: %s", src.Name, desc)
 }

@@ -1,11 +1,9 @@
 package schedclock
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
-
-	"github.com/schedclock/schedclock/internal/format"
-	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 // The switch protocol: how Register, rate refinement and Suspend move
@@ -75,7 +73,7 @@ func (c *Clock) Register(src Source) error {
 	if err != nil {
 		return err
 	}
-	if err := c.lockWriter(format.Sprintf("Register(%q)", src.Name)); err != nil {
+	if err := c.lockWriter(fmt.Sprintf("Register(%q)", src.Name)); err != nil {
 		return err
 	}
 	defer c.unlock()
@@ -87,11 +85,11 @@ func (c *Clock) Register(src Source) error {
 		// read before the rate refuses it. (A faster src is read first
 		// thing in the switch, before anything changes.)
 		var err error
-		c.guard(format.Sprintf("Register(%q)", src.Name), func() { _, err = readOnce(src) }, nil)
+		c.guard(fmt.Sprintf("Register(%q)", src.Name), func() { _, err = readOnce(src) }, nil)
 		if err != nil {
 			return err
 		}
-		return format.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.st.src.Name, c.st.declared)
+		return fmt.Errorf("%w: %q runs at %d Hz, the current %q at %d Hz", ErrSlowerSource, src.Name, src.Rate, c.st.src.Name, c.st.declared)
 	}
 	endTrack, undo := c.st.policy.registerLocked(src, c.st.track)
 	if tr := c.st.track; endTrack {
@@ -105,7 +103,7 @@ func (c *Clock) Register(src Source) error {
 			undo()
 		}
 	}()
-	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: hwcounter.RateDeclared}); err != nil {
+	if err := c.switchLocked(src, conv, rating{hz: float64(src.Rate), origin: rateDeclared}); err != nil {
 		return err
 	}
 	switched = true
@@ -199,7 +197,7 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 		if _, err = readOnce(src); err != nil {
 			if p, ok := asPanic(err); same && ok {
 				c.recordFaultLocked("switch to "+src.Name, p.v)
-				err = format.Errorf("%w: %q: Read panicked before the switch: %v", ErrFault, src.Name, p.v)
+				err = fmt.Errorf("%w: %q: Read panicked before the switch: %v", ErrFault, src.Name, p.v)
 			}
 			return
 		}
@@ -238,11 +236,11 @@ func (c *Clock) switchAnchoredLocked(src Source, conv conversion, rate rating, a
 	case r == nil:
 		return err
 	case marked && f.reference:
-		return format.Errorf("%w: the reference panicked while anchoring %q: %v", ErrFault, src.Name, f.v)
+		return fmt.Errorf("%w: the reference panicked while anchoring %q: %v", ErrFault, src.Name, f.v)
 	case marked || same:
-		return format.Errorf("%w: %q: Read panicked during the switch to %q: %v", ErrFault, c.st.src.Name, src.Name, faultValue(r))
+		return fmt.Errorf("%w: %q: Read panicked during the switch to %q: %v", ErrFault, c.st.src.Name, src.Name, faultValue(r))
 	}
-	return format.Errorf("%w %q: Read panicked: %v", ErrInvalidSource, src.Name, r)
+	return fmt.Errorf("%w %q: Read panicked: %v", ErrInvalidSource, src.Name, r)
 }
 
 // switchLine publishes a line on next with conversion conv, starting
@@ -363,87 +361,4 @@ func (fz *freezer) read() uint64 {
 	delta := clampDelta((fz.old()-fz.epochCyc)&fz.mask, fz.mask)
 	fz.pinned.CompareAndSwap(0, delta+1)
 	return fz.epochCyc + fz.pinned.Load() - 1
-}
-
-// readSuspended is the stand-in read function of a suspended clock: a
-// frozen line is anchored at counter 0 and always reads 0.
-func readSuspended() uint64 { return 0 }
-
-// frozenLine returns the constant line at ln's epoch value (epochNs plus
-// remainder, which the caller has already evaluated), in conversion conv.
-func frozenLine(ln line, conv conversion) line {
-	ns, frac := rescaleFrac(ln.epochNs, ln.frac, ln.conv.shift, conv.shift)
-	return line{read: readSuspended, conv: conv, epochNs: ns, frac: frac}
-}
-
-// Suspend freezes the clock: until Resume, Now returns the time the clock
-// had reached when Suspend took effect, and the counter is not read at all
-// (it may stop, reset or misbehave while the system sleeps). Suspend is
-// idempotent; after Close it returns ErrClosed.
-//
-// The value it freezes at is the first reading of the counter taken once
-// readers can see the freeze, so no reader that ran before Suspend took
-// effect can have seen a later time. A Read that panics there leaves the
-// clock running on its counter as before, never behind what a reader saw,
-// and returns an error wrapping ErrFault.
-//
-// On the default clock, Suspend, Resume and Register are for the main
-// package of a program that owns the process's notion of time (a system
-// that really sleeps, a test binary); a library must not call them.
-func (c *Clock) Suspend() (err error) {
-	c = c.orDefault()
-	if locked, err := c.lockWriterUnless("Suspend", true); !locked {
-		return err
-	}
-	defer c.unlock()
-	before := c.st.cur
-	return c.faultError("Suspend", c.guard("Suspend", func() {
-		frozen := c.st.cur
-		_, frozen.epochNs, frozen.frac = c.freeze("suspend")
-		c.publishLocked(frozenLine(frozen, c.st.conv))
-		c.st.suspended = true
-		// A stand-still ends: Resume is the caller's word, and the watch
-		// starts afresh there.
-		c.st.held = false
-		if tr := c.st.track; tr != nil {
-			tr.holding = false
-		}
-		c.st.writer.step("suspend.published")
-	}, func(r any) {
-		c.publishLocked(before)
-		c.recordFaultLocked("Suspend", r)
-	}))
-}
-
-// Resume restarts a suspended clock: time continues from the value Now
-// returned while suspended, and the suspended interval is not counted.
-// Resume is idempotent; after Close it returns ErrClosed. A Read that
-// panics leaves the clock suspended, as it was, and returns an error
-// wrapping ErrFault: call Resume again.
-func (c *Clock) Resume() (err error) {
-	c = c.orDefault()
-	if locked, err := c.lockWriterUnless("Resume", false); !locked {
-		return err
-	}
-	defer c.unlock()
-	// Anchoring at a counter value read before the publication means
-	// every reader of the new line reads at least V.
-	var cyc uint64
-	if r := c.guard("Resume", func() { cyc = c.st.src.Read() }, nil); r != nil {
-		return c.faultError("Resume", r)
-	}
-	// The count starts afresh too (see line.epochTotal): the counter may
-	// have reset, stopped or run on while suspended.
-	c.publishLocked(line{read: c.st.src.Read, conv: c.st.conv, epochCyc: cyc & c.st.conv.mask, epochNs: c.st.cur.epochNs, frac: c.st.cur.frac, epochTotal: cyc & c.st.conv.mask})
-	c.st.suspended = false
-	c.st.fold.lastMono = runtimeNano() // the suspended interval is not the counter's
-	c.st.fold.due = time.Now().Add(c.st.conv.refreshPeriod())
-	if c.st.track != nil {
-		// The counter may have reset, stopped or run on while suspended:
-		// calibration and the watch start afresh.
-		c.st.track.restart = true
-		c.kick()
-	}
-	c.st.writer.step("resume.published")
-	return nil
 }

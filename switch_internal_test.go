@@ -8,8 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/schedclock/schedclock/internal/hwcounter"
 )
 
 // timeline drives counters from one true time, so that a test can let
@@ -49,7 +47,7 @@ func writerCases(tl *timeline) []writerCase {
 		}
 		c.st.mu.Lock()
 		defer c.unlock()
-		c.switchLocked(src, conv, rating{hz: float64(rate), origin: hwcounter.RateRefined})
+		c.switchLocked(src, conv, rating{hz: float64(rate), origin: rateRefined})
 	}
 	register := func(src Source) func(*Clock) {
 		return func(c *Clock) {
@@ -225,7 +223,7 @@ func TestNarrowSwitchWithTheWriterStopped(t *testing.T) {
 				src.Rate = 1000
 				conv, err := newConversion(src)
 				require.NoError(t, err)
-				require.NoError(t, c.switchLocked(src, conv, rating{hz: 1000, origin: hwcounter.RateRefined}))
+				require.NoError(t, c.switchLocked(src, conv, rating{hz: 1000, origin: rateRefined}))
 			} else {
 				conv, err := newConversion(to)
 				require.NoError(t, err)
@@ -315,7 +313,7 @@ func TestASameCounterSwitchCountsItsFaults(t *testing.T) {
 		src.Rate = 1_000_001_000
 		conv, err := newConversion(src)
 		require.NoError(t, err)
-		return src, conv, rating{hz: float64(src.Rate), origin: hwcounter.RateRefined}
+		return src, conv, rating{hz: float64(src.Rate), origin: rateRefined}
 	}
 	for _, tc := range []struct {
 		name  string

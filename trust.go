@@ -1,12 +1,11 @@
 package schedclock
 
 import (
+	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
 
-	"github.com/schedclock/schedclock/internal/format"
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/warp"
 )
 
@@ -62,7 +61,7 @@ type trustPolicy struct {
 	// once the choice is made); checks says the choice wants the
 	// counter's background checks run; takenOver names the Source of a
 	// caller's Register that came before the choice.
-	table     []*hwcounter.Counter
+	table     []*descriptor
 	chosen    bool
 	checks    bool
 	takenOver string
@@ -176,7 +175,7 @@ func (c *Clock) followKernelLocked(now time.Time) time.Time {
 		// It follows the kernel back: the same check, every
 		// verdictReturnPeriod.
 		p.back, p.verdictDue = check, now.Add(verdictReturnPeriod)
-		p.report.pending = format.Sprintf("%s: back on it once %s again (read every %v)", p.hw.Name, p.awaited(), verdictReturnPeriod)
+		p.report.pending = fmt.Sprintf("%s: back on it once %s again (read every %v)", p.hw.Name, p.awaited(), verdictReturnPeriod)
 		return p.verdictDue
 	case back:
 		c.goBackLocked(now)
@@ -203,18 +202,18 @@ func (c *Clock) goBackLocked(now time.Time) {
 	p.back = nil
 	retry := func(why string) {
 		p.back, p.verdictDue = check, now.Add(verdictReturnPeriod)
-		p.report.pending = format.Sprintf("%s: going back to it failed (%s); tried again in %v", p.hw.Name, why, verdictReturnPeriod)
+		p.report.pending = fmt.Sprintf("%s: going back to it failed (%s); tried again in %v", p.hw.Name, why, verdictReturnPeriod)
 	}
 	tr := &tracker{ref: rawNow, src: p.hw, endsOnRegister: true, restart: true}
 	if l := p.left; l != nil {
 		hw, conv, rate := l.src, l.conv, l.rate
-		if rate.origin == hwcounter.RateKernel {
+		if rate.origin == rateKernel {
 			kc, err := p.kernelConversion(p.vdsoMode, hw.Read)
 			if err != nil {
 				retry("the kernel's conversion: " + err.Error())
 				return
 			}
-			hw.Rate, conv, rate = uint64(math.Round(kc.hz)), kc.conv, rating{hz: kc.hz, origin: hwcounter.RateKernel}
+			hw.Rate, conv, rate = uint64(math.Round(kc.hz)), kc.conv, rating{hz: kc.hz, origin: rateKernel}
 		}
 		if err := c.switchLocked(hw, conv, rate); err != nil {
 			retry(err.Error())
@@ -273,7 +272,7 @@ func (p *trustPolicy) registerLocked(src Source, tr *tracker) (endTrack bool, un
 	p.verdict, p.back = nil, nil
 	if !tr.adopted {
 		// The default clock was about to adopt the hardware counter.
-		p.report.rejected = format.Sprintf("%s: not adopted: Register(%q) took the clock over first", tr.src.Name, src.Name)
+		p.report.rejected = fmt.Sprintf("%s: not adopted: Register(%q) took the clock over first", tr.src.Name, src.Name)
 		p.report.pending = ""
 	}
 	return true, func() { p.verdict, p.back, p.report.rejected, p.report.pending = verdict, back, rejected, pending }
@@ -337,9 +336,9 @@ func (c *Clock) checkTrust() {
 	}
 	for i, wait := 0, first; rep.Verdict == warp.Unchecked && !rep.Never && i < warpRetries; i, wait = i+1, 2*wait {
 		c.st.mu.Lock()
-		p.report.crossCPU = format.Sprintf("%s; again in %v (try %d of %d)", rep, wait, i+2, warpRetries+1)
+		p.report.crossCPU = fmt.Sprintf("%s; again in %v (try %d of %d)", rep, wait, i+2, warpRetries+1)
 		if !p.vouched {
-			p.report.pending = format.Sprintf("the cross-CPU check, again in %v (try %d of %d)", wait, i+2, warpRetries+1)
+			p.report.pending = fmt.Sprintf("the cross-CPU check, again in %v (try %d of %d)", wait, i+2, warpRetries+1)
 		}
 		c.unlock()
 		if !c.sleepUnlessClosed(wait) {
@@ -377,7 +376,7 @@ func (c *Clock) checkedLocked(rep warp.Report, found string, ownErr error) {
 		err = ownErr
 	}
 	if err == nil && p.needsEvidence && rep.Verdict != warp.None {
-		err = format.Errorf("%w %q: no evidence: %s, and %s", errUntrusted, hw.Name, p.report.kernel, rep)
+		err = fmt.Errorf("%w %q: no evidence: %s, and %s", errUntrusted, hw.Name, p.report.kernel, rep)
 	}
 	if err != nil {
 		c.fallBackLocked(err.Error())
@@ -442,17 +441,17 @@ func (c *Clock) fallBackLocked(why string) {
 	src := Portable()
 	conv, err := newConversion(src)
 	if err == nil {
-		err = c.switchLocked(src, conv, rating{hz: 1e9, origin: hwcounter.RateDeclared})
+		err = c.switchLocked(src, conv, rating{hz: 1e9, origin: rateDeclared})
 	}
 	if err != nil {
-		c.st.policy.rejectLocked(format.Sprintf("%s; switching to the portable source failed: %v", why, err))
+		c.st.policy.rejectLocked(fmt.Sprintf("%s; switching to the portable source failed: %v", why, err))
 	}
 }
 
 // measurePending is what Info.Evidence.Pending says while the default clock
 // measures the rate of the trusted counter name before adopting it.
 func measurePending(name string) string {
-	return format.Sprintf("%s: adopted once its rate is measured against %s (%v)", name, rawClockName, firstMeasurement)
+	return fmt.Sprintf("%s: adopted once its rate is measured against %s (%v)", name, rawClockName, firstMeasurement)
 }
 
 // lostTrust returns the default clock's check that the kernel still runs
@@ -463,7 +462,7 @@ func measurePending(name string) string {
 // kernel keeps no verdict on the counter, and it has no evidence of its
 // own). Where the kernel's word cannot be read (not Linux, no sysfs),
 // the kernel has nothing to say (kernel.Verdict.Keep).
-func (p *trustPolicy) lostTrust(d *hwcounter.Counter, name string) func() string {
+func (p *trustPolicy) lostTrust(d *descriptor, name string) func() string {
 	if d.Verdict == nil && d.Evidence == nil {
 		return nil
 	}
@@ -472,12 +471,12 @@ func (p *trustPolicy) lostTrust(d *hwcounter.Counter, name string) func() string
 			v := d.Verdict()
 			p.report.kernel = v.String()
 			if !v.Keep() {
-				return format.Sprintf("%s: %s", name, v)
+				return fmt.Sprintf("%s: %s", name, v)
 			}
 		}
 		if d.Evidence != nil {
 			if why := d.Evidence(); why != "" {
-				return format.Sprintf("%s: %s", name, why)
+				return fmt.Sprintf("%s: %s", name, why)
 			}
 		}
 		return ""
@@ -491,5 +490,5 @@ func warpUntrusted(r warp.Report, name string) error {
 	if r.Verdict != warp.Found {
 		return nil
 	}
-	return format.Errorf("%w %q: %s", errUntrusted, name, r)
+	return fmt.Errorf("%w %q: %s", errUntrusted, name, r)
 }

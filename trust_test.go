@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/osthread"
 	"github.com/schedclock/schedclock/internal/warp"
@@ -31,7 +30,7 @@ import (
 func TestKernelVerdictForLife(t *testing.T) {
 	hw := realtime1GHz()
 	hw.Rate = 1e9
-	c, err := newClock(hw, rating{hz: 1e9, origin: hwcounter.RateCPUID}, &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true})
+	c, err := newClock(hw, rating{hz: 1e9, origin: rateCPUID}, &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true})
 	require.NoError(t, err)
 	var demoted atomic.Bool
 	c.st.policy = &trustPolicy{}
@@ -93,7 +92,7 @@ func BenchmarkCheckWarp(b *testing.B) {
 		b.Skip("needs two CPUs")
 	}
 	read, name := readMono, "portable"
-	if tsc := hwcounter.TSC(); tsc != nil {
+	if tsc := tscReader(); tsc != nil {
 		read, name = tsc, "tsc"
 	}
 	unchecked := 0
@@ -192,7 +191,7 @@ func TestPendingTrustDoesNotSpin(t *testing.T) {
 		start := time.Now()
 		fake := func() int64 { return int64(time.Since(start)) }
 		hw := Source{Name: "hw", Bits: 64, Read: func() uint64 { return uint64(fake()) }}
-		c, err := newClock(Portable(), rating{hz: 1e9, origin: hwcounter.RateDeclared}, &tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
+		c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared}, &tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
 		require.NoError(t, err)
 		c.st.policy = &trustPolicy{trustPending: true}
 		c.start()
@@ -222,9 +221,9 @@ func TestPendingTrustDoesNotSpin(t *testing.T) {
 // was read, Rejected why, and Pending what the trust waits for.
 func TestTheTSCIsTrustedOnlyOnEvidence(t *testing.T) {
 	base := time.Now()
-	tsc := hwcounter.Source{Name: "tsc", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
-	probe := func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
-		return tsc, hwcounter.RateCPUID, 0, nil
+	tsc := Source{Name: "tsc", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
+	probe := func() (Source, rateOrigin, float64, error) {
+		return tsc, rateCPUID, 0, nil
 	}
 	dir := t.TempDir()
 	file := func(name, content string) string {
@@ -249,7 +248,7 @@ func TestTheTSCIsTrustedOnlyOnEvidence(t *testing.T) {
 		{"tsc", file("tsc", "tsc\n"), "kernel clocksource is tsc", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newChosenDefaultClock([]*hwcounter.Counter{{Arch: runtime.GOARCH, Probe: probe,
+			c := newChosenDefaultClock([]*descriptor{{Arch: runtime.GOARCH, Probe: probe,
 				Verdict: func() kernel.Verdict { return kernel.ReadVerdict(tc.path, "tsc") }}})
 			defer func() {
 				require.NoError(t, c.Close()) // unused: its checks never start
@@ -284,7 +283,7 @@ func TestAnUncheckedTSCIsNeverAdopted(t *testing.T) {
 		start := time.Now()
 		fake := func() int64 { return int64(time.Since(start)) }
 		hw := Source{Name: "tsc", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(fake()) }}
-		c, err := newClock(Portable(), rating{hz: 1e9, origin: hwcounter.RateDeclared},
+		c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared},
 			&tracker{ref: fake, witness: fake, src: hw, endsOnRegister: true})
 		require.NoError(t, err)
 		c.st.policy = &trustPolicy{hw: hw, report: trustReport{kernel: "kernel clocksource unknown (hidden)"}, trustPending: true, needsEvidence: true}
@@ -327,7 +326,7 @@ func TestARefusedRegisterKeepsTheDefaultClocksChecks(t *testing.T) {
 	hw := realtime1GHz()
 	hw.Rate = 1e9
 	tr := &tracker{ref: rawNow, src: hw, adopted: true, endsOnRegister: true}
-	c, err := newClock(hw, rating{hz: 1e9, origin: hwcounter.RateMeasured}, tr)
+	c, err := newClock(hw, rating{hz: 1e9, origin: rateMeasured}, tr)
 	require.NoError(t, err)
 	c.st.policy = &trustPolicy{verdict: func() string { return "" }}
 	err = c.Register(Source{Name: "broken", Bits: 64, Rate: 2e9, Read: func() uint64 { panic("broken counter") }})
@@ -348,14 +347,14 @@ func TestARefusedRegisterKeepsTheDefaultClocksChecks(t *testing.T) {
 // stepping back.
 func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
 	base := time.Now()
-	page := hwcounter.Source{Name: "page", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
+	page := Source{Name: "page", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(base)) }}
 	var cleared atomic.Bool
 	kernelFile := filepath.Join(t.TempDir(), "current_clocksource")
 	require.NoError(t, os.WriteFile(kernelFile, []byte("kvm-clock\n"), 0o644))
-	c := newChosenDefaultClock([]*hwcounter.Counter{{
+	c := newChosenDefaultClock([]*descriptor{{
 		Arch: runtime.GOARCH,
-		Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
-			return page, hwcounter.RateNanoseconds, 0, nil
+		Probe: func() (Source, rateOrigin, float64, error) {
+			return page, rateNanoseconds, 0, nil
 		},
 		Verdict: func() kernel.Verdict { return kernel.ReadVerdict(kernelFile, "kvm-clock") },
 		Evidence: func() string {
@@ -369,7 +368,7 @@ func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
 	defer func() { require.NoError(t, c.Close()) }()
 	in := c.Info() // the first use: the background work starts
 	require.Equal(t, "page", in.Source, "%+v", in)
-	assert.Equal(t, hwcounter.RateNanoseconds.String(), in.RateOrigin)
+	assert.Equal(t, rateNanoseconds.String(), in.RateOrigin)
 	assert.Equal(t, "test page, stable true", in.Evidence.CounterCheck)
 	assert.Contains(t, in.Evidence.Kernel, "kvm-clock")
 	before := c.nanos()
@@ -393,7 +392,7 @@ func TestTheCountersOwnEvidenceIsFollowedForLife(t *testing.T) {
 // cross-CPU check's retries sleep minutes), which then reports the
 // clock closed.
 func TestCloseCutsANapShort(t *testing.T) {
-	c, err := newClock(Portable(), rating{hz: 1e9, origin: hwcounter.RateDeclared}, nil)
+	c, err := newClock(Portable(), rating{hz: 1e9, origin: rateDeclared}, nil)
 	require.NoError(t, err)
 	c.start()
 	woke := make(chan bool, 1)
@@ -442,19 +441,19 @@ func followTheKernelBack(t *testing.T, kernelConverts bool) {
 	setKernel("tsc")
 	hw := realtime1GHz()
 	hw.Rate = 1e9
-	desc := &hwcounter.Counter{
+	desc := &descriptor{
 		Arch: runtime.GOARCH,
-		Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
-			return counterSource(hw), hwcounter.RateCPUID, 0, nil
+		Probe: func() (Source, rateOrigin, float64, error) {
+			return hw, rateCPUID, 0, nil
 		},
 		Verdict: func() kernel.Verdict { return kernel.ReadVerdict(current, "tsc") },
 	}
-	origin := hwcounter.RateCPUID.String()
+	origin := rateCPUID.String()
 	if kernelConverts {
-		desc.VDSOMode, origin = hwcounter.VDSOModeTSC, hwcounter.RateKernel.String()
+		desc.VDSOMode, origin = vdsoModeTSC, rateKernel.String()
 	}
 	var asked atomic.Int32
-	c := newDefaultClock([]*hwcounter.Counter{desc})
+	c := newDefaultClock([]*descriptor{desc})
 	c.st.policy.readKernelConv = func(mode int32, read func() uint64) (kernelConv, error) {
 		asked.Add(1)
 		return kernelConv{conv: conversion{mult: 1<<24 + 3, shift: 24, mask: ^uint64(0)}, hz: math.Ldexp(1e9, 24) / (1<<24 + 3)}, nil
@@ -519,16 +518,16 @@ func TestAFailedCheckOnTheFallBackIsForGood(t *testing.T) {
 	setKernel("kvm-clock")
 	hw := realtime1GHz()
 	hw.Rate = 1e9
-	c := newChosenDefaultClock([]*hwcounter.Counter{{
+	c := newChosenDefaultClock([]*descriptor{{
 		Arch: runtime.GOARCH,
-		Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
-			return counterSource(hw), hwcounter.RateCPUID, 0, nil
+		Probe: func() (Source, rateOrigin, float64, error) {
+			return hw, rateCPUID, 0, nil
 		},
 		Verdict: func() kernel.Verdict { return kernel.ReadVerdict(current, "tsc") },
 	}})
 	defer func() { require.NoError(t, c.Close()) }()
 	c.st.mu.Lock()
-	c.st.policy.verdict = c.st.policy.lostTrust(&hwcounter.Counter{Verdict: func() kernel.Verdict { return kernel.ReadVerdict(current, "tsc") }}, "hw")
+	c.st.policy.verdict = c.st.policy.lostTrust(&descriptor{Verdict: func() kernel.Verdict { return kernel.ReadVerdict(current, "tsc") }}, "hw")
 	c.followKernelLocked(time.Now().Add(time.Hour)) // the kernel left it: on the portable source, waiting
 	require.NotNil(t, c.st.policy.back)
 	// Checks that pass leave it waiting, and say what for.

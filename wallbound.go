@@ -3,6 +3,7 @@ package schedclock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"runtime"
@@ -14,8 +15,6 @@ import (
 	"github.com/schedclock/schedclock/internal/adjtimex"
 	"github.com/schedclock/schedclock/internal/clockbound"
 	"github.com/schedclock/schedclock/internal/errata"
-	"github.com/schedclock/schedclock/internal/format"
-	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/kernel"
 	"github.com/schedclock/schedclock/internal/vmclock"
 )
@@ -74,7 +73,7 @@ func (s WallStatus) String() string {
 	case WallSynchronized:
 		return "synchronized"
 	}
-	return format.Sprintf("WallStatus(%d)", int(s))
+	return fmt.Sprintf("WallStatus(%d)", int(s))
 }
 
 // WallBound is a reading of wall time with its error bound: the true UTC
@@ -155,12 +154,12 @@ func (b WallBound) Before(t time.Time) bool {
 // String writes the reading for people: the interval in UTC, its
 // half-width, the source, the status and why, the generation.
 func (b WallBound) String() string {
-	text := "[" + format.Stamp(b.Earliest()) + ", " + format.Stamp(b.Latest()) + "] ±" +
-		format.Ns(float64(b.latest)/2-float64(b.earliest)/2) + " from " + b.Source() + ", " + b.Status().String()
+	text := "[" + b.Earliest().UTC().Format(time.RFC3339Nano) + ", " + b.Latest().UTC().Format(time.RFC3339Nano) + "] ±" +
+		formatNs(float64(b.latest)/2-float64(b.earliest)/2) + " from " + b.Source() + ", " + b.Status().String()
 	if r := b.Reason(); r != "" {
 		text += ": " + r
 	}
-	return text + format.Sprintf(", generation %d", b.Generation())
+	return text + fmt.Sprintf(", generation %d", b.Generation())
 }
 
 // ErrNoWallBound is WaitUntilPast's error when nothing bounds wall time.
@@ -205,7 +204,7 @@ func waitUntilPast(ctx context.Context, t time.Time, now func() WallBound) error
 		b := now()
 		switch {
 		case b.Status() == WallUnknown:
-			return format.Errorf("%w: %s", ErrNoWallBound, b.Reason())
+			return fmt.Errorf("%w: %s", ErrNoWallBound, b.Reason())
 		case b.After(t):
 			return nil
 		}
@@ -732,7 +731,7 @@ func (b *wallBounder) refreshLocked() *wallState {
 		case b.counter == nil:
 			skipped = append(skipped, "vmclock for its markers only: "+b.counterWhy)
 		case h.CounterID != b.counterID:
-			skipped = append(skipped, format.Sprintf("vmclock for its markers only: its counter_id is %d, this CPU's counter %d", h.CounterID, b.counterID))
+			skipped = append(skipped, fmt.Sprintf("vmclock for its markers only: its counter_id is %d, this CPU's counter %d", h.CounterID, b.counterID))
 		default:
 			s.vmTime = true
 			if snap, count, err := b.vm.Read(b.counter); err != nil {
@@ -925,7 +924,7 @@ func (b *wallBounder) adjtimex(s *wallState, at int64, r adjtimex.Reading, err e
 	switch why := r.Unsynchronised(); {
 	case why != "":
 		s.status = WallUnknown
-		s.reason = format.Sprintf("the kernel counts its clock unsynchronised (adjtimex: %s, maxerror %s)", why, format.Ns(float64(r.MaxErrorUs)*1e3))
+		s.reason = fmt.Sprintf("the kernel counts its clock unsynchronised (adjtimex: %s, maxerror %s)", why, formatNs(float64(r.MaxErrorUs)*1e3))
 	case b.disruption.why != "" && !b.disruption.adjOK:
 		s.status = WallUnknown
 		s.reason = "the kernel's error estimate was not set again since a disruption (" + b.disruption.why + ")"
@@ -968,7 +967,7 @@ func (b *wallBounder) disrupted(sig wallSignals) string {
 	case sig.pagesOK && last.pagesOK && sig.invalid && !last.invalid:
 		return "the Hyper-V TSC page was invalidated (sequence 0)"
 	case sig.bootOK && last.bootOK && sig.bootLo > last.bootLo+last.boots+bootJumpSlackNs:
-		return format.Sprintf("the machine was suspended (CLOCK_BOOTTIME − CLOCK_MONOTONIC grew by %s)", format.Ns(float64(sig.bootLo-last.bootLo)))
+		return fmt.Sprintf("the machine was suspended (CLOCK_BOOTTIME − CLOCK_MONOTONIC grew by %s)", formatNs(float64(sig.bootLo-last.bootLo)))
 	}
 	return ""
 }
@@ -1090,13 +1089,13 @@ func (b *wallBounder) describe() string {
 	}
 	text := source
 	if half != math.MaxInt64 {
-		text += " ±" + format.Ns(float64(half))
+		text += " ±" + formatNs(float64(half))
 	}
 	text += ", " + about.status.String()
 	if about.reason != "" {
 		text += ": " + about.reason
 	}
-	text += format.Sprintf("; generation %d", b.marks.Load().generation)
+	text += fmt.Sprintf("; generation %d", b.marks.Load().generation)
 	if s.skipped != "" {
 		text += "; " + s.skipped
 	}
@@ -1157,18 +1156,18 @@ func realWallSources() *wallSources {
 // the kernel marked it unstable (ptp_vmclock refuses then too), the
 // virtual counter on arm64 with the erratum workaround this CPU needs.
 func vmclockCounter() (read func() uint64, id uint8, why string) {
-	if tsc := hwcounter.TSC(); tsc != nil {
+	if tsc := tscReader(); tsc != nil {
 		v := kernel.TSCVerdict()
 		if v.Known() && v.Current != "tsc" && !slices.Contains(v.Available, "tsc") {
 			return nil, 0, "the kernel marked the TSC unstable (" + v.String() + ")"
 		}
 		return tsc, vmclock.CounterX86TSC, ""
 	}
-	if hwcounter.CNTVCT() != nil {
-		if read := hwcounter.CNTVCTErratum(errata.Detect(os.DirFS("/")).Erratum); read != nil {
+	if cntvctReader() != nil {
+		if read := cntvctErratum(errata.Detect(os.DirFS("/")).Erratum); read != nil {
 			return read, vmclock.CounterARMVCNT, ""
 		}
-		return hwcounter.CNTVCT(), vmclock.CounterARMVCNT, ""
+		return cntvctReader(), vmclock.CounterARMVCNT, ""
 	}
 	return nil, 0, "this build reads neither the TSC nor the arm64 virtual counter"
 }
@@ -1186,4 +1185,19 @@ func paravirtFlags() (stopped, invalid, ok bool) {
 		return false, p.hv.Load().Sequence == 0, true
 	}
 	return p.pv.Load().Flags&pvclockGuestStopped != 0, false, true
+}
+
+// formatNs writes a duration given in (fractional) nanoseconds with a
+// unit that keeps three significant digits: "12 ns", "1.5 µs", "2.5 ms",
+// "1.6 s".
+func formatNs(ns float64) string {
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%.3g s", ns/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%.3g ms", ns/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%.3g µs", ns/1e3)
+	}
+	return fmt.Sprintf("%.3g ns", ns)
 }

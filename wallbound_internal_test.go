@@ -3,6 +3,7 @@ package schedclock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"strings"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/schedclock/schedclock/internal/adjtimex"
 	"github.com/schedclock/schedclock/internal/clockbound"
-	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/testenv"
 	"github.com/schedclock/schedclock/internal/vmclock"
 )
@@ -97,13 +97,13 @@ func newWallRig(t testing.TB) *wallRig {
 	r.b = &wallBounder{c: c, src: &wallSources{
 		openVM: func() (*vmclock.Page, error) {
 			if r.vm == nil {
-				return nil, format.Errorf("%w: none in this test", vmclock.ErrNoDevice)
+				return nil, fmt.Errorf("%w: none in this test", vmclock.ErrNoDevice)
 			}
 			return r.vm, nil
 		},
 		openCB: func() (*clockbound.Segment, error) {
 			if r.cb == nil {
-				return nil, format.Errorf("%w: none in this test", clockbound.ErrNoSegment)
+				return nil, fmt.Errorf("%w: none in this test", clockbound.ErrNoSegment)
 			}
 			return r.cb, nil
 		},
@@ -256,7 +256,7 @@ func TestWallBoundSuspendIsADisruption(t *testing.T) {
 // status unknown, the widest interval time.Unix can say.
 func TestWallBoundWithoutSources(t *testing.T) {
 	r := newWallRig(t)
-	r.kernel.err = format.Errorf("%w on plan9", adjtimex.ErrUnsupported)
+	r.kernel.err = fmt.Errorf("%w on plan9", adjtimex.ErrUnsupported)
 	b := r.b.now()
 	assert.Equal(t, "none", b.Source())
 	assert.Equal(t, WallUnknown, b.Status())
@@ -684,7 +684,7 @@ func TestTheWallMapsErrorIsInTheBound(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d readings, the map's error at most ±%s; %s", n, format.Ns(float64(widest)), defaultClock.Info().Source)
+	t.Logf("%d readings, the map's error at most ±%s; %s", n, formatNs(float64(widest)), defaultClock.Info().Source)
 }
 
 // TestWallBoundWhileTheClocksWriterHoldsItsLock: a snapshot taken while

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/schedclock/schedclock"
-	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/measure"
 )
 
@@ -332,7 +331,7 @@ func bar(count, most, width int) string {
 // formatDuration prints d with three significant digits and no space
 // before the unit ("1.5µs"), which keeps the histogram's columns narrow.
 func formatDuration(d time.Duration) string {
-	return strings.ReplaceAll(format.Ns(float64(d)), " ", "")
+	return strings.ReplaceAll(measure.Ns(float64(d)), " ", "")
 }
 
 func sortedCopy(v []int64) []int64 {

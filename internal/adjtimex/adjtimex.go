@@ -12,9 +12,8 @@ package adjtimex
 
 import (
 	"errors"
+	"fmt"
 	"math/bits"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // Sentinel errors; each error this package returns wraps one of them.
@@ -78,7 +77,7 @@ func (r Reading) SlewPPB() int64 {
 // clamps maxerror and esterror to 0..NTP_PHASE_LIMIT.
 func (r Reading) Check() error {
 	if r.MaxErrorUs < 0 || r.MaxErrorUs > PhaseLimitUs || r.EstErrorUs < 0 || r.EstErrorUs > PhaseLimitUs {
-		return format.Errorf("%w: maxerror %d µs, esterror %d µs", ErrImplausible, r.MaxErrorUs, r.EstErrorUs)
+		return fmt.Errorf("%w: maxerror %d µs, esterror %d µs", ErrImplausible, r.MaxErrorUs, r.EstErrorUs)
 	}
 	return nil
 }

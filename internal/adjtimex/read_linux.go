@@ -3,9 +3,9 @@
 package adjtimex
 
 import (
-	"golang.org/x/sys/unix"
+	"fmt"
 
-	"github.com/schedclock/schedclock/internal/format"
+	"golang.org/x/sys/unix"
 )
 
 // Read calls adjtimex with modes 0: it changes nothing, needs no
@@ -14,7 +14,7 @@ func Read() (Reading, error) {
 	var tx unix.Timex
 	state, err := unix.Adjtimex(&tx)
 	if err != nil {
-		return Reading{}, format.Errorf("%w: %v", ErrUnsupported, err)
+		return Reading{}, fmt.Errorf("%w: %v", ErrUnsupported, err)
 	}
 	return Reading{
 		MaxErrorUs: int64(tx.Maxerror), EstErrorUs: int64(tx.Esterror), Status: tx.Status, State: state,

@@ -3,12 +3,11 @@
 package adjtimex
 
 import (
+	"fmt"
 	"runtime"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // Read finds no adjtimex outside Linux.
 func Read() (Reading, error) {
-	return Reading{}, format.Errorf("%w on %s", ErrUnsupported, runtime.GOOS)
+	return Reading{}, fmt.Errorf("%w on %s", ErrUnsupported, runtime.GOOS)
 }

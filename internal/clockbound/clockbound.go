@@ -15,9 +15,8 @@ package clockbound
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/bits"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // Sentinel errors; each error this package returns wraps one of them.
@@ -125,7 +124,7 @@ const maxBoundNs = 1 << 62
 // then says whether the body's values can be the daemon's.
 func Decode(b []byte) (Snapshot, error) {
 	if len(b) < HeaderSize {
-		return Snapshot{}, format.Errorf("%w: %d bytes, the header needs %d", ErrLayout, len(b), HeaderSize)
+		return Snapshot{}, fmt.Errorf("%w: %d bytes, the header needs %d", ErrLayout, len(b), HeaderSize)
 	}
 	ne := binary.NativeEndian
 	s := headerOf(b)
@@ -133,7 +132,7 @@ func Decode(b []byte) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	if s.Generation&1 != 0 {
-		return s, format.Errorf("%w: generation %d is odd", ErrBusy, s.Generation)
+		return s, fmt.Errorf("%w: generation %d is odd", ErrBusy, s.Generation)
 	}
 	return s, s.decodeBody(
 		[...]uint64{ne.Uint64(b[offAsOf:]), ne.Uint64(b[offAsOf+8:]), ne.Uint64(b[offVoidAfter:]), ne.Uint64(b[offVoidAfter+8:])},
@@ -161,13 +160,13 @@ func (s *Snapshot) decodeBody(times [4]uint64, bound, marker uint64, drift, stat
 	s.MaxDriftPPB = drift
 	s.Status = int32(status)
 	if !validTimespec(times[0], times[1]) || !validTimespec(times[2], times[3]) {
-		return format.Errorf("%w: a timestamp out of range (as_of %d s %d ns, void_after %d s %d ns)",
+		return fmt.Errorf("%w: a timestamp out of range (as_of %d s %d ns, void_after %d s %d ns)",
 			ErrImplausible, int64(times[0]), int64(times[1]), int64(times[2]), int64(times[3]))
 	}
 	s.AsOf = int64(times[0])*1e9 + int64(times[1])
 	s.VoidAfter = int64(times[2])*1e9 + int64(times[3])
 	if support > 1 {
-		return format.Errorf("%w: clock_disruption_support_enabled is %d", ErrImplausible, support)
+		return fmt.Errorf("%w: clock_disruption_support_enabled is %d", ErrImplausible, support)
 	}
 	s.DisruptionSupport = support == 1
 	return s.Check()
@@ -180,15 +179,15 @@ func (s *Snapshot) decodeBody(times [4]uint64, bound, marker uint64, drift, stat
 func (s Snapshot) CheckHeader(region uint64) error {
 	switch {
 	case s.Magic != Magic:
-		return format.Errorf("%w: magic %#x %#x", ErrLayout, s.Magic[0], s.Magic[1])
+		return fmt.Errorf("%w: magic %#x %#x", ErrLayout, s.Magic[0], s.Magic[1])
 	case s.Version == 0 || s.Generation == 0:
-		return format.Errorf("%w: version %d, generation %d (wiped by a daemon starting)", ErrNotReady, s.Version, s.Generation)
+		return fmt.Errorf("%w: version %d, generation %d (wiped by a daemon starting)", ErrNotReady, s.Version, s.Generation)
 	case s.Version != Version:
-		return format.Errorf("%w: protocol version %d, this reader knows %d", ErrLayout, s.Version, Version)
+		return fmt.Errorf("%w: protocol version %d, this reader knows %d", ErrLayout, s.Version, Version)
 	case s.SegSize < Size:
-		return format.Errorf("%w: segment size %d, below the %d bytes of version %d", ErrLayout, s.SegSize, Size, Version)
+		return fmt.Errorf("%w: segment size %d, below the %d bytes of version %d", ErrLayout, s.SegSize, Size, Version)
 	case uint64(s.SegSize) > region:
-		return format.Errorf("%w: segment size %d, beyond the %d bytes there are (truncated)", ErrLayout, s.SegSize, region)
+		return fmt.Errorf("%w: segment size %d, beyond the %d bytes there are (truncated)", ErrLayout, s.SegSize, region)
 	}
 	return nil
 }
@@ -197,12 +196,12 @@ func (s Snapshot) CheckHeader(region uint64) error {
 func (s Snapshot) Check() error {
 	switch {
 	case s.BoundNs < 0 || s.BoundNs >= maxBoundNs:
-		return format.Errorf("%w: bound_nsec %d", ErrImplausible, s.BoundNs)
+		return fmt.Errorf("%w: bound_nsec %d", ErrImplausible, s.BoundNs)
 	case s.MaxDriftPPB >= 1e9:
 		// The reference client's own sanity check (SegmentMalformed).
-		return format.Errorf("%w: max_drift_ppb %d", ErrImplausible, s.MaxDriftPPB)
+		return fmt.Errorf("%w: max_drift_ppb %d", ErrImplausible, s.MaxDriftPPB)
 	case s.Status < StatusUnknown || s.Status > StatusDisrupted:
-		return format.Errorf("%w: clock_status %d", ErrImplausible, s.Status)
+		return fmt.Errorf("%w: clock_status %d", ErrImplausible, s.Status)
 	}
 	return nil
 }
@@ -224,7 +223,7 @@ func StatusName(status int32) string {
 	case StatusDisrupted:
 		return "disrupted"
 	}
-	return format.Sprintf("%d (undefined)", status)
+	return fmt.Sprintf("%d (undefined)", status)
 }
 
 // At is the reference client's rule (ClockErrorBound::compute_bound_at)
@@ -243,11 +242,11 @@ func (s Snapshot) At(mono int64) (boundNs int64, status int32, err error) {
 	}
 	switch {
 	case s.Status == StatusUnknown || s.Status == StatusDisrupted:
-		return 0, s.Status, format.Errorf("%w: the daemon says the clock is %s", ErrNoBound, StatusName(s.Status))
+		return 0, s.Status, fmt.Errorf("%w: the daemon says the clock is %s", ErrNoBound, StatusName(s.Status))
 	case mono >= s.VoidAfter:
-		return 0, StatusUnknown, format.Errorf("%w: %d ns after void_after", ErrStale, mono-s.VoidAfter)
+		return 0, StatusUnknown, fmt.Errorf("%w: %d ns after void_after", ErrStale, mono-s.VoidAfter)
 	case mono < s.AsOf-causalityBlurNs:
-		return 0, StatusUnknown, format.Errorf("%w: CLOCK_MONOTONIC %d ns before as_of", ErrImplausible, s.AsOf-mono)
+		return 0, StatusUnknown, fmt.Errorf("%w: CLOCK_MONOTONIC %d ns before as_of", ErrImplausible, s.AsOf-mono)
 	}
 	status = s.Status
 	if mono >= s.AsOf+GracePeriodNs {

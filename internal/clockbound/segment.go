@@ -2,11 +2,10 @@ package clockbound
 
 import (
 	"encoding/binary"
+	"fmt"
 	"runtime/debug"
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // Segment is the segment in memory: the daemon's file mapped shared and
@@ -37,10 +36,10 @@ const maxTries = 1024
 // aligned to 8.
 func FromBytes(b []byte) (*Segment, error) {
 	if len(b) < Size {
-		return nil, format.Errorf("%w: a mapping of %d bytes, the segment is %d", ErrLayout, len(b), Size)
+		return nil, fmt.Errorf("%w: a mapping of %d bytes, the segment is %d", ErrLayout, len(b), Size)
 	}
 	if uintptr(unsafe.Pointer(&b[0]))%8 != 0 {
-		return nil, format.Errorf("%w: a mapping not aligned to 8 bytes", ErrLayout)
+		return nil, fmt.Errorf("%w: a mapping not aligned to 8 bytes", ErrLayout)
 	}
 	return (*Segment)(unsafe.Pointer(&b[0])), nil
 }
@@ -123,7 +122,7 @@ func (g *Segment) Read() (s Snapshot, err error) {
 		}
 		return s, s.decodeBody(times, bound, marker, drift, status, support)
 	}
-	return Snapshot{}, format.Errorf("%w: generation odd or changing for %d tries", ErrBusy, maxTries)
+	return Snapshot{}, fmt.Errorf("%w: generation odd or changing for %d tries", ErrBusy, maxTries)
 }
 
 // recoverFault turns a memory fault in the deferring function (the
@@ -133,7 +132,7 @@ func (g *Segment) Read() (s Snapshot, err error) {
 func recoverFault(err *error) {
 	if r := recover(); r != nil {
 		if re, ok := r.(interface{ Addr() uintptr }); ok {
-			*err = format.Errorf("%w: the mapped segment faulted at %#x (truncated by the daemon?)", ErrNoSegment, re.Addr())
+			*err = fmt.Errorf("%w: the mapped segment faulted at %#x (truncated by the daemon?)", ErrNoSegment, re.Addr())
 			return
 		}
 		panic(r)

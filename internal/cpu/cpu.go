@@ -13,11 +13,10 @@ package cpu
 
 import (
 	"bytes"
+	"fmt"
 	"math/bits"
+	"os"
 	"runtime"
-
-	"github.com/schedclock/schedclock/internal/format"
-	"github.com/schedclock/schedclock/internal/sysfile"
 )
 
 // Func executes CPUID for leaf eax and sub-leaf ecx.
@@ -70,7 +69,7 @@ type TSC struct {
 func InvariantTSC(cpuid Func) (TSC, *Refusal) {
 	maxBasic, _, _, _ := cpuid(leafMaxBasic, 0)
 	if maxBasic < leafFeatures {
-		return TSC{}, &Refusal{Absent: true, Reason: format.Sprintf("CPUID leaf 1 not available (max basic leaf %#x)", maxBasic)}
+		return TSC{}, &Refusal{Absent: true, Reason: fmt.Sprintf("CPUID leaf 1 not available (max basic leaf %#x)", maxBasic)}
 	}
 	_, _, featECX, featEDX := cpuid(leafFeatures, 0)
 	if featEDX&featEDXTSC == 0 {
@@ -78,7 +77,7 @@ func InvariantTSC(cpuid Func) (TSC, *Refusal) {
 	}
 	maxExtended, _, _, _ := cpuid(leafMaxExtended, 0)
 	if maxExtended < leafPowerMgmt {
-		return TSC{}, &Refusal{Reason: format.Sprintf("no invariant TSC (CPUID max extended leaf %#x < 0x80000007)", maxExtended)}
+		return TSC{}, &Refusal{Reason: fmt.Sprintf("no invariant TSC (CPUID max extended leaf %#x < 0x80000007)", maxExtended)}
 	}
 	if _, _, _, pmEDX := cpuid(leafPowerMgmt, 0); pmEDX&pmEDXInvariantTSC == 0 {
 		return TSC{}, &Refusal{Reason: "no invariant TSC (CPUID 0x80000007 EDX bit 8 clear)"}
@@ -191,7 +190,7 @@ func Emulated() bool {
 	if runtime.GOARCH == "amd64" || runtime.GOARCH == "386" {
 		return false
 	}
-	cpuinfo, err := sysfile.Read("/proc/cpuinfo")
+	cpuinfo, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
 		return false
 	}

@@ -12,13 +12,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // Some arm64 parts return wrong values from CNTVCT_EL0 now and then. The
@@ -89,7 +88,7 @@ func (e Erratum) String() string {
 	if e.known() {
 		return errataText[e].name
 	}
-	return format.Sprintf("errata.Erratum(%d)", int(e))
+	return fmt.Sprintf("errata.Erratum(%d)", int(e))
 }
 
 // Workaround says in words what the erratum's read does.
@@ -154,7 +153,7 @@ func Detect(root fs.FS) Match {
 		for _, dt := range dtErrata {
 			if _, err := fs.Stat(root, path.Join(node, dt.property)); err == nil {
 				m.Erratum = dt.erratum
-				m.Where = format.Sprintf("device tree %s: %s", dtPath, dt.property)
+				m.Where = fmt.Sprintf("device tree %s: %s", dtPath, dt.property)
 				return m
 			}
 		}
@@ -218,9 +217,9 @@ func findArchTimerNode(root fs.FS) (node, dtPath string, err error) {
 			}
 		}
 		// An ACPI machine may show a device tree with /chosen alone.
-		return "", "", format.Errorf("no node compatible with %s in %s: %w", strings.Join(archTimerCompatibles, " or "), dt, fs.ErrNotExist)
+		return "", "", fmt.Errorf("no node compatible with %s in %s: %w", strings.Join(archTimerCompatibles, " or "), dt, fs.ErrNotExist)
 	}
-	return "", "", format.Errorf("no device tree: %w", fs.ErrNotExist)
+	return "", "", fmt.Errorf("no device tree: %w", fs.ErrNotExist)
 }
 
 // isArchTimer reports whether a compatible property (NUL-terminated
@@ -272,10 +271,10 @@ func findCortexA73(root fs.FS) (string, error) {
 		}
 		midr, err := parseMIDR(content)
 		if err != nil {
-			return "", format.Errorf("%s: %w", f, err)
+			return "", fmt.Errorf("%s: %w", f, err)
 		}
 		if midr&midrModelMask == midrCortexA73 {
-			return format.Sprintf("MIDR_EL1 %#x (cpu%d)", midr, cpuNumber(f)), nil
+			return fmt.Sprintf("MIDR_EL1 %#x (cpu%d)", midr, cpuNumber(f)), nil
 		}
 	}
 	if len(files) > 0 {
@@ -321,11 +320,11 @@ func cpuinfoCortexA73(cpuinfo []byte) (string, error) {
 			part = value
 		}
 		if strings.EqualFold(implementer, "0x41") && strings.EqualFold(part, "0xd09") {
-			return format.Sprintf("/proc/cpuinfo: CPU implementer 0x41, part 0xd09 (processor %s)", cpu), nil
+			return fmt.Sprintf("/proc/cpuinfo: CPU implementer 0x41, part 0xd09 (processor %s)", cpu), nil
 		}
 	}
 	if err := scanner.Err(); err != nil {
-		return "", format.Errorf("proc/cpuinfo: %w", err)
+		return "", fmt.Errorf("proc/cpuinfo: %w", err)
 	}
 	return "", nil
 }

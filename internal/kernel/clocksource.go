@@ -8,11 +8,10 @@
 package kernel
 
 import (
+	"fmt"
+	"os"
 	"slices"
 	"strings"
-
-	"github.com/schedclock/schedclock/internal/format"
-	"github.com/schedclock/schedclock/internal/sysfile"
 )
 
 // The kernel keeps judging its clocksource for as long as it runs: its
@@ -32,7 +31,7 @@ const ClocksourcePath = "/sys/devices/system/clocksource/clocksource0/current_cl
 // Clocksource returns the kernel's current clocksource, or "" where the
 // file does not exist or cannot be read (not Linux, no sysfs).
 func Clocksource() string {
-	content, err := sysfile.Read(ClocksourcePath)
+	content, err := os.ReadFile(ClocksourcePath)
 	if err != nil {
 		return ""
 	}
@@ -40,39 +39,11 @@ func Clocksource() string {
 }
 
 // parseCurrent reads a current_clocksource file: one name and a newline.
-func parseCurrent(content []byte) string { return TrimSpace(string(content)) }
+func parseCurrent(content []byte) string { return strings.TrimSpace(string(content)) }
 
 // parseAvailable reads an available_clocksource file: names, each
 // followed by a space, then a newline.
-func parseAvailable(content []byte) []string {
-	names := []string{}
-	for s := string(content); ; {
-		for s != "" && isSpace(s[0]) {
-			s = s[1:]
-		}
-		end := 0
-		for end < len(s) && !isSpace(s[end]) {
-			end++
-		}
-		if end == 0 {
-			return names
-		}
-		names, s = append(names, s[:end]), s[end:]
-	}
-}
-
-// TrimSpace is strings.TrimSpace for the white space sysfs writes: ASCII's.
-func TrimSpace(s string) string {
-	for s != "" && isSpace(s[0]) {
-		s = s[1:]
-	}
-	for s != "" && isSpace(s[len(s)-1]) {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
-func isSpace(c byte) bool { return c == ' ' || '\t' <= c && c <= '\r' }
+func parseAvailable(content []byte) []string { return strings.Fields(string(content)) }
 
 // Verdict is what current_clocksource said about a counter.
 type Verdict struct {
@@ -92,12 +63,12 @@ type Verdict struct {
 // current_clocksource file; available_clocksource is read beside it only
 // when the counter is not the current one).
 func ReadVerdict(path, want string) Verdict {
-	content, err := sysfile.Read(path)
+	content, err := os.ReadFile(path)
 	if err != nil {
 		return Verdict{Want: want, Err: err}
 	}
 	return verdictOf(want, content, func() ([]byte, error) {
-		return sysfile.Read(path[:strings.LastIndexByte(path, '/')+1] + "available_clocksource")
+		return os.ReadFile(path[:strings.LastIndexByte(path, '/')+1] + "available_clocksource")
 	})
 }
 
@@ -130,18 +101,18 @@ func (v Verdict) Keep() bool { return v.Err != nil || v.Current == v.Want }
 func (v Verdict) String() string {
 	switch {
 	case v.Err != nil:
-		return format.Sprintf("kernel clocksource unknown (%v)", v.Err)
+		return fmt.Sprintf("kernel clocksource unknown (%v)", v.Err)
 	case v.Current == v.Want:
 		return "kernel clocksource is " + v.Current
 	case v.Current == "":
 		return "kernel clocksource is empty, not " + v.Want
 	}
-	s := format.Sprintf("kernel clocksource is %s, not %s", v.Current, v.Want)
+	s := fmt.Sprintf("kernel clocksource is %s, not %s", v.Current, v.Want)
 	switch {
 	case v.Available == nil:
 		return s
 	case slices.Contains(v.Available, v.Want):
-		return s + format.Sprintf(" (%s still available)", v.Want)
+		return s + fmt.Sprintf(" (%s still available)", v.Want)
 	}
 	s += " (" + v.Want + " not available: available are "
 	for i, name := range v.Available {

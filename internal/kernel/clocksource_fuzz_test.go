@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -30,12 +31,12 @@ func clocksourceSeeds(tb testing.TB) [][2][]byte {
 	return seeds
 }
 
-// space is white space as sysfs writes it: ASCII's (the kernel's isspace
-// less its Latin-1 code points, which a name never holds).
-func space(r rune) bool { return strings.ContainsRune(" \t\n\v\f\r", r) }
+// space is white space as the parsers (strings.TrimSpace and
+// strings.Fields) see it: Unicode's, of which sysfs writes the ASCII
+// part (a clocksource's name holds none of it).
+func space(r rune) bool { return unicode.IsSpace(r) }
 
-// isSpaceOnly reports whether s is all white space, as the kernel's
-// writers and TrimSpace/Fields see it (Unicode, not ASCII alone).
+// isSpaceOnly reports whether s is all white space.
 func isSpaceOnly(s string) bool {
 	return strings.IndexFunc(s, func(r rune) bool { return !space(r) }) < 0
 }

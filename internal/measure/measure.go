@@ -7,6 +7,7 @@
 package measure
 
 import (
+	"fmt"
 	"math"
 	"time"
 )
@@ -51,4 +52,19 @@ func LoopLength(timeLoop func(n int) time.Duration, d time.Duration, growth, flo
 		}
 		n *= growth
 	}
+}
+
+// Ns writes a duration given in (fractional) nanoseconds with a unit
+// that keeps three significant digits: "12 ns", "1.5 µs", "2.5 ms",
+// "1.6 s", so that the programs print their figures alike.
+func Ns(ns float64) string {
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%.3g s", ns/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%.3g ms", ns/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%.3g µs", ns/1e3)
+	}
+	return fmt.Sprintf("%.3g ns", ns)
 }

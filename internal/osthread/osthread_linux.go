@@ -4,12 +4,11 @@ package osthread
 
 import (
 	"encoding/binary"
+	"fmt"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // Supported reports whether threads can be pinned to CPUs here.
@@ -94,13 +93,13 @@ func SignalProf(hz int) (stop func(), err error) {
 	binary.NativeEndian.PutUint32(ev[off+8:], uint32(unix.Gettid()))
 	var id int32 // the kernel's timer_t is an int
 	if _, _, e := unix.RawSyscall(unix.SYS_TIMER_CREATE, clockMono, uintptr(unsafe.Pointer(&ev)), uintptr(unsafe.Pointer(&id))); e != 0 {
-		return nil, format.Errorf("timer_create: %w", e)
+		return nil, fmt.Errorf("timer_create: %w", e)
 	}
 	period := unix.NsecToTimespec(int64(time.Second) / int64(hz))
 	spec := unix.ItimerSpec{Interval: period, Value: period}
 	if _, _, e := unix.RawSyscall6(unix.SYS_TIMER_SETTIME, uintptr(id), 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0); e != 0 {
 		_, _, _ = unix.RawSyscall(unix.SYS_TIMER_DELETE, uintptr(id), 0, 0)
-		return nil, format.Errorf("timer_settime: %w", e)
+		return nil, fmt.Errorf("timer_settime: %w", e)
 	}
 	return func() { _, _, _ = unix.RawSyscall(unix.SYS_TIMER_DELETE, uintptr(id), 0, 0) }, nil
 }

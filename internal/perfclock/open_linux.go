@@ -1,11 +1,10 @@
 package perfclock
 
 import (
+	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // Open maps the first page of a dummy software event on this process
@@ -22,12 +21,12 @@ func Open() (*Page, error) {
 	}
 	fd, err := unix.PerfEventOpen(&attr, 0, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
 	if err != nil {
-		return nil, format.Errorf("perfclock: perf_event_open of a dummy event: %w", err)
+		return nil, fmt.Errorf("perfclock: perf_event_open of a dummy event: %w", err)
 	}
 	defer unix.Close(fd)
 	mem, err := unix.Mmap(fd, 0, unix.Getpagesize(), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return nil, format.Errorf("perfclock: mmap of the event's page: %w", err)
+		return nil, fmt.Errorf("perfclock: mmap of the event's page: %w", err)
 	}
 	return &Page{base: unsafe.Pointer(&mem[0])}, nil
 }

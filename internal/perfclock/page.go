@@ -3,9 +3,8 @@ package perfclock
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/bits"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // The offsets this package reads in struct perf_event_mmap_page
@@ -55,12 +54,12 @@ type Conversion struct {
 // cap_user_time_zero, and a shift that would lose the counter (≥ 64).
 func Parse(page []byte) (Conversion, error) {
 	if len(page) < HeaderLen {
-		return Conversion{}, format.Errorf("perfclock: page of %d bytes, want at least %d", len(page), HeaderLen)
+		return Conversion{}, fmt.Errorf("perfclock: page of %d bytes, want at least %d", len(page), HeaderLen)
 	}
 	le := binary.NativeEndian
 	caps := le.Uint64(page[offCaps:])
 	if caps&capBit0IsDeprecated == 0 {
-		return Conversion{}, format.Errorf("perfclock: capabilities %#x in the layout before Linux 3.12", caps)
+		return Conversion{}, fmt.Errorf("perfclock: capabilities %#x in the layout before Linux 3.12", caps)
 	}
 	if caps&capUserTimeZero == 0 {
 		return Conversion{}, ErrNoTimeZero
@@ -71,11 +70,11 @@ func Parse(page []byte) (Conversion, error) {
 		Shift: le.Uint16(page[offTimeShift:]),
 	}
 	if c.Shift >= 64 || c.Mult == 0 {
-		return Conversion{}, format.Errorf("perfclock: time_mult %d, time_shift %d", c.Mult, c.Shift)
+		return Conversion{}, fmt.Errorf("perfclock: time_mult %d, time_shift %d", c.Mult, c.Shift)
 	}
 	if caps&capUserTimeShort != 0 {
 		if size := le.Uint32(page[offSize:]); size < HeaderLen {
-			return Conversion{}, format.Errorf("perfclock: cap_user_time_short in a page of size %d", size)
+			return Conversion{}, fmt.Errorf("perfclock: cap_user_time_short in a page of size %d", size)
 		}
 		c.Short, c.Cycles, c.Mask = true, le.Uint64(page[offTimeCycles:]), le.Uint64(page[offTimeMask:])
 	}

@@ -197,20 +197,3 @@ func FuzzHypervPage(f *testing.F) {
 // hostLittleEndian says whether this host lays out integers as x86 does,
 // the only place the clock pages exist.
 var hostLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
-
-// FuzzParseUint holds parseUint to strconv.ParseUint, for both bases.
-func FuzzParseUint(f *testing.F) {
-	for _, s := range []string{"", "0", "7ffd1000", "FFFFFFFFFFFFFFFF", "10000000000000000", "18446744073709551615",
-		"18446744073709551616", "+1", "-1", "1_0", "0x10", "g", " 1", "９"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		for _, base := range []int{10, 16} {
-			want, err := strconv.ParseUint(s, base, 64)
-			got, ok := parseUint(s, uint64(base))
-			if ok != (err == nil) || got != want && ok {
-				t.Fatalf("parseUint(%q, %d) = %d, %v; strconv: %d, %v", s, base, got, ok, want, err)
-			}
-		}
-	})
-}

@@ -2,10 +2,9 @@ package pvclock
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/bits"
 	"sync/atomic"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // HypervSize is the part of struct ms_hyperv_tsc_page the reader uses.
@@ -37,7 +36,7 @@ type Hyperv struct {
 // DecodeHyperv decodes struct ms_hyperv_tsc_page from its first 24 bytes.
 func DecodeHyperv(b []byte) (Hyperv, error) {
 	if len(b) < HypervSize {
-		return Hyperv{}, format.Errorf("%w: ms_hyperv_tsc_page needs %d bytes, got %d", ErrImplausible, HypervSize, len(b))
+		return Hyperv{}, fmt.Errorf("%w: ms_hyperv_tsc_page needs %d bytes, got %d", ErrImplausible, HypervSize, len(b))
 	}
 	return Hyperv{
 		Sequence: binary.LittleEndian.Uint32(b[0:]),
@@ -52,9 +51,9 @@ func DecodeHyperv(b []byte) (Hyperv, error) {
 func (h Hyperv) Plausible() error {
 	switch {
 	case h.Sequence == 0:
-		return format.Errorf("%w: tsc_sequence is 0 (the hypervisor marked the page invalid)", ErrImplausible)
+		return fmt.Errorf("%w: tsc_sequence is 0 (the hypervisor marked the page invalid)", ErrImplausible)
 	case h.Scale == 0:
-		return format.Errorf("%w: tsc_scale is 0", ErrImplausible)
+		return fmt.Errorf("%w: tsc_scale is 0", ErrImplausible)
 	}
 	return nil
 }

@@ -1,10 +1,10 @@
 package pvclock
 
 import (
+	"fmt"
 	"math"
+	"strconv"
 	"strings"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // PageSize is x86's base page size, the unit of the vvar layouts.
@@ -25,53 +25,19 @@ func ParseMapsLine(line string) (m Mapping, ok bool) {
 	rest := line
 	var fields [5]string
 	for i := range fields {
-		rest = trimSpaces(rest)
-		end := strings.IndexByte(rest, ' ')
-		if end < 0 {
-			if i != len(fields)-1 {
-				return Mapping{}, false
-			}
-			end = len(rest)
+		var found bool
+		fields[i], rest, found = strings.Cut(strings.TrimLeft(rest, " "), " ")
+		if !found && i != len(fields)-1 {
+			return Mapping{}, false
 		}
-		fields[i], rest = rest[:end], rest[end:]
 	}
-	dash := strings.IndexByte(fields[0], '-')
-	if dash < 0 {
+	loText, hiText, found := strings.Cut(fields[0], "-")
+	lo, err1 := strconv.ParseUint(loText, 16, 64)
+	hi, err2 := strconv.ParseUint(hiText, 16, 64)
+	if !found || err1 != nil || err2 != nil || lo >= hi || len(fields[1]) != 4 || fields[4] == "" {
 		return Mapping{}, false
 	}
-	lo, ok1 := parseUint(fields[0][:dash], 16)
-	hi, ok2 := parseUint(fields[0][dash+1:], 16)
-	if !ok1 || !ok2 || lo >= hi || len(fields[1]) != 4 || fields[4] == "" {
-		return Mapping{}, false
-	}
-	return Mapping{Lo: lo, Hi: hi, Perms: fields[1], Name: trimSpaces(rest)}, true
-}
-
-func trimSpaces(s string) string {
-	for s != "" && s[0] == ' ' {
-		s = s[1:]
-	}
-	return s
-}
-
-// parseUint reads s as strconv.ParseUint(s, base, 64) does for base 10
-// or 16: digits alone, at least one, within 64 bits.
-func parseUint(s string, base uint64) (uint64, bool) {
-	var n uint64
-	for i := 0; i < len(s); i++ {
-		c, d := s[i], uint64(base)
-		switch lower := c | 0x20; {
-		case '0' <= c && c <= '9':
-			d = uint64(c - '0')
-		case base == 16 && 'a' <= lower && lower <= 'f':
-			d = uint64(lower-'a') + 10
-		}
-		if d >= base || n > (math.MaxUint64-d)/base {
-			return 0, false
-		}
-		n = n*base + d
-	}
-	return n, s != ""
+	return Mapping{Lo: lo, Hi: hi, Perms: fields[1], Name: strings.TrimLeft(rest, " ")}, true
 }
 
 // ParseMaps parses every line of a /proc/self/maps, skipping those that
@@ -107,9 +73,9 @@ func ParseRelease(s string) (Release, bool) {
 	for end < len(s) && '0' <= s[end] && s[end] <= '9' {
 		end++
 	}
-	major, ok1 := parseUint(s[:dot], 10)
-	minor, ok2 := parseUint(s[dot+1:end], 10)
-	if !ok1 || !ok2 || major > math.MaxInt32 || minor > math.MaxInt32 {
+	major, err1 := strconv.ParseUint(s[:dot], 10, 64)
+	minor, err2 := strconv.ParseUint(s[dot+1:end], 10, 64)
+	if err1 != nil || err2 != nil || major > math.MaxInt32 || minor > math.MaxInt32 {
 		return Release{}, false
 	}
 	return Release{int(major), int(minor)}, true
@@ -119,7 +85,7 @@ func (r Release) atLeast(major, minor int) bool {
 	return r.Major > major || r.Major == major && r.Minor >= minor
 }
 
-func (r Release) String() string { return format.Sprintf("%d.%d", r.Major, r.Minor) }
+func (r Release) String() string { return fmt.Sprintf("%d.%d", r.Major, r.Minor) }
 
 // The layouts, each checked against the kernel source of its versions
 // (torvalds/linux, arch/x86/entry/vdso/):
@@ -154,29 +120,29 @@ func Locate(maps []Mapping, release string) (Location, error) {
 			continue
 		}
 		if m.Hi-m.Lo != vclockPages*PageSize {
-			return Location{}, format.Errorf("%w: [vvar_vclock] is %d bytes, want %d pages (Linux 6.13+: pvclock, hvclock)", ErrLayout, m.Hi-m.Lo, vclockPages)
+			return Location{}, fmt.Errorf("%w: [vvar_vclock] is %d bytes, want %d pages (Linux 6.13+: pvclock, hvclock)", ErrLayout, m.Hi-m.Lo, vclockPages)
 		}
 		return Location{Pvclock: m.Lo, Hyperv: m.Lo + PageSize, Mapping: m.Name,
 			Layout: "[vvar_vclock] (Linux 6.13+): pvclock page +0, hvclock page +1"}, nil
 	}
 	if !relOK {
-		return Location{}, format.Errorf("%w: no [vvar_vclock] mapping, and kernel release %q cannot be parsed to choose a [vvar] layout", ErrLayout, release)
+		return Location{}, fmt.Errorf("%w: no [vvar_vclock] mapping, and kernel release %q cannot be parsed to choose a [vvar] layout", ErrLayout, release)
 	}
 	if rel.atLeast(6, 13) {
-		return Location{}, format.Errorf("%w: no [vvar_vclock] mapping on Linux %s (since 6.13 the kernel maps the vclock pages there)", ErrNoPage, rel)
+		return Location{}, fmt.Errorf("%w: no [vvar_vclock] mapping on Linux %s (since 6.13 the kernel maps the vclock pages there)", ErrNoPage, rel)
 	}
 	if !rel.atLeast(5, 6) {
-		return Location{}, format.Errorf("%w: Linux %s predates the [vvar] layouts verified here (5.6 to 6.12)", ErrLayout, rel)
+		return Location{}, fmt.Errorf("%w: Linux %s predates the [vvar] layouts verified here (5.6 to 6.12)", ErrLayout, rel)
 	}
 	for _, m := range maps {
 		if m.Name != "[vvar]" {
 			continue
 		}
 		if m.Hi-m.Lo != timensVvarPages*PageSize {
-			return Location{}, format.Errorf("%w: [vvar] on Linux %s is %d bytes, want %d pages (vvar, pvclock, hvclock, timens)", ErrLayout, rel, m.Hi-m.Lo, timensVvarPages)
+			return Location{}, fmt.Errorf("%w: [vvar] on Linux %s is %d bytes, want %d pages (vvar, pvclock, hvclock, timens)", ErrLayout, rel, m.Hi-m.Lo, timensVvarPages)
 		}
 		return Location{Pvclock: m.Lo + PageSize, Hyperv: m.Lo + 2*PageSize, Mapping: m.Name,
 			Layout: "[vvar] (Linux 5.6-6.12): pvclock page +1, hvclock page +2"}, nil
 	}
-	return Location{}, format.Errorf("%w: no [vvar] mapping (no vDSO in this process)", ErrNoPage)
+	return Location{}, fmt.Errorf("%w: no [vvar] mapping (no vDSO in this process)", ErrNoPage)
 }

@@ -3,10 +3,9 @@ package pvclock
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/bits"
 	"sync/atomic"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // Sentinel errors; each error this package returns wraps one of them.
@@ -72,7 +71,7 @@ func (p Pvclock) Stable() bool { return p.Flags&TSCStableBit != 0 }
 // bytes (little-endian: the page is x86's).
 func DecodePvclock(b []byte) (Pvclock, error) {
 	if len(b) < PvclockSize {
-		return Pvclock{}, format.Errorf("%w: pvclock_vcpu_time_info is %d bytes, got %d", ErrImplausible, PvclockSize, len(b))
+		return Pvclock{}, fmt.Errorf("%w: pvclock_vcpu_time_info is %d bytes, got %d", ErrImplausible, PvclockSize, len(b))
 	}
 	return Pvclock{
 		Version:      binary.LittleEndian.Uint32(b[0:]),
@@ -94,11 +93,11 @@ func DecodePvclock(b []byte) (Pvclock, error) {
 func (p Pvclock) Plausible() error {
 	switch {
 	case p.Mul == 0:
-		return format.Errorf("%w: tsc_to_system_mul is 0", ErrImplausible)
+		return fmt.Errorf("%w: tsc_to_system_mul is 0", ErrImplausible)
 	case p.Shift < -31 || p.Shift > 31:
-		return format.Errorf("%w: tsc_shift %d outside -31..31", ErrImplausible, p.Shift)
+		return fmt.Errorf("%w: tsc_shift %d outside -31..31", ErrImplausible, p.Shift)
 	case p.Flags&^(TSCStableBit|guestStoppedBit) != 0:
-		return format.Errorf("%w: flags %#x has bits the ABI does not define", ErrImplausible, p.Flags)
+		return fmt.Errorf("%w: flags %#x has bits the ABI does not define", ErrImplausible, p.Flags)
 	}
 	return nil
 }

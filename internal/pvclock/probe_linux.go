@@ -4,12 +4,10 @@ package pvclock
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"syscall"
 	"unsafe"
-
-	"github.com/schedclock/schedclock/internal/format"
-	"github.com/schedclock/schedclock/internal/sysfile"
 )
 
 // copyOut copies len(buf) bytes of this process's memory at addr into
@@ -30,7 +28,7 @@ import (
 func copyOut(addr uint64, buf []byte) error {
 	var fds [2]int
 	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
-		return format.Errorf("pipe2: %w", err)
+		return fmt.Errorf("pipe2: %w", err)
 	}
 	defer syscall.Close(fds[0])
 	defer syscall.Close(fds[1])
@@ -39,7 +37,7 @@ func copyOut(addr uint64, buf []byte) error {
 		return os.NewSyscallError("write", errno)
 	}
 	if int(n) != len(buf) {
-		return format.Errorf("write copied %d of %d bytes", n, len(buf))
+		return fmt.Errorf("write copied %d of %d bytes", n, len(buf))
 	}
 	return readFull(fds[0], buf)
 }
@@ -61,9 +59,9 @@ func readFull(fd int, buf []byte) error {
 
 // Maps reads /proc/self/maps.
 func Maps() ([]Mapping, error) {
-	b, err := sysfile.Read("/proc/self/maps")
+	b, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
-		return nil, format.Errorf("%w: %v", ErrNoPage, err)
+		return nil, fmt.Errorf("%w: %v", ErrNoPage, err)
 	}
 	return ParseMaps(string(b)), nil
 }
@@ -93,7 +91,7 @@ func KernelRelease() string {
 func ProbePvclock(addr uint64) (*Page, Pvclock, error) {
 	var buf [PvclockSize]byte
 	if err := copyOut(addr, buf[:]); err != nil {
-		return nil, Pvclock{}, format.Errorf("%w: the pvclock page at %#x is not mapped (the kernel maps it only once the vDSO runs in pvclock mode): %v", ErrNoPage, addr, err)
+		return nil, Pvclock{}, fmt.Errorf("%w: the pvclock page at %#x is not mapped (the kernel maps it only once the vDSO runs in pvclock mode): %v", ErrNoPage, addr, err)
 	}
 	p, err := DecodePvclock(buf[:])
 	if err == nil {
@@ -110,7 +108,7 @@ func ProbePvclock(addr uint64) (*Page, Pvclock, error) {
 func ProbeHyperv(addr uint64) (*HypervPage, Hyperv, error) {
 	var buf [HypervSize]byte
 	if err := copyOut(addr, buf[:]); err != nil {
-		return nil, Hyperv{}, format.Errorf("%w: the Hyper-V TSC page at %#x is not mapped (the kernel maps it only once the vDSO runs in hvclock mode): %v", ErrNoPage, addr, err)
+		return nil, Hyperv{}, fmt.Errorf("%w: the Hyper-V TSC page at %#x is not mapped (the kernel maps it only once the vDSO runs in hvclock mode): %v", ErrNoPage, addr, err)
 	}
 	h, err := DecodeHyperv(buf[:])
 	if err == nil {
@@ -137,25 +135,25 @@ func ProbeTimeData(maps []Mapping) (td *TimeData, coarse int, err error) {
 		}
 	}
 	if addr == 0 {
-		return nil, 0, format.Errorf("%w: no [vvar] mapping", ErrNoPage)
+		return nil, 0, fmt.Errorf("%w: no [vvar] mapping", ErrNoPage)
 	}
 	var before, after [TimeDataSize]byte
 	for try := 0; try < 4; try++ {
 		var ts syscall.Timespec
 		if err := copyOut(addr, before[:]); err != nil {
-			return nil, 0, format.Errorf("%w: the vDSO time data at %#x: %v", ErrNoPage, addr, err)
+			return nil, 0, fmt.Errorf("%w: the vDSO time data at %#x: %v", ErrNoPage, addr, err)
 		}
 		if _, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockMonotonicCoarse, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
 			return nil, 0, os.NewSyscallError("clock_gettime", errno)
 		}
 		if err := copyOut(addr, after[:]); err != nil {
-			return nil, 0, format.Errorf("%w: the vDSO time data at %#x: %v", ErrNoPage, addr, err)
+			return nil, 0, fmt.Errorf("%w: the vDSO time data at %#x: %v", ErrNoPage, addr, err)
 		}
 		if at, ok := FindCoarse(after[:], uint64(ts.Sec), uint64(ts.Nsec)); ok && before == after {
 			return (*TimeData)(unsafe.Add(unsafe.Pointer(nil), uintptr(addr))), at, nil
 		}
 	}
-	return nil, 0, format.Errorf("%w: the page at the start of [vvar] (%#x) does not hold the kernel's coarse time (a time namespace's page, or a layout this package does not know)", ErrNoPage, addr)
+	return nil, 0, fmt.Errorf("%w: the page at the start of [vvar] (%#x) does not hold the kernel's coarse time (a time namespace's page, or a layout this package does not know)", ErrNoPage, addr)
 }
 
 // clockMonotonicCoarse is CLOCK_MONOTONIC_COARSE's id.

@@ -3,14 +3,13 @@
 package pvclock
 
 import (
+	"fmt"
 	"runtime"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // Maps reports that only Linux maps the clock pages this package reads.
 func Maps() ([]Mapping, error) {
-	return nil, format.Errorf("%w: %s maps no vDSO clock pages that this package knows", ErrNoPage, runtime.GOOS)
+	return nil, fmt.Errorf("%w: %s maps no vDSO clock pages that this package knows", ErrNoPage, runtime.GOOS)
 }
 
 // KernelRelease is "" outside Linux.
@@ -18,15 +17,15 @@ func KernelRelease() string { return "" }
 
 // ProbePvclock finds no page outside Linux.
 func ProbePvclock(addr uint64) (*Page, Pvclock, error) {
-	return nil, Pvclock{}, format.Errorf("%w: not Linux", ErrNoPage)
+	return nil, Pvclock{}, fmt.Errorf("%w: not Linux", ErrNoPage)
 }
 
 // ProbeHyperv finds no page outside Linux.
 func ProbeHyperv(addr uint64) (*HypervPage, Hyperv, error) {
-	return nil, Hyperv{}, format.Errorf("%w: not Linux", ErrNoPage)
+	return nil, Hyperv{}, fmt.Errorf("%w: not Linux", ErrNoPage)
 }
 
 // ProbeTimeData finds no vDSO time data outside Linux.
 func ProbeTimeData([]Mapping) (td *TimeData, coarse int, err error) {
-	return nil, 0, format.Errorf("%w: not Linux", ErrNoPage)
+	return nil, 0, fmt.Errorf("%w: not Linux", ErrNoPage)
 }

@@ -21,10 +21,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // ErrNoRate is wrapped by every error of this package: the input did not
@@ -52,11 +51,11 @@ const CPUInfoPath = "/proc/cpuinfo"
 // encoding read that way would give the high word, a rate off by 2^32.
 func DeviceTreeFrequency(property []byte) (uint64, error) {
 	if len(property) != 4 {
-		return 0, format.Errorf("%w: timebase-frequency is %d bytes, want one 32-bit cell (4 bytes)", ErrNoRate, len(property))
+		return 0, fmt.Errorf("%w: timebase-frequency is %d bytes, want one 32-bit cell (4 bytes)", ErrNoRate, len(property))
 	}
 	hz := binary.BigEndian.Uint32(property)
 	if hz == 0 {
-		return 0, format.Errorf("%w: timebase-frequency is 0", ErrNoRate)
+		return 0, fmt.Errorf("%w: timebase-frequency is 0", ErrNoRate)
 	}
 	return uint64(hz), nil
 }
@@ -87,19 +86,19 @@ func CPUInfoTimebase(cpuinfo []byte) (uint64, error) {
 		rate, err := strconv.ParseUint(value, 10, 64)
 		switch {
 		case err != nil:
-			return 0, format.Errorf("%w: cpuinfo timebase %q is not a rate in Hz", ErrNoRate, value)
+			return 0, fmt.Errorf("%w: cpuinfo timebase %q is not a rate in Hz", ErrNoRate, value)
 		case rate == 0:
-			return 0, format.Errorf("%w: cpuinfo timebase is 0", ErrNoRate)
+			return 0, fmt.Errorf("%w: cpuinfo timebase is 0", ErrNoRate)
 		case found && rate != hz:
-			return 0, format.Errorf("%w: cpuinfo gives two timebase rates, %d and %d", ErrNoRate, hz, rate)
+			return 0, fmt.Errorf("%w: cpuinfo gives two timebase rates, %d and %d", ErrNoRate, hz, rate)
 		}
 		hz, found = rate, true
 	}
 	if err := scanner.Err(); err != nil {
-		return 0, format.Errorf("%w: reading cpuinfo: %v", ErrNoRate, err)
+		return 0, fmt.Errorf("%w: reading cpuinfo: %v", ErrNoRate, err)
 	}
 	if !found {
-		return 0, format.Errorf("%w: %w", ErrNoRate, ErrNoTimebaseLine)
+		return 0, fmt.Errorf("%w: %w", ErrNoRate, ErrNoTimebaseLine)
 	}
 	return hz, nil
 }
@@ -115,17 +114,17 @@ const CPUCFG2LLFTP = 1 << 14
 // at base * mul / div. Any of them 0 means firmware left it unset.
 func StableCounterFrequency(cfg2, cfg4, cfg5 uint32) (uint64, error) {
 	if cfg2&CPUCFG2LLFTP == 0 {
-		return 0, format.Errorf("%w: CPUCFG 2 (%#x) has no constant-frequency timer (LLFTP, bit 14)", ErrNoRate, cfg2)
+		return 0, fmt.Errorf("%w: CPUCFG 2 (%#x) has no constant-frequency timer (LLFTP, bit 14)", ErrNoRate, cfg2)
 	}
 	base, mul, div := uint64(cfg4), uint64(cfg5&0xffff), uint64(cfg5>>16)
 	if base == 0 || mul == 0 || div == 0 {
-		return 0, format.Errorf("%w: CPUCFG gives base %d Hz, multiplier %d, divisor %d (firmware left one at 0)", ErrNoRate, base, mul, div)
+		return 0, fmt.Errorf("%w: CPUCFG gives base %d Hz, multiplier %d, divisor %d (firmware left one at 0)", ErrNoRate, base, mul, div)
 	}
 	// base < 2^32 and mul < 2^16: the product fits 48 bits, as in the
 	// kernel's unsigned long.
 	hz := base * mul / div
 	if hz == 0 {
-		return 0, format.Errorf("%w: CPUCFG gives %d Hz * %d / %d, under 1 Hz", ErrNoRate, base, mul, div)
+		return 0, fmt.Errorf("%w: CPUCFG gives %d Hz * %d / %d, under 1 Hz", ErrNoRate, base, mul, div)
 	}
 	return hz, nil
 }

@@ -4,12 +4,11 @@ package vdso
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // The call into the vDSO, linux/arm64 (call_linux_arm64.s).
@@ -138,7 +137,7 @@ func checkCaller() error {
 	defer runtime.UnlockOSThread()
 	var ss stackT
 	if _, _, errno := unix.RawSyscall(unix.SYS_SIGALTSTACK, 0, uintptr(unsafe.Pointer(&ss)), 0); errno != 0 {
-		return format.Errorf("%w: sigaltstack: %v", errGSlot, errno)
+		return fmt.Errorf("%w: sigaltstack: %v", errGSlot, errno)
 	}
 	lo, hi, gm, gsignalM := gsignalStack()
 	return compareSignalStack(ss, lo, hi, gm, gsignalM)
@@ -149,11 +148,11 @@ func checkCaller() error {
 func compareSignalStack(ss stackT, lo, hi, gm, gsignalM uintptr) error {
 	switch {
 	case ss.flags&ssDisable != 0:
-		return format.Errorf("%w: the thread has no signal stack", errGSlot)
+		return fmt.Errorf("%w: the thread has no signal stack", errGSlot)
 	case gm == 0 || gsignalM != gm:
-		return format.Errorf("%w: g.m %#x, g.m.gsignal.m %#x", errGSlot, gm, gsignalM)
+		return fmt.Errorf("%w: g.m %#x, g.m.gsignal.m %#x", errGSlot, gm, gsignalM)
 	case lo != ss.sp || hi-lo != ss.size:
-		return format.Errorf("%w: g.m.gsignal.stack [%#x, %#x), sigaltstack [%#x, +%#x)", errGSlot, lo, hi, ss.sp, ss.size)
+		return fmt.Errorf("%w: g.m.gsignal.stack [%#x, %#x), sigaltstack [%#x, +%#x)", errGSlot, lo, hi, ss.sp, ss.size)
 	}
 	return nil
 }

@@ -2,9 +2,8 @@ package vdso
 
 import (
 	"errors"
+	"fmt"
 	"sync"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // ID names a clock. The values are Linux's clock ids, the ones the vDSO
@@ -28,7 +27,7 @@ func (id ID) String() string {
 	if id.known() {
 		return idNames[id]
 	}
-	return format.Sprintf("clock %d", int32(id))
+	return fmt.Sprintf("clock %d", int32(id))
 }
 
 func (id ID) known() bool { return id >= 0 && int(id) < len(idNames) && idNames[id] != "" }
@@ -90,7 +89,7 @@ var opened [Boottime + 1]struct {
 // the same Clock and error.
 func Open(id ID) (*Clock, error) {
 	if !id.known() {
-		return nil, format.Errorf("%w: unknown clock id %d", ErrUnsupported, int32(id))
+		return nil, fmt.Errorf("%w: unknown clock id %d", ErrUnsupported, int32(id))
 	}
 	o := &opened[id]
 	o.once.Do(func() { o.clock, o.err = openClock(id, defaultEntry) })

@@ -3,11 +3,10 @@
 package vdso
 
 import (
+	"fmt"
 	"runtime"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 func defaultEntry() (uintptr, string) { return 0, "" }
@@ -15,11 +14,11 @@ func defaultEntry() (uintptr, string) { return 0, "" }
 func openClock(id ID, _ func() (uintptr, string)) (*Clock, error) {
 	native, why := nativeClock(id)
 	if why != "" {
-		return nil, format.Errorf("%w: %v: %s", ErrUnsupported, id, why)
+		return nil, fmt.Errorf("%w: %v: %s", ErrUnsupported, id, why)
 	}
 	var ts unix.Timespec
 	if err := unix.ClockGettime(native, &ts); err != nil {
-		return nil, format.Errorf("%w: %v: clock_gettime: %v", ErrUnsupported, id, err)
+		return nil, fmt.Errorf("%w: %v: clock_gettime: %v", ErrUnsupported, id, err)
 	}
 	path := "system call"
 	if runtime.GOOS == "darwin" {

@@ -1,14 +1,13 @@
 package vdso
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // live is this process's vDSO clock_gettime, looked up once, on the first
@@ -55,7 +54,7 @@ func entryIn(base uintptr, image []byte, arch string, check func() error) (uintp
 	if m, err := imageMachine(image); err != nil {
 		return 0, "system call (vDSO unusable: " + err.Error() + ")"
 	} else if m != machine {
-		return 0, format.Sprintf("system call (vDSO is for e_machine %d, not %s)", m, arch)
+		return 0, fmt.Sprintf("system call (vDSO is for e_machine %d, not %s)", m, arch)
 	}
 	off, err := lookupSymbol(image, sym)
 	if err != nil {
@@ -80,14 +79,14 @@ func openClock(id ID, find func() (uintptr, string)) (*Clock, error) {
 		}
 		// The vDSO's clock_gettime makes the system call itself for
 		// the clocks it cannot answer, so a refusal is the kernel's.
-		path = format.Sprintf("system call (the vDSO answered %d for %v)", ret, id)
+		path = fmt.Sprintf("system call (the vDSO answered %d for %v)", ret, id)
 	}
 	c.path = path
 	if _, errno := syscallClock(c.native); errno != 0 {
 		if errno == unix.EINVAL {
-			return nil, format.Errorf("%w: %v: clock_gettime: %v", ErrUnsupported, id, errno)
+			return nil, fmt.Errorf("%w: %v: clock_gettime: %v", ErrUnsupported, id, errno)
 		}
-		return nil, format.Errorf("vdso: %v: clock_gettime: %w", id, errno)
+		return nil, fmt.Errorf("vdso: %v: clock_gettime: %w", id, errno)
 	}
 	return c, nil
 }

@@ -3,15 +3,14 @@
 package vdso
 
 import (
+	"fmt"
 	"runtime"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 func defaultEntry() (uintptr, string) { return 0, "" }
 
 func openClock(id ID, _ func() (uintptr, string)) (*Clock, error) {
-	return nil, format.Errorf("%w: %v: no clock_gettime on %s", ErrUnsupported, id, runtime.GOOS)
+	return nil, fmt.Errorf("%w: %v: no clock_gettime on %s", ErrUnsupported, id, runtime.GOOS)
 }
 
 func (c *Clock) syscallNow() int64 { return 0 }

@@ -3,8 +3,7 @@ package vdso
 import (
 	"encoding/binary"
 	"errors"
-
-	"github.com/schedclock/schedclock/internal/format"
+	"fmt"
 )
 
 // The symbol lookup below follows the Go runtime's own vDSO loader
@@ -144,7 +143,7 @@ func u32(d []byte, off uint64) uint32 { return le.Uint32(d[off:]) }
 func u64(d []byte, off uint64) uint64 { return le.Uint64(d[off:]) }
 
 func malformed(what string, args ...any) error {
-	return format.Errorf("%w: %s", errMalformed, format.Sprintf(what, args...))
+	return fmt.Errorf("%w: %s", errMalformed, fmt.Sprintf(what, args...))
 }
 
 // parseELF reads the headers and the dynamic table of image and checks
@@ -338,9 +337,9 @@ func (img *elfImage) lookup(sym symbol) (uint64, error) {
 
 func (img *elfImage) notFound(sym symbol, ver int32) error {
 	if ver < 0 {
-		return format.Errorf("%w: %s", errVersionNotFound, sym)
+		return fmt.Errorf("%w: %s", errVersionNotFound, sym)
 	}
-	return format.Errorf("%w: %s", errSymbolNotFound, sym)
+	return fmt.Errorf("%w: %s", errSymbolNotFound, sym)
 }
 
 // match checks symbol i against sym: a defined global or weak function

@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/schedclock/schedclock/internal/format"
-	"github.com/schedclock/schedclock/internal/sysfile"
 )
 
 const atSysinfoEhdr = 33 // AT_SYSINFO_EHDR: the address of the vDSO's ELF header
@@ -24,9 +23,9 @@ var errNoVDSO = errors.New("no vDSO: AT_SYSINFO_EHDR absent")
 func sysinfoEhdr() (uintptr, error) {
 	auxv, err := unix.Auxv()
 	if err != nil {
-		raw, rerr := sysfile.Read("/proc/self/auxv")
+		raw, rerr := os.ReadFile("/proc/self/auxv")
 		if rerr != nil {
-			return 0, format.Errorf("auxiliary vector unreadable: %v; %v", err, rerr)
+			return 0, fmt.Errorf("auxiliary vector unreadable: %v; %v", err, rerr)
 		}
 		auxv = parseAuxv(raw)
 	}
@@ -99,7 +98,7 @@ func liveImage() (uintptr, []byte, error) {
 		return 0, nil, err
 	}
 	if mapped, known := mappedFor(base, uintptr(n)); known && !mapped {
-		return 0, nil, format.Errorf("%w: the headers claim %d bytes, not all of them mapped (mincore)", errMalformed, n)
+		return 0, nil, fmt.Errorf("%w: the headers claim %d bytes, not all of them mapped (mincore)", errMalformed, n)
 	}
 	return base, bytes.Clone(memory(base, uintptr(n))), nil
 }

@@ -4,10 +4,9 @@ package vmclock
 
 import (
 	"errors"
+	"fmt"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // Open maps the page at path (DevicePath) read-only, as the kernel's
@@ -20,14 +19,14 @@ func Open(path string) (*Page, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return nil, format.Errorf("%w: no %s", ErrNoDevice, path)
+			return nil, fmt.Errorf("%w: no %s", ErrNoDevice, path)
 		}
-		return nil, format.Errorf("%w: %s: %v", ErrNoDevice, path, err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrNoDevice, path, err)
 	}
 	defer unix.Close(fd)
 	b, err := unix.Mmap(fd, 0, unix.Getpagesize(), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return nil, format.Errorf("%w: mmap %s: %v", ErrNoDevice, path, err)
+		return nil, fmt.Errorf("%w: mmap %s: %v", ErrNoDevice, path, err)
 	}
 	p, err := FromBytes(b)
 	if err == nil {
@@ -35,7 +34,7 @@ func Open(path string) (*Page, error) {
 	}
 	if err != nil {
 		_ = unix.Munmap(b)
-		return nil, format.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return p, nil
 }

@@ -2,10 +2,9 @@ package vmclock
 
 import (
 	"encoding/binary"
+	"fmt"
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // Page is struct vmclock_abi in memory: the mapped device, or a test's
@@ -45,10 +44,10 @@ const maxTries = 1024
 // aligned to 8 (the device's page is page-aligned).
 func FromBytes(b []byte) (*Page, error) {
 	if len(b) < Size {
-		return nil, format.Errorf("%w: a mapping of %d bytes, the structure is %d", ErrLayout, len(b), Size)
+		return nil, fmt.Errorf("%w: a mapping of %d bytes, the structure is %d", ErrLayout, len(b), Size)
 	}
 	if uintptr(unsafe.Pointer(&b[0]))%8 != 0 {
-		return nil, format.Errorf("%w: a mapping not aligned to 8 bytes", ErrLayout)
+		return nil, fmt.Errorf("%w: a mapping not aligned to 8 bytes", ErrLayout)
 	}
 	return (*Page)(unsafe.Pointer(&b[0])), nil
 }
@@ -158,7 +157,7 @@ func (p *Page) Read(counter func() uint64) (s Snapshot, count uint64, err error)
 			return s, count, nil
 		}
 	}
-	return Snapshot{}, 0, format.Errorf("%w: seq_count odd or changing for %d tries", ErrBusy, maxTries)
+	return Snapshot{}, 0, fmt.Errorf("%w: seq_count odd or changing for %d tries", ErrBusy, maxTries)
 }
 
 // Markers returns the page's disruption_marker and vm_generation_counter
@@ -179,7 +178,7 @@ func (p *Page) Markers() (marker, generation uint64, err error) {
 			return marker, generation, nil
 		}
 	}
-	return 0, 0, format.Errorf("%w: seq_count odd or changing for %d tries", ErrBusy, maxTries)
+	return 0, 0, fmt.Errorf("%w: seq_count odd or changing for %d tries", ErrBusy, maxTries)
 }
 
 // Write stores s into the page as the hypervisor does: seq_count made

@@ -17,10 +17,9 @@ package vmclock
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/bits"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // Sentinel errors; each error this package returns wraps one of them.
@@ -184,7 +183,7 @@ func (s Snapshot) HasVMGeneration() bool { return s.has(Size) }
 // one is a copy taken while the hypervisor wrote it: ErrBusy).
 func Decode(b []byte) (Snapshot, error) {
 	if len(b) < MinSize {
-		return Snapshot{}, format.Errorf("%w: %d bytes, the header needs %d", ErrLayout, len(b), MinSize)
+		return Snapshot{}, fmt.Errorf("%w: %d bytes, the header needs %d", ErrLayout, len(b), MinSize)
 	}
 	le := binary.LittleEndian
 	s := Snapshot{
@@ -229,7 +228,7 @@ func Decode(b []byte) (Snapshot, error) {
 	s.TimeMaxErrorNs = u64(offTimeMaxError)
 	s.VMGeneration = u64(offVMGeneration)
 	if s.Seq&1 != 0 {
-		return s, format.Errorf("%w: seq_count %d is odd", ErrBusy, s.Seq)
+		return s, fmt.Errorf("%w: seq_count %d is odd", ErrBusy, s.Seq)
 	}
 	return s, nil
 }
@@ -240,13 +239,13 @@ func Decode(b []byte) (Snapshot, error) {
 func (s Snapshot) CheckHeader(region uint64) error {
 	switch {
 	case s.Magic != Magic:
-		return format.Errorf("%w: magic %#x, not %#x (\"VCLK\")", ErrLayout, s.Magic, Magic)
+		return fmt.Errorf("%w: magic %#x, not %#x (\"VCLK\")", ErrLayout, s.Magic, Magic)
 	case s.Version != Version:
-		return format.Errorf("%w: version %d, this reader knows %d", ErrLayout, s.Version, Version)
+		return fmt.Errorf("%w: version %d, this reader knows %d", ErrLayout, s.Version, Version)
 	case s.Size < MinSize:
-		return format.Errorf("%w: size %d, below the %d bytes of the header", ErrLayout, s.Size, MinSize)
+		return fmt.Errorf("%w: size %d, below the %d bytes of the header", ErrLayout, s.Size, MinSize)
 	case uint64(s.Size) > region:
-		return format.Errorf("%w: size %d, beyond the %d bytes there are (truncated)", ErrLayout, s.Size, region)
+		return fmt.Errorf("%w: size %d, beyond the %d bytes there are (truncated)", ErrLayout, s.Size, region)
 	}
 	return nil
 }
@@ -285,38 +284,38 @@ func (s Snapshot) TimeAt(counter uint64, counterID uint8) (Reading, error) {
 	}
 	switch {
 	case s.Seq&1 != 0:
-		return Reading{}, format.Errorf("%w: seq_count %d is odd", ErrBusy, s.Seq)
+		return Reading{}, fmt.Errorf("%w: seq_count %d is odd", ErrBusy, s.Seq)
 	case s.CounterID == CounterInvalid:
-		return Reading{}, format.Errorf("%w: the page advertises no counter (counter_id 0xff: markers only)", ErrNoClock)
+		return Reading{}, fmt.Errorf("%w: the page advertises no counter (counter_id 0xff: markers only)", ErrNoClock)
 	case s.CounterID != counterID:
-		return Reading{}, format.Errorf("%w: counter_id %d, not this CPU's counter (%d)", ErrNoClock, s.CounterID, counterID)
+		return Reading{}, fmt.Errorf("%w: counter_id %d, not this CPU's counter (%d)", ErrNoClock, s.CounterID, counterID)
 	case !s.has(endMaxError):
-		return Reading{}, format.Errorf("%w: size %d leaves out the time fields (%d bytes)", ErrNoClock, s.Size, endMaxError)
+		return Reading{}, fmt.Errorf("%w: size %d leaves out the time fields (%d bytes)", ErrNoClock, s.Size, endMaxError)
 	case s.ClockStatus != StatusSynchronized && s.ClockStatus != StatusFreeRunning:
-		return Reading{}, format.Errorf("%w: clock_status is %s", ErrNoClock, StatusName(s.ClockStatus))
+		return Reading{}, fmt.Errorf("%w: clock_status is %s", ErrNoClock, StatusName(s.ClockStatus))
 	case s.TimeType != TimeUTC && s.TimeType != TimeTAI:
-		return Reading{}, format.Errorf("%w: time_type %d is neither UTC nor TAI", ErrNoClock, s.TimeType)
+		return Reading{}, fmt.Errorf("%w: time_type %d is neither UTC nor TAI", ErrNoClock, s.TimeType)
 	case s.TimeType == TimeTAI && s.Flags&FlagTAIOffsetValid == 0:
-		return Reading{}, format.Errorf("%w: TAI without a valid UTC offset", ErrNoClock)
+		return Reading{}, fmt.Errorf("%w: TAI without a valid UTC offset", ErrNoClock)
 	case s.Flags&FlagTimeMaxErrValid == 0:
-		return Reading{}, format.Errorf("%w: time_maxerror_nanosec is not marked valid", ErrNoClock)
+		return Reading{}, fmt.Errorf("%w: time_maxerror_nanosec is not marked valid", ErrNoClock)
 	case s.Flags&FlagPeriodMaxErrValid == 0:
-		return Reading{}, format.Errorf("%w: counter_period_maxerror_rate_frac_sec is not marked valid", ErrNoClock)
+		return Reading{}, fmt.Errorf("%w: counter_period_maxerror_rate_frac_sec is not marked valid", ErrNoClock)
 	case s.LeapIndicator > LeapPostNeg:
-		return Reading{}, format.Errorf("%w: leap_indicator %d", ErrImplausible, s.LeapIndicator)
+		return Reading{}, fmt.Errorf("%w: leap_indicator %d", ErrImplausible, s.LeapIndicator)
 	case s.Period == 0 || s.PeriodShift >= 128:
-		return Reading{}, format.Errorf("%w: counter period %d >> %d is zero", ErrImplausible, s.Period, s.PeriodShift)
+		return Reading{}, fmt.Errorf("%w: counter period %d >> %d is zero", ErrImplausible, s.Period, s.PeriodShift)
 	case s.TimeSec >= maxSec:
-		return Reading{}, format.Errorf("%w: time_sec %d is past year 2242", ErrImplausible, s.TimeSec)
+		return Reading{}, fmt.Errorf("%w: time_sec %d is past year 2242", ErrImplausible, s.TimeSec)
 	case s.TimeMaxErrorNs >= maxErrorNs:
-		return Reading{}, format.Errorf("%w: time_maxerror_nanosec %d", ErrImplausible, s.TimeMaxErrorNs)
+		return Reading{}, fmt.Errorf("%w: time_maxerror_nanosec %d", ErrImplausible, s.TimeMaxErrorNs)
 	}
 	delta, back := counter-s.CounterValue, false
 	if int64(delta) < 0 {
 		delta, back = -delta, true // a counter read behind the reference (another CPU's, a few counts)
 	}
 	if delta >= 1<<62 {
-		return Reading{}, format.Errorf("%w: counter %d is %d counts from counter_value %d", ErrImplausible, counter, delta, s.CounterValue)
+		return Reading{}, fmt.Errorf("%w: counter %d is %d counts from counter_value %d", ErrImplausible, counter, delta, s.CounterValue)
 	}
 	// The motion and its error in units of 2^-64 s: delta × period,
 	// shifted right by the page's shift (the kernel's
@@ -326,14 +325,14 @@ func (s Snapshot) TimeAt(counter uint64, counterID uint8) (Reading, error) {
 	errHi, errLo := bits.Mul64(delta, s.PeriodMaxError)
 	errHi, errLo = shr128(errHi, errLo, s.PeriodShift, true)
 	if moveHi >= maxSec || errHi >= maxSec {
-		return Reading{}, format.Errorf("%w: %d counts at the page's period are centuries", ErrImplausible, delta)
+		return Reading{}, fmt.Errorf("%w: %d counts at the page's period are centuries", ErrImplausible, delta)
 	}
 	sec, frac := s.TimeSec, s.TimeFrac
 	if back {
 		var borrow uint64
 		frac, borrow = bits.Sub64(frac, moveLo, 0)
 		if sec < moveHi+borrow {
-			return Reading{}, format.Errorf("%w: the counter is before 1970 on the page's clock", ErrImplausible)
+			return Reading{}, fmt.Errorf("%w: the counter is before 1970 on the page's clock", ErrImplausible)
 		}
 		sec -= moveHi + borrow
 	} else {
@@ -344,12 +343,12 @@ func (s Snapshot) TimeAt(counter uint64, counterID uint8) (Reading, error) {
 	if s.TimeType == TimeTAI {
 		off := uint64(abs16(s.TAIOffsetSec))
 		if sec < off {
-			return Reading{}, format.Errorf("%w: TAI before 1970", ErrImplausible)
+			return Reading{}, fmt.Errorf("%w: TAI before 1970", ErrImplausible)
 		}
 		sec -= off
 	}
 	if sec >= maxSec {
-		return Reading{}, format.Errorf("%w: the page's time is past year 2242", ErrImplausible)
+		return Reading{}, fmt.Errorf("%w: the page's time is past year 2242", ErrImplausible)
 	}
 	nsFrac, _ := bits.Mul64(frac, 1e9) // floor(frac × 1e9 / 2^64)
 	ns := int64(sec)*1e9 + int64(nsFrac)
@@ -363,7 +362,7 @@ func (s Snapshot) TimeAt(counter uint64, counterID uint8) (Reading, error) {
 		errNs += 1e9
 	}
 	if errNs >= maxErrorNs {
-		return Reading{}, format.Errorf("%w: an error of %d ns", ErrImplausible, errNs)
+		return Reading{}, fmt.Errorf("%w: an error of %d ns", ErrImplausible, errNs)
 	}
 	return Reading{UnixNano: ns, MaxErrorNs: errNs, Status: s.ClockStatus}, nil
 }
@@ -412,5 +411,5 @@ func StatusName(status uint8) string {
 	case StatusUnreliable:
 		return "unreliable"
 	}
-	return format.Sprintf("%d (undefined)", status)
+	return fmt.Sprintf("%d (undefined)", status)
 }

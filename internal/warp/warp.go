@@ -6,9 +6,8 @@
 package warp
 
 import (
+	"fmt"
 	"time"
-
-	"github.com/schedclock/schedclock/internal/format"
 )
 
 // The cross-CPU warp check is the kernel's check_tsc_warp
@@ -80,19 +79,19 @@ func (r Report) OK() bool { return r.Verdict == None }
 func (r Report) String() string {
 	switch r.Verdict {
 	case None:
-		return format.Sprintf("no warp across %d CPUs (%s, %d cross-CPU reads, %v)",
+		return fmt.Sprintf("no warp across %d CPUs (%s, %d cross-CPU reads, %v)",
 			r.CPUs, plural(r.Pairs, "pair"), r.Reads, r.Took.Round(time.Microsecond))
 	case Found:
-		where := format.Sprintf("a read on CPU %d was %d cycles", r.After, r.Cycles)
+		where := fmt.Sprintf("a read on CPU %d was %d cycles", r.After, r.Cycles)
 		if r.Ns > 0 {
-			where += format.Sprintf(" (%s)", formatNs(r.Ns))
+			where += fmt.Sprintf(" (%s)", formatNs(r.Ns))
 		}
 		if r.Before == r.After {
 			where += " behind an earlier read on the same CPU"
 		} else {
-			where += format.Sprintf(" behind an earlier read on CPU %d", r.Before)
+			where += fmt.Sprintf(" behind an earlier read on CPU %d", r.Before)
 		}
-		return format.Sprintf("cross-CPU warp: %s; %d of %d cross-CPU reads went backwards (%d CPUs, %s, %v)",
+		return fmt.Sprintf("cross-CPU warp: %s; %d of %d cross-CPU reads went backwards (%d CPUs, %s, %v)",
 			where, r.Warps, r.Reads, r.CPUs, plural(r.Pairs, "pair"), r.Took.Round(time.Microsecond))
 	}
 	return "cross-CPU check not run: " + r.Reason
@@ -103,11 +102,23 @@ func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
-	return format.Sprintf("%d %ss", n, noun)
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// formatNs is format.Ns, under the name this package's tests know it by.
-var formatNs = format.Ns
+// formatNs writes a duration given in (fractional) nanoseconds with a
+// unit that keeps three significant digits: "12 ns", "1.5 µs", "2.5 ms",
+// "1.6 s".
+func formatNs(ns float64) string {
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%.3g s", ns/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%.3g ms", ns/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%.3g µs", ns/1e3)
+	}
+	return fmt.Sprintf("%.3g ns", ns)
+}
 
 // DefaultBudget is the default budget for the whole check: on two CPUs
 // it is the length of the one pair's run, which the kernel sets to 2 ms

@@ -3,12 +3,12 @@
 package warp
 
 import (
+	"fmt"
 	"math/bits"
 	"runtime"
 	"sync/atomic"
 	"time"
 
-	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/osthread"
 )
 
@@ -95,17 +95,17 @@ func checkOn(env system, read func() uint64, rate uint64, budget time.Duration) 
 	}
 	cpus, err := env.cpus()
 	if err != nil {
-		return finish(Report{Reason: format.Sprintf("reading the affinity mask: %v", err)})
+		return finish(Report{Reason: fmt.Sprintf("reading the affinity mask: %v", err)})
 	}
 	switch {
 	case len(cpus) == 0:
 		return finish(Report{Reason: "the affinity mask is empty"})
 	case len(cpus) == 1:
-		return finish(Report{CPUs: 1, Reason: format.Sprintf("only CPU %d is allowed", cpus[0])})
+		return finish(Report{CPUs: 1, Reason: fmt.Sprintf("only CPU %d is allowed", cpus[0])})
 	}
 	procs := runtime.GOMAXPROCS(0)
 	if procs < 2 {
-		return finish(Report{CPUs: len(cpus), Reason: format.Sprintf("GOMAXPROCS=%d: no two threads run at once", procs)})
+		return finish(Report{CPUs: len(cpus), Reason: fmt.Sprintf("GOMAXPROCS=%d: no two threads run at once", procs)})
 	}
 
 	rounds := bits.Len(uint(len(cpus) - 1)) // ceil(log2 n)
@@ -188,12 +188,12 @@ func runPairs(env system, read func() uint64, pairs [][2]int, d time.Duration, r
 	for p, pair := range pairs {
 		for s := 0; s < 2; s++ {
 			if err := sides[p][s].err; err != nil {
-				return format.Sprintf("pinning a thread to CPU %d: %v", pair[s], err), false
+				return fmt.Sprintf("pinning a thread to CPU %d: %v", pair[s], err), false
 			}
 		}
 		for s := 0; s < 2; s++ {
 			if fresh := sides[p][s].fresh; fresh < minFresh {
-				return format.Sprintf("the threads on CPUs %d and %d hardly ran at the same time (%d fresh reads in %v)",
+				return fmt.Sprintf("the threads on CPUs %d and %d hardly ran at the same time (%d fresh reads in %v)",
 					pair[0], pair[1], fresh, stretch*d), true
 			}
 		}

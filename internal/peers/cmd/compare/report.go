@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schedclock/schedclock/internal/format"
+	"github.com/schedclock/schedclock/internal/measure"
 )
 
 // report prints the Markdown: a header that says where and how the
@@ -121,7 +121,7 @@ func short(d time.Duration) string {
 	if d == 0 {
 		return "0"
 	}
-	return format.Ns(float64(d))
+	return measure.Ns(float64(d))
 }
 
 func handoffCell(r *result) string {

@@ -1,4 +1,4 @@
-package hwcounter
+package schedclock
 
 import (
 	"io/fs"
@@ -13,7 +13,7 @@ import (
 
 // testMeasures are the checks' measures in these tests: Go's monotonic
 // clock as the portable source and as the reference of a rate.
-var testMeasures = Measures{Portable: mono, Rate: measureAgainstMono}
+var testMeasures = measures{Portable: mono, Rate: measureAgainstMono}
 
 // measureAgainstMono measures read's rate over d against mono, from one
 // pair of readings at each end.
@@ -34,12 +34,12 @@ func TestPrepareReadCost(t *testing.T) {
 
 	_, check = prepareReadCost(Source{Name: "off", Read: mono, Bits: 64, Rate: 100_000_000})
 	_, err = check(testMeasures)
-	assert.ErrorIs(t, err, ErrUntrusted)
+	assert.ErrorIs(t, err, errUntrusted)
 	assert.EqualError(t, err, `schedclock: counter not trusted "off": does not run at the stated 100000000 Hz`)
 
 	_, check = prepareReadCost(Source{Name: "trapped", Read: slowRead, Bits: 64})
 	found, err = check(testMeasures)
-	assert.ErrorIs(t, err, ErrUntrusted)
+	assert.ErrorIs(t, err, errUntrusted)
 	assert.Contains(t, err.Error(), `"trapped": read `)
 	assert.Contains(t, err.Error(), "slower than the portable source")
 	assert.Contains(t, found, "slower than the portable source")
@@ -49,13 +49,13 @@ func TestRDTIMERate(t *testing.T) {
 	rate, origin, errPPM, err := rdtimeRate([]byte{0x00, 0x98, 0x96, 0x80}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(10_000_000), rate)
-	assert.Equal(t, RateDeviceTree, origin)
+	assert.Equal(t, rateDeviceTree, origin)
 	assert.Equal(t, float64(nominalRateErrPPM), errPPM)
 
 	// No device tree (qemu-user, ACPI): measured.
 	rate, origin, _, err = rdtimeRate(nil, fs.ErrNotExist)
 	require.NoError(t, err)
-	assert.Equal(t, RateMeasured, origin)
+	assert.Equal(t, rateMeasured, origin)
 	assert.Zero(t, rate)
 
 	for _, tt := range []struct {
@@ -73,7 +73,7 @@ func TestRDTIMERate(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rate, _, _, err := rdtimeRate(tt.property, tt.readErr)
-			assert.ErrorIs(t, err, ErrUntrusted)
+			assert.ErrorIs(t, err, errUntrusted)
 			assert.EqualError(t, err, tt.msg)
 			assert.Zero(t, rate)
 		})
@@ -81,17 +81,17 @@ func TestRDTIMERate(t *testing.T) {
 }
 
 func TestTimeBaseRate(t *testing.T) {
-	power9, err := os.ReadFile("../timebase/testdata/cpuinfo/power9-powernv")
+	power9, err := os.ReadFile("internal/timebase/testdata/cpuinfo/power9-powernv")
 	require.NoError(t, err)
 	rate, origin, errPPM, err := timebaseRate(power9, nil)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(512_000_000), rate)
-	assert.Equal(t, RateCPUInfo, origin)
+	assert.Equal(t, rateCPUInfo, origin)
 	assert.Equal(t, float64(nominalRateErrPPM), errPPM)
 
 	// Another architecture's cpuinfo (qemu-user on this machine), or none:
 	// measured.
-	host, err := os.ReadFile("../timebase/testdata/cpuinfo/qemu-user-on-amd64-epyc")
+	host, err := os.ReadFile("internal/timebase/testdata/cpuinfo/qemu-user-on-amd64-epyc")
 	require.NoError(t, err)
 	for _, in := range []struct {
 		cpuinfo []byte
@@ -99,7 +99,7 @@ func TestTimeBaseRate(t *testing.T) {
 	}{{host, nil}, {nil, fs.ErrNotExist}} {
 		rate, origin, _, err = timebaseRate(in.cpuinfo, in.readErr)
 		require.NoError(t, err)
-		assert.Equal(t, RateMeasured, origin)
+		assert.Equal(t, rateMeasured, origin)
 		assert.Zero(t, rate)
 	}
 
@@ -116,7 +116,7 @@ func TestTimeBaseRate(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rate, _, _, err := timebaseRate([]byte(tt.cpuinfo), tt.readErr)
-			assert.ErrorIs(t, err, ErrUntrusted)
+			assert.ErrorIs(t, err, errUntrusted)
 			assert.EqualError(t, err, tt.msg)
 			assert.Zero(t, rate)
 		})
@@ -134,17 +134,17 @@ func TestTODRate(t *testing.T) {
 // the rate the probe states (StableCounter's may be measured: under
 // qemu-user the counter does not follow it).
 func TestCPUCFGHere(t *testing.T) {
-	if !StableCounterSupported {
-		assert.Zero(t, CPUCFG(4))
-		t.Skip("no CPUCFG in this build: ", NoAsmReason("loong64"))
+	if !stableCounterSupported {
+		assert.Zero(t, cpucfg(4))
+		t.Skip("no CPUCFG in this build: ", noAsmReason("loong64"))
 	}
-	t.Logf("CPUCFG 2 %#x, 4 %d, 5 %#x on %s", CPUCFG(2), CPUCFG(4), CPUCFG(5), runtime.GOARCH)
-	rate, err := stableCounterRate(CPUCFG)
+	t.Logf("CPUCFG 2 %#x, 4 %d, 5 %#x on %s", cpucfg(2), cpucfg(4), cpucfg(5), runtime.GOARCH)
+	rate, err := stableCounterRate(cpucfg)
 	require.NoError(t, err)
-	src, origin, _, err := ProbeStableCounter()
+	src, origin, _, err := probeStableCounter()
 	require.NoError(t, err)
 	assert.Equal(t, rate, src.Rate)
-	assert.Equal(t, RateCPUCFG, origin)
+	assert.Equal(t, rateCPUCFG, origin)
 }
 
 func TestStableCounterRate(t *testing.T) {
@@ -169,7 +169,7 @@ func TestStableCounterRate(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rate, err := stableCounterRate(words(tt.cfg2, tt.cfg4, tt.cfg5))
-			assert.ErrorIs(t, err, ErrUntrusted)
+			assert.ErrorIs(t, err, errUntrusted)
 			assert.EqualError(t, err, tt.msg)
 			assert.Zero(t, rate)
 		})

@@ -1,107 +1,84 @@
-package hwcounter
+package schedclock
 
 import (
-	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"time"
 
-	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/kernel"
 )
 
 // A counter register is, to the default clock, a descriptor: what it is
 // called, how to find it without blocking, where its rate comes from,
 // whose word it is trusted on and which checks it must pass. Each
-// counter's file (tsc.go, cntvct.go, timer.go) declares its entry, and
-// the root's table lists them in order of preference, as x/sys/cpu lists
-// its features in one table: the default clock walks the table and
-// never asks a counter's name.
+// counter's file (source_tsc.go, source_cntvct.go, source_timer.go)
+// declares its entry, and counter.go's table lists them in order of
+// preference, as x/sys/cpu lists its features in one table: the default
+// clock walks the table and never asks a counter's name.
 
-// Source is a counter as a descriptor finds it: the fields of
-// schedclock.Source.
-type Source struct {
-	Name string
-	Read func() uint64
-	Bits int
-	Rate uint64 // Hz
-}
-
-// RateOrigin says where a Source's Rate came from.
-type RateOrigin int
+// rateOrigin says where a Source's Rate came from.
+type rateOrigin int
 
 const (
-	RateDeclared   RateOrigin = iota // given by the caller in Source.Rate
-	RateCPUID                        // x86 CPUID leaf 0x15 (and 0x16)
-	RateHypervisor                   // hypervisor timing leaf 0x40000010
-	RateMeasured                     // measured against CLOCK_MONOTONIC_RAW
-	RateCNTFRQ                       // arm64 CNTFRQ_EL0
-	RateRefined                      // refined in the background against the Clock's reference
+	rateDeclared   rateOrigin = iota // given by the caller in Source.Rate
+	rateCPUID                        // x86 CPUID leaf 0x15 (and 0x16)
+	rateHypervisor                   // hypervisor timing leaf 0x40000010
+	rateMeasured                     // measured against CLOCK_MONOTONIC_RAW
+	rateCNTFRQ                       // arm64 CNTFRQ_EL0
+	rateRefined                      // refined in the background against the Clock's reference
 )
 
 // The rate origins of the riscv64, ppc64le, s390x and loong64 counters,
-// numbered on from RateRefined.
+// numbered on from rateRefined.
 const (
-	RateDeviceTree  RateOrigin = RateRefined + 1 + iota // riscv64 device tree /cpus/timebase-frequency
-	RateCPUInfo                                         // ppc64le /proc/cpuinfo timebase line
-	RateArchitected                                     // fixed by the architecture (s390x TOD: bit 51 is 1 µs)
-	RateCPUCFG                                          // loong64 CPUCFG leaves 4 and 5
-	// RateNanoseconds: the counter counts nanoseconds by construction (a
+	rateDeviceTree  rateOrigin = rateRefined + 1 + iota // riscv64 device tree /cpus/timebase-frequency
+	rateCPUInfo                                         // ppc64le /proc/cpuinfo timebase line
+	rateArchitected                                     // fixed by the architecture (s390x TOD: bit 51 is 1 µs)
+	rateCPUCFG                                          // loong64 CPUCFG leaves 4 and 5
+	// rateNanoseconds: the counter counts nanoseconds by construction (a
 	// paravirtual clock's page converts the TSC with the hypervisor's
 	// own scale): exact, never refined, still watched.
-	RateNanoseconds
-	// RateKernel: the kernel's own conversion of the counter, its raw
+	rateNanoseconds
+	// rateKernel: the kernel's own conversion of the counter, its raw
 	// clock's mult and shift from the vDSO's time data, where the
-	// kernel runs on the counter (Counter.VDSOMode): CLOCK_MONOTONIC_RAW
+	// kernel runs on the counter (descriptor.VDSOMode): CLOCK_MONOTONIC_RAW
 	// is that conversion, so the clock agrees with it to the ns by
 	// construction; never refined, still watched.
-	RateKernel
+	rateKernel
 )
 
 // rateOriginNames are the RateOrigins' names, as Info prints them.
-var rateOriginNames = [...]string{RateDeclared: "declared", RateCPUID: "cpuid", RateHypervisor: "hypervisor leaf",
-	RateMeasured: "measured", RateCNTFRQ: "cntfrq", RateRefined: "refined",
-	RateDeviceTree: "device tree", RateCPUInfo: "cpuinfo", RateArchitected: "architected", RateCPUCFG: "cpucfg",
-	RateNanoseconds: "nanoseconds by construction", RateKernel: "kernel"}
+var rateOriginNames = [...]string{rateDeclared: "declared", rateCPUID: "cpuid", rateHypervisor: "hypervisor leaf",
+	rateMeasured: "measured", rateCNTFRQ: "cntfrq", rateRefined: "refined",
+	rateDeviceTree: "device tree", rateCPUInfo: "cpuinfo", rateArchitected: "architected", rateCPUCFG: "cpucfg",
+	rateNanoseconds: "nanoseconds by construction", rateKernel: "kernel"}
 
-func (o RateOrigin) String() string {
+func (o rateOrigin) String() string {
 	if o >= 0 && int(o) < len(rateOriginNames) {
 		return rateOriginNames[o]
 	}
-	return format.Sprintf("rateOrigin(%d)", int(o))
+	return fmt.Sprintf("rateOrigin(%d)", int(o))
 }
 
-// The errors a descriptor's refusal wraps: schedclock.ErrUnsupported,
-// and its errUntrusted, which errors.Is also matches as ErrUnsupported.
-var (
-	// ErrUnsupported: the counter does not exist on this platform or in
-	// this build, or cannot be trusted as a clock on this machine. It is
-	// schedclock.ErrUnsupported itself, which the schedclock package
-	// declares (its go doc then names no internal package) and stores
-	// here as it initialises, before anything can probe a counter: this
-	// value stands in for tests of this package alone.
-	ErrUnsupported = errors.New("schedclock: counter not supported here")
-	// ErrUntrusted: the counter exists but cannot be trusted as a clock
-	// on this machine.
-	ErrUntrusted error = untrusted{}
-)
-
+// untrusted is errUntrusted's type: a counter that cannot be trusted is
+// one that is not supported here, to errors.Is.
 type untrusted struct{}
 
 func (untrusted) Error() string { return "schedclock: counter not trusted" }
 func (untrusted) Unwrap() error { return ErrUnsupported }
 
-// A Counter is one counter's entry in the default clock's table.
-type Counter struct {
+// A descriptor is one counter's entry in the default clock's table.
+type descriptor struct {
 	// Arch is the GOARCH the counter exists on; the walk skips the others.
 	Arch string
 	// Probe returns the counter as a Source without blocking (it runs
 	// in the default clock's set-up, before its choice): Rate 0 with
-	// RateMeasured when the rate must be measured, which the default
+	// rateMeasured when the rate must be measured, which the default
 	// clock does in the background against CLOCK_MONOTONIC_RAW; or an
-	// error wrapping ErrUnsupported or ErrUntrusted that says why the
+	// error wrapping ErrUnsupported or errUntrusted that says why the
 	// counter cannot be used.
-	Probe func() (src Source, origin RateOrigin, errPPM float64, err error)
+	Probe func() (src Source, origin rateOrigin, errPPM float64, err error)
 	// Verdict reads the kernel's word on the counter (is its clocksource
 	// this counter?), at start and every verdictPeriod for life: the
 	// kernel's clocksource watchdog can demote a counter hours after
@@ -113,10 +90,10 @@ type Counter struct {
 	Verdict   func() kernel.Verdict
 	NoVerdict string
 	// VDSOMode is the vDSO clock mode in which the kernel converts this
-	// counter (VDSOModeTSC), 0 where it converts none the default clock
+	// counter (vdsoModeTSC), 0 where it converts none the default clock
 	// could read. Where the kernel runs on the counter, in that mode,
 	// the default clock converts with the kernel's own raw conversion
-	// (RateKernel) rather than a rate of its own.
+	// (rateKernel) rather than a rate of its own.
 	VDSOMode int32
 	// Evidence, if not nil, is the counter's own evidence, asked with
 	// the kernel's verdict for life: "" while it holds, else why not (a
@@ -129,7 +106,7 @@ type Counter struct {
 	// counter's rate is adopted: what it found, for
 	// Info.Evidence.CounterCheck, and an error if the counter must not be
 	// used.
-	Prepare func(Source) (Source, func(Measures) (found string, err error))
+	Prepare func(Source) (Source, func(measures) (found string, err error))
 	// Describe, if not nil, says what the counter's own evidence shows
 	// (the paravirtual page: where, its version and flags), for
 	// Info.Evidence.CounterCheck: read at start and with every verdict.
@@ -143,8 +120,8 @@ type Counter struct {
 	Status func() (reading, history string)
 }
 
-// Measures are what a counter's own check measures with: the clock's.
-type Measures struct {
+// measures are what a counter's own check measures with: the clock's.
+type measures struct {
 	// Portable is the portable source's read, whose cost a counter's
 	// read must not exceed.
 	Portable func() uint64
@@ -163,10 +140,10 @@ const (
 	rateCheckPPM  = 1000
 )
 
-// StatedRateHolds reports whether src counts at its Rate, to within
+// statedRateHolds reports whether src counts at its Rate, to within
 // rateCheckPPM over rateCheckTime, measured by measure. A measurement
 // that fails says nothing either way, and leaves the stated rate.
-func StatedRateHolds(src Source, measure func(read func() uint64, d time.Duration) (hz, errPPM float64, err error)) bool {
+func statedRateHolds(src Source, measure func(read func() uint64, d time.Duration) (hz, errPPM float64, err error)) bool {
 	hz, errPPM, err := measure(src.Read, rateCheckTime)
 	if err != nil {
 		return true
@@ -175,9 +152,9 @@ func StatedRateHolds(src Source, measure func(read func() uint64, d time.Duratio
 	return offPPM <= rateCheckPPM+errPPM
 }
 
-// NoAsmReason says which half of the assembly's build tag (gc && !purego,
+// noAsmReason says which half of the assembly's build tag (gc && !purego,
 // on arch) excluded it from this build.
-func NoAsmReason(arch string) string {
+func noAsmReason(arch string) string {
 	switch {
 	case runtime.GOARCH != arch:
 		return "not " + arch + " (GOARCH=" + runtime.GOARCH + ")"

@@ -1,6 +1,6 @@
 //go:build gc && !purego
 
-package hwcounter
+package schedclock
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package hwcounter
+package schedclock
 
 import (
 	"testing"
@@ -37,22 +37,22 @@ func TestTSCRateWithTheKernel(t *testing.T) {
 		name        string
 		changes     map[[2]uint32][4]uint32
 		clocksource string
-		wantOrigin  RateOrigin
+		wantOrigin  rateOrigin
 		wantErr     error
 		wantMsg     string
 	}{
-		{name: "kernel uses the TSC", clocksource: "tsc", wantOrigin: RateHypervisor},
-		{name: "clocksource with its newline", clocksource: "tsc\n", wantOrigin: RateHypervisor},
-		{name: "no sysfs: CPUID only", clocksource: "", wantOrigin: RateHypervisor},
-		{name: "no rate leaf: measured", clocksource: "tsc", wantOrigin: RateMeasured,
+		{name: "kernel uses the TSC", clocksource: "tsc", wantOrigin: rateHypervisor},
+		{name: "clocksource with its newline", clocksource: "tsc\n", wantOrigin: rateHypervisor},
+		{name: "no sysfs: CPUID only", clocksource: "", wantOrigin: rateHypervisor},
+		{name: "no rate leaf: measured", clocksource: "tsc", wantOrigin: rateMeasured,
 			changes: map[[2]uint32][4]uint32{{0x40000010, 0}: {}}},
 		{name: "kernel uses kvm-clock", clocksource: "kvm-clock\n",
-			wantErr: ErrUntrusted, wantMsg: `schedclock: counter not trusted "tsc": kernel clocksource is kvm-clock, not tsc`},
+			wantErr: errUntrusted, wantMsg: `schedclock: counter not trusted "tsc": kernel clocksource is kvm-clock, not tsc`},
 		{name: "kernel demoted the TSC to hpet", clocksource: "hpet",
-			wantErr: ErrUntrusted, wantMsg: `schedclock: counter not trusted "tsc": kernel clocksource is hpet, not tsc`},
+			wantErr: errUntrusted, wantMsg: `schedclock: counter not trusted "tsc": kernel clocksource is hpet, not tsc`},
 		{name: "not invariant, whatever the kernel says", clocksource: "hpet",
 			changes: map[[2]uint32][4]uint32{{0x80000007, 0}: {}},
-			wantErr: ErrUntrusted, wantMsg: `schedclock: counter not trusted "tsc": no invariant TSC (CPUID 0x80000007 EDX bit 8 clear)`},
+			wantErr: errUntrusted, wantMsg: `schedclock: counter not trusted "tsc": no invariant TSC (CPUID 0x80000007 EDX bit 8 clear)`},
 		{name: "no TSC at all", clocksource: "tsc",
 			changes: map[[2]uint32][4]uint32{{0x1, 0}: {0x00a00f11, 0x00020800, 0xfef83203, 0x178bfbef}},
 			wantErr: ErrUnsupported, wantMsg: `schedclock: counter not supported here "tsc": no TSC (CPUID 1 EDX bit 4 clear)`},
@@ -69,7 +69,7 @@ func TestTSCRateWithTheKernel(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantOrigin, origin)
-			if origin == RateMeasured {
+			if origin == rateMeasured {
 				assert.Zero(t, rate)
 				return
 			}

@@ -1,33 +1,33 @@
-package hwcounter
+package schedclock
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/schedclock/schedclock/internal/errata"
-	"github.com/schedclock/schedclock/internal/format"
 )
 
-// CNTVCTBits is the counter width the architecture guarantees: at least
+// cntvctBits is the counter width the architecture guarantees: at least
 // 56 bits before Armv8.6, 64 from it. Masking a 64-bit counter to 56 bits
 // still gives a consistent 56-bit counter, so 56 is right everywhere.
-const CNTVCTBits = 56
+const cntvctBits = 56
 
 // cntfrqErrPPM is the error reported for the rate in CNTFRQ_EL0: firmware
 // programs the nominal oscillator frequency, and the oscillator sits some
 // tens of ppm from it. The rate is refined in the background anyway.
 const cntfrqErrPPM = 50
 
-// CNTVCTCounter is CNTVCT's entry in the default clock's table. The
+// cntvctCounter is CNTVCT's entry in the default clock's table. The
 // kernel keeps no watchdog on the arm64 generic timer (one system-wide
 // counter), so its own check decides: the kernel's erratum workaround
 // where this CPU needs one, and a read that costs no more than the
 // portable source's (a counter the kernel traps falls back).
-var CNTVCTCounter = Counter{
+var cntvctCounter = descriptor{
 	Arch:      "arm64",
-	Probe:     ProbeCNTVCT,
+	Probe:     probeCNTVCT,
 	NoVerdict: "not consulted: the arm64 generic timer is one system-wide counter, and the kernel keeps no watchdog on it",
 	Prepare:   prepareCNTVCT,
 }
@@ -36,33 +36,33 @@ var CNTVCTCounter = Counter{
 // one, in src's read (reading it needs the same workaround from user
 // space as the kernel's: a few small file reads, cheap enough for the
 // default clock's set-up), and returns the check of what that read costs.
-func prepareCNTVCT(src Source) (Source, func(Measures) (string, error)) {
+func prepareCNTVCT(src Source) (Source, func(measures) (string, error)) {
 	erratum := errata.Detect(os.DirFS("/"))
-	if read := CNTVCTErratum(erratum.Erratum); read != nil {
+	if read := cntvctErratum(erratum.Erratum); read != nil {
 		src.Read = read
 	}
-	return src, func(m Measures) (string, error) {
+	return src, func(m measures) (string, error) {
 		t := decideCNTVCT(erratum, src.Read, measureReadCost(src.Read, m.Portable))
 		return t.String(), t.untrusted()
 	}
 }
 
-// ProbeCNTVCT returns the arm64 virtual counter CNTVCT_EL0 as a Source,
+// probeCNTVCT returns the arm64 virtual counter CNTVCT_EL0 as a Source,
 // read with ISB before it and an ordering load after it (CNTVCT), at the
 // frequency in CNTFRQ_EL0, with the origin and error of that rate; it
 // never blocks. Off arm64, in a purego or non-gc build, err wraps
 // ErrUnsupported; where CNTFRQ_EL0 reads 0 (firmware left it
-// unprogrammed), ErrUntrusted. The message says exactly why.
-func ProbeCNTVCT() (src Source, origin RateOrigin, errPPM float64, err error) {
-	if !CNTVCTSupported {
-		return Source{}, 0, 0, format.Errorf("%w %q: %s", ErrUnsupported, "cntvct", NoAsmReason("arm64"))
+// unprogrammed), errUntrusted. The message says exactly why.
+func probeCNTVCT() (src Source, origin rateOrigin, errPPM float64, err error) {
+	if !cntvctSupported {
+		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, "cntvct", noAsmReason("arm64"))
 	}
 	// CNTFRQ_EL0 bits 63:32 are RES0.
-	rate := CNTFRQ() & 0xffff_ffff
+	rate := cntfrq() & 0xffff_ffff
 	if rate == 0 {
-		return Source{}, 0, 0, format.Errorf("%w %q: CNTFRQ_EL0 reads 0 (firmware did not program the counter frequency)", ErrUntrusted, "cntvct")
+		return Source{}, 0, 0, fmt.Errorf("%w %q: CNTFRQ_EL0 reads 0 (firmware did not program the counter frequency)", errUntrusted, "cntvct")
 	}
-	return Source{Name: "cntvct", Read: CNTVCT(), Bits: CNTVCTBits, Rate: rate}, RateCNTFRQ, cntfrqErrPPM, nil
+	return Source{Name: "cntvct", Read: cntvctReader(), Bits: cntvctBits, Rate: rate}, rateCNTFRQ, cntfrqErrPPM, nil
 }
 
 // Whether CNTVCT_EL0 is worth reading is decided by what a read costs, as
@@ -156,9 +156,9 @@ func (t cntvctTrust) String() string {
 	if t.Match.Erratum == errata.None {
 		b.WriteString("no erratum")
 	} else {
-		b.WriteString(format.Sprintf("%s (%s), kernel's workaround read: %s", t.Match.Erratum, t.Match.Where, t.Match.Erratum.Workaround()))
+		b.WriteString(fmt.Sprintf("%s (%s), kernel's workaround read: %s", t.Match.Erratum, t.Match.Where, t.Match.Erratum.Workaround()))
 	}
-	b.WriteString("; read " + format.Ns(t.Cost.CounterNs) + ", portable " + format.Ns(t.Cost.PortableNs))
+	b.WriteString("; read " + formatNs(t.Cost.CounterNs) + ", portable " + formatNs(t.Cost.PortableNs))
 	if t.Fallback {
 		b.WriteString(": slower than the portable source (the kernel traps the counter?), falling back to it")
 	}
@@ -169,14 +169,14 @@ func (t cntvctTrust) String() string {
 }
 
 // untrusted returns nil while the counter may be used, and else an error
-// wrapping ErrUntrusted (or ErrUnsupported where there is no counter)
+// wrapping errUntrusted (or ErrUnsupported where there is no counter)
 // that says why.
 func (t cntvctTrust) untrusted() error {
 	switch {
 	case t.Reason != "":
-		return format.Errorf("%w %q: %s", ErrUnsupported, "cntvct", t.Reason)
+		return fmt.Errorf("%w %q: %s", ErrUnsupported, "cntvct", t.Reason)
 	case t.Fallback:
-		return format.Errorf("%w %q: %s", ErrUntrusted, "cntvct", strings.TrimPrefix(t.String(), "cntvct: "))
+		return fmt.Errorf("%w %q: %s", errUntrusted, "cntvct", strings.TrimPrefix(t.String(), "cntvct: "))
 	}
 	return nil
 }

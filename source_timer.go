@@ -1,12 +1,12 @@
-package hwcounter
+package schedclock
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
+	"os"
 
-	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/kernel"
-	"github.com/schedclock/schedclock/internal/sysfile"
 	"github.com/schedclock/schedclock/internal/timebase"
 )
 
@@ -14,7 +14,7 @@ import (
 // counter that every CPU of the machine reads at the same rate from one
 // time base, which the kernel uses as its clocksource (and sched_clock)
 // under a name of its own; only its instruction and ordering (its
-// NAME_GOARCH.s says why each), its clocksource's name and the origin
+// source_NAME_GOARCH.s says why each), its clocksource's name and the origin
 // of its rate differ, which a timer holds as data. The default clock's
 // table has GOARCH's, trusted on the kernel's word (its clocksource is
 // that counter), which it follows for life, and only where a read costs
@@ -29,10 +29,10 @@ type timer struct {
 	supported   bool
 	read        func() func() uint64 // its reader
 	// rate is the counter's rate as firmware or the architecture states
-	// it, with the origin and error of that figure: 0 and RateMeasured
-	// where none does, or an error wrapping ErrUntrusted that says why a
+	// it, with the origin and error of that figure: 0 and rateMeasured
+	// where none does, or an error wrapping errUntrusted that says why a
 	// stated figure is unusable.
-	rate func() (hz uint64, origin RateOrigin, errPPM float64, err error)
+	rate func() (hz uint64, origin rateOrigin, errPPM float64, err error)
 }
 
 var (
@@ -40,12 +40,12 @@ var (
 	// tree's /cpus/timebase-frequency, the figure the kernel's timer
 	// driver runs on; ACPI systems and qemu-user expose none.
 	rdtimeTimer = timer{name: "rdtime", arch: "riscv64", clocksource: "riscv_clocksource",
-		supported: RDTIMESupported, read: RDTIME, rate: rdtimeRateHere}
+		supported: rdtimeSupported, read: rdtimeReader, rate: rdtimeRateHere}
 	// The time base (clocksource_timebase, arch/powerpc/kernel/time.c),
 	// at /proc/cpuinfo's timebase line, the kernel's ppc_tb_freq
 	// (qemu-user passes the host's file through: none there).
 	timebaseTimer = timer{name: "timebase", arch: "ppc64le", clocksource: "timebase",
-		supported: TimeBaseSupported, read: TimeBase, rate: timebaseRateHere}
+		supported: timebaseSupported, read: timebaseReader, rate: timebaseRateHere}
 	// The TOD clock (clocksource_tod, arch/s390/kernel/time.c), at its
 	// architected rate. The architecture keeps the TOD clocks of all
 	// CPUs synchronised (the TOD-clock-sync control, and STP across
@@ -53,42 +53,42 @@ var (
 	// stored earlier on another: what lets the kernel use it for
 	// sched_clock on every CPU without the TSC's cross-CPU checks.
 	todTimer = timer{name: "tod", arch: "s390x", clocksource: "tod",
-		supported: TODSupported, read: TOD, rate: todRateHere}
+		supported: todSupported, read: todReader, rate: todRateHere}
 	// The stable counter (clocksource_const,
 	// arch/loongarch/kernel/time.c), at the rate CPUCFG leaves 4 and 5
 	// give, as the kernel's calc_const_freq computes it.
 	stableCounterTimer = timer{name: "stablecounter", arch: "loong64", clocksource: "Constant",
-		supported: StableCounterSupported, read: StableCounter, rate: stableCounterRateHere}
+		supported: stableCounterSupported, read: stableCounterReader, rate: stableCounterRateHere}
 )
 
 // The timers' entries in the default clock's table: static data, so each
 // names functions of its own.
 var (
-	RDTIMECounter        = Counter{Arch: "riscv64", Probe: ProbeRDTIME, Verdict: rdtimeVerdict, Prepare: prepareReadCost}
-	TimeBaseCounter      = Counter{Arch: "ppc64le", Probe: ProbeTimeBase, Verdict: timebaseVerdict, Prepare: prepareReadCost}
-	TODCounter           = Counter{Arch: "s390x", Probe: ProbeTOD, Verdict: todVerdict, Prepare: prepareReadCost}
-	StableCounterCounter = Counter{Arch: "loong64", Probe: ProbeStableCounter, Verdict: stableCounterVerdict, Prepare: prepareReadCost}
+	rdtimeCounter        = descriptor{Arch: "riscv64", Probe: probeRDTIME, Verdict: rdtimeVerdict, Prepare: prepareReadCost}
+	timebaseCounter      = descriptor{Arch: "ppc64le", Probe: probeTimeBase, Verdict: timebaseVerdict, Prepare: prepareReadCost}
+	todCounter           = descriptor{Arch: "s390x", Probe: probeTOD, Verdict: todVerdict, Prepare: prepareReadCost}
+	stableCounterCounter = descriptor{Arch: "loong64", Probe: probeStableCounter, Verdict: stableCounterVerdict, Prepare: prepareReadCost}
 )
 
 // The timers' probes: each returns its counter as a Source, 64 bits, at
 // the rate its firmware or its architecture states, with the origin and
-// error of that figure; where none is stated, Rate 0 and RateMeasured.
+// error of that figure; where none is stated, Rate 0 and rateMeasured.
 // Off its GOARCH, in a purego or non-gc build, err wraps ErrUnsupported;
-// where a stated rate is unusable, ErrUntrusted. The message says
+// where a stated rate is unusable, errUntrusted. The message says
 // exactly why.
-func ProbeRDTIME() (Source, RateOrigin, float64, error)        { return rdtimeTimer.probe() }
-func ProbeTimeBase() (Source, RateOrigin, float64, error)      { return timebaseTimer.probe() }
-func ProbeTOD() (Source, RateOrigin, float64, error)           { return todTimer.probe() }
-func ProbeStableCounter() (Source, RateOrigin, float64, error) { return stableCounterTimer.probe() }
+func probeRDTIME() (Source, rateOrigin, float64, error)        { return rdtimeTimer.probe() }
+func probeTimeBase() (Source, rateOrigin, float64, error)      { return timebaseTimer.probe() }
+func probeTOD() (Source, rateOrigin, float64, error)           { return todTimer.probe() }
+func probeStableCounter() (Source, rateOrigin, float64, error) { return stableCounterTimer.probe() }
 func rdtimeVerdict() kernel.Verdict                            { return clocksourceVerdict(rdtimeTimer.clocksource) }
 func timebaseVerdict() kernel.Verdict                          { return clocksourceVerdict(timebaseTimer.clocksource) }
 func todVerdict() kernel.Verdict                               { return clocksourceVerdict(todTimer.clocksource) }
 func stableCounterVerdict() kernel.Verdict                     { return clocksourceVerdict(stableCounterTimer.clocksource) }
 
 // probe is the timer's Probe.
-func (t *timer) probe() (src Source, origin RateOrigin, errPPM float64, err error) {
+func (t *timer) probe() (src Source, origin rateOrigin, errPPM float64, err error) {
 	if !t.supported {
-		return Source{}, 0, 0, format.Errorf("%w %q: %s", ErrUnsupported, t.name, NoAsmReason(t.arch))
+		return Source{}, 0, 0, fmt.Errorf("%w %q: %s", ErrUnsupported, t.name, noAsmReason(t.arch))
 	}
 	rate, origin, errPPM, err := t.rate()
 	if err != nil {
@@ -97,19 +97,19 @@ func (t *timer) probe() (src Source, origin RateOrigin, errPPM float64, err erro
 	return Source{Name: t.name, Read: t.read(), Bits: timerBits, Rate: rate}, origin, errPPM, nil
 }
 
-func rdtimeRateHere() (uint64, RateOrigin, float64, error) {
-	return rdtimeRate(sysfile.Read(timebase.DeviceTreePath))
+func rdtimeRateHere() (uint64, rateOrigin, float64, error) {
+	return rdtimeRate(os.ReadFile(timebase.DeviceTreePath))
 }
 
-func timebaseRateHere() (uint64, RateOrigin, float64, error) {
-	return timebaseRate(sysfile.Read(timebase.CPUInfoPath))
+func timebaseRateHere() (uint64, rateOrigin, float64, error) {
+	return timebaseRate(os.ReadFile(timebase.CPUInfoPath))
 }
 
-func todRateHere() (uint64, RateOrigin, float64, error) { return todRate, RateArchitected, 0, nil }
+func todRateHere() (uint64, rateOrigin, float64, error) { return todRate, rateArchitected, 0, nil }
 
-func stableCounterRateHere() (uint64, RateOrigin, float64, error) {
-	rate, err := stableCounterRate(CPUCFG)
-	return rate, RateCPUCFG, nominalRateErrPPM, err
+func stableCounterRateHere() (uint64, rateOrigin, float64, error) {
+	rate, err := stableCounterRate(cpucfg)
+	return rate, rateCPUCFG, nominalRateErrPPM, err
 }
 
 // todRate is the TOD clock's rate, fixed by the architecture: bit 51 of
@@ -122,39 +122,39 @@ const todRate = 4_096_000_000
 // timebase-frequency property (its content, or the error reading it):
 // no property at all means measuring; one that is there but unusable is
 // firmware's mistake, and refused rather than papered over.
-func rdtimeRate(property []byte, readErr error) (rate uint64, origin RateOrigin, errPPM float64, err error) {
+func rdtimeRate(property []byte, readErr error) (rate uint64, origin rateOrigin, errPPM float64, err error) {
 	if errors.Is(readErr, fs.ErrNotExist) {
-		return 0, RateMeasured, 0, nil
+		return 0, rateMeasured, 0, nil
 	}
 	if readErr != nil {
-		return 0, 0, 0, format.Errorf("%w %q: reading %s: %v", ErrUntrusted, "rdtime", timebase.DeviceTreePath, readErr)
+		return 0, 0, 0, fmt.Errorf("%w %q: reading %s: %v", errUntrusted, "rdtime", timebase.DeviceTreePath, readErr)
 	}
 	rate, err = timebase.DeviceTreeFrequency(property)
 	if err != nil {
-		return 0, 0, 0, format.Errorf("%w %q: %s: %v", ErrUntrusted, "rdtime", timebase.DeviceTreePath, err)
+		return 0, 0, 0, fmt.Errorf("%w %q: %s: %v", errUntrusted, "rdtime", timebase.DeviceTreePath, err)
 	}
-	return rate, RateDeviceTree, nominalRateErrPPM, nil
+	return rate, rateDeviceTree, nominalRateErrPPM, nil
 }
 
 // timebaseRate decides the time base's rate from /proc/cpuinfo (its
 // content, or the error reading it): no file, or a file without a
 // timebase line (another architecture's, under emulation), means
 // measuring; a timebase line that is unusable is refused.
-func timebaseRate(cpuinfo []byte, readErr error) (rate uint64, origin RateOrigin, errPPM float64, err error) {
+func timebaseRate(cpuinfo []byte, readErr error) (rate uint64, origin rateOrigin, errPPM float64, err error) {
 	if errors.Is(readErr, fs.ErrNotExist) {
-		return 0, RateMeasured, 0, nil
+		return 0, rateMeasured, 0, nil
 	}
 	if readErr != nil {
-		return 0, 0, 0, format.Errorf("%w %q: reading %s: %v", ErrUntrusted, "timebase", timebase.CPUInfoPath, readErr)
+		return 0, 0, 0, fmt.Errorf("%w %q: reading %s: %v", errUntrusted, "timebase", timebase.CPUInfoPath, readErr)
 	}
 	rate, err = timebase.CPUInfoTimebase(cpuinfo)
 	switch {
 	case errors.Is(err, timebase.ErrNoTimebaseLine):
-		return 0, RateMeasured, 0, nil
+		return 0, rateMeasured, 0, nil
 	case err != nil:
-		return 0, 0, 0, format.Errorf("%w %q: %s: %v", ErrUntrusted, "timebase", timebase.CPUInfoPath, err)
+		return 0, 0, 0, fmt.Errorf("%w %q: %s: %v", errUntrusted, "timebase", timebase.CPUInfoPath, err)
 	}
-	return rate, RateCPUInfo, nominalRateErrPPM, nil
+	return rate, rateCPUInfo, nominalRateErrPPM, nil
 }
 
 // stableCounterRate reads the counter's rate from CPUCFG leaves 2, 4 and
@@ -162,7 +162,7 @@ func timebaseRate(cpuinfo []byte, readErr error) (rate uint64, origin RateOrigin
 func stableCounterRate(cfg func(leaf uint32) uint32) (uint64, error) {
 	rate, err := timebase.StableCounterFrequency(cfg(2), cfg(4), cfg(5))
 	if err != nil {
-		return 0, format.Errorf("%w %q: %v", ErrUntrusted, "stablecounter", err)
+		return 0, fmt.Errorf("%w %q: %v", errUntrusted, "stablecounter", err)
 	}
 	return rate, nil
 }
@@ -197,18 +197,18 @@ func clocksourceVerdict(want string) kernel.Verdict {
 // than the portable source's (an instruction a hypervisor or the kernel
 // traps and emulates) is refused, and the default clock falls back. So
 // is a counter that does not run at the rate its firmware states
-// (StatedRateHolds; qemu-loongarch64's), which the default clock would
+// (statedRateHolds; qemu-loongarch64's), which the default clock would
 // otherwise adopt at that rate.
-func prepareReadCost(src Source) (Source, func(Measures) (string, error)) {
-	return src, func(m Measures) (string, error) {
-		if src.Rate != 0 && !StatedRateHolds(src, m.Rate) {
-			return src.Name + ": does not run at its stated rate", format.Errorf("%w %q: does not run at the stated %d Hz", ErrUntrusted, src.Name, src.Rate)
+func prepareReadCost(src Source) (Source, func(measures) (string, error)) {
+	return src, func(m measures) (string, error) {
+		if src.Rate != 0 && !statedRateHolds(src, m.Rate) {
+			return src.Name + ": does not run at its stated rate", fmt.Errorf("%w %q: does not run at the stated %d Hz", errUntrusted, src.Name, src.Rate)
 		}
 		cost := measureReadCost(src.Read, m.Portable)
-		found := format.Sprintf("%s: read %s, portable %s", src.Name, format.Ns(cost.CounterNs), format.Ns(cost.PortableNs))
+		found := fmt.Sprintf("%s: read %s, portable %s", src.Name, formatNs(cost.CounterNs), formatNs(cost.PortableNs))
 		if cost.counterSlower() {
-			return found + ": slower than the portable source", format.Errorf("%w %q: read %s, slower than the portable source's %s (the counter is trapped?)",
-				ErrUntrusted, src.Name, format.Ns(cost.CounterNs), format.Ns(cost.PortableNs))
+			return found + ": slower than the portable source", fmt.Errorf("%w %q: read %s, slower than the portable source's %s (the counter is trapped?)",
+				errUntrusted, src.Name, formatNs(cost.CounterNs), formatNs(cost.PortableNs))
 		}
 		return found, nil
 	}

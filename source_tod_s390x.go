@@ -1,8 +1,8 @@
 //go:build gc && !purego
 
-package hwcounter
+package schedclock
 
-// This build reads the TOD clock in assembly: see hwcounter.go.
+// This build reads the TOD clock in assembly: see source_readers.go.
 const asmBuild = true
 
 var asm = asmReaders{tod: readTOD}

@@ -1,10 +1,10 @@
 //go:build gc && !purego
 
-package hwcounter
+package schedclock
 
 import "github.com/schedclock/schedclock/internal/errata"
 
-// This build reads CNTVCT_EL0 in assembly: see hwcounter.go.
+// This build reads CNTVCT_EL0 in assembly: see source_readers.go.
 const asmBuild = true
 
 var asm = asmReaders{cntvct: readCNTVCT, cntfrq: readCNTFRQ, cntvctErratum: cntvctErratumRead}

@@ -1,11 +1,10 @@
-package hwcounter
+package schedclock
 
 import (
 	"os"
 	"runtime"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,10 +16,6 @@ import (
 func mono() uint64 { return uint64(time.Since(monoBase)) }
 
 var monoBase = time.Now()
-
-// funcPtr is the pointer a func value is made of: it identifies the
-// function.
-func funcPtr(f func() uint64) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&f)) }
 
 // assertCountsForwards reads read many times on one thread and checks
 // that it never goes backwards and does advance.
@@ -62,7 +57,7 @@ func TestMeasureReadCost(t *testing.T) {
 	assert.Greater(t, cost.PortableNs, 0.0)
 
 	// The hardware counters of this build, for the record.
-	for name, read := range map[string]func() uint64{"tsc": TSC(), "cntvct": CNTVCT()} {
+	for name, read := range map[string]func() uint64{"tsc": tscReader(), "cntvct": cntvctReader()} {
 		if read != nil {
 			cost := measureReadCost(read, mono)
 			t.Logf("%s on %s: read %.1f ns, portable %.1f ns", name, runtime.GOARCH, cost.CounterNs, cost.PortableNs)
@@ -143,7 +138,7 @@ func TestCheckCNTVCTOnEachErratum(t *testing.T) {
 			if tt.fallback {
 				assert.Nil(t, trust.Read)
 				err := trust.untrusted()
-				assert.ErrorIs(t, err, ErrUntrusted)
+				assert.ErrorIs(t, err, errUntrusted)
 				assert.Equal(t, `schedclock: counter not trusted "cntvct": `+tt.say[len("cntvct: "):], err.Error())
 			} else {
 				require.NotNil(t, trust.Read)
@@ -168,8 +163,8 @@ func TestCheckCNTVCTSaysWhatItCouldNotRead(t *testing.T) {
 func TestCheckCNTVCTHere(t *testing.T) {
 	trust := checkCNTVCT()
 	t.Logf("%s", trust)
-	if !CNTVCTSupported {
-		assert.Equal(t, "cntvct: "+NoAsmReason("arm64"), trust.String())
+	if !cntvctSupported {
+		assert.Equal(t, "cntvct: "+noAsmReason("arm64"), trust.String())
 		assert.ErrorIs(t, trust.untrusted(), ErrUnsupported)
 		assert.Nil(t, trust.Read)
 		return
@@ -184,16 +179,16 @@ func TestCheckCNTVCTHere(t *testing.T) {
 // TestCNTVCTErratumReaders runs each workaround read on the real counter
 // (qemu's, on this host): each must count forwards on one thread.
 func TestCNTVCTErratumReaders(t *testing.T) {
-	if !CNTVCTSupported {
-		assert.Nil(t, CNTVCTErratum(errata.ARM858921))
-		t.Skip("no CNTVCT in this build: ", NoAsmReason("arm64"))
+	if !cntvctSupported {
+		assert.Nil(t, cntvctErratum(errata.ARM858921))
+		t.Skip("no CNTVCT in this build: ", noAsmReason("arm64"))
 	}
-	assert.Equal(t, funcPtr(CNTVCT()), funcPtr(CNTVCTErratum(errata.None)))
+	assert.Equal(t, funcPtr(cntvctReader()), funcPtr(cntvctErratum(errata.None)))
 	for e := errata.None; e <= errata.Sun50iUnknown1; e++ {
-		read := CNTVCTErratum(e)
+		read := cntvctErratum(e)
 		require.NotNil(t, read, "%v", e)
 		if e != errata.None {
-			assert.NotEqual(t, funcPtr(CNTVCT()), funcPtr(read), "%v has a read of its own", e)
+			assert.NotEqual(t, funcPtr(cntvctReader()), funcPtr(read), "%v has a read of its own", e)
 		}
 		assertCountsForwards(t, e.String(), read)
 	}
@@ -206,10 +201,10 @@ func TestCNTVCTErratumReaders(t *testing.T) {
 // few small file reads and, on a healthy counter, some 20 µs of reads;
 // at most about 5 ms where reads are trapped.
 func checkCNTVCT() cntvctTrust {
-	if !CNTVCTSupported {
-		return cntvctTrust{Reason: NoAsmReason("arm64")}
+	if !cntvctSupported {
+		return cntvctTrust{Reason: noAsmReason("arm64")}
 	}
-	return checkCNTVCTOn(errata.Detect(os.DirFS("/")), CNTVCTErratum, func(read func() uint64) readCost { return measureReadCost(read, mono) })
+	return checkCNTVCTOn(errata.Detect(os.DirFS("/")), cntvctErratum, func(read func() uint64) readCost { return measureReadCost(read, mono) })
 }
 
 // checkCNTVCTOn is checkCNTVCT on a given erratum match, reader binding
