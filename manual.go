@@ -129,7 +129,8 @@ func unixNanoSat(t time.Time) int64 {
 // second ten times reads 10 s later, not 10 s modulo 4.29 s): no wrap is
 // ever lost, whatever the Clock's goroutine does. A Clock that is
 // suspended, closed or standing still after its watch refused a reading
-// (Watch.Holding) is not folded (it does not follow the counter).
+// (Watch.Holding) is not folded: it stands still, its line a constant
+// (Close publishes one on a Manual), and does not follow the counter.
 func (m *manual) Advance(d time.Duration) {
 	if m == nil || d <= 0 {
 		return

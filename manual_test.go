@@ -236,3 +236,37 @@ func TestRefusedRatesAreQuotedExactly(t *testing.T) {
 		assert.Contains(t, err.Error(), " "+strconv.FormatUint(rate, 10)+" Hz")
 	}
 }
+
+// TestAClosedManualClockStandsStill: a Clock on a Manual counter, once
+// closed, does not follow the counter (Manual.Advance's doc): Now,
+// Since and Coarse stand at the reading Close left, however far Advance
+// and Set move the counter, on a 64-bit counter and on a narrow one,
+// whose unfolded wraps would otherwise read as a step back. Advance
+// and Set on it neither panic nor touch the clocks still open.
+func TestAClosedManualClockStandsStill(t *testing.T) {
+	for _, width := range []int{64, 32} {
+		t.Run(strconv.Itoa(width)+" bits", func(t *testing.T) {
+			m := mustManual(1e9, width)
+			c, err := schedclock.New(m.Source())
+			require.NoError(t, err)
+			open, err := schedclock.New(m.Source())
+			require.NoError(t, err)
+			defer open.Close()
+			m.Advance(time.Second)
+			require.NoError(t, c.Close())
+			at, coarseAt := c.Now(), c.Coarse()
+			require.Equal(t, schedclock.Instant(time.Second), at)
+			for _, d := range []time.Duration{time.Second, 2 * time.Second, 500 * time.Millisecond, time.Minute} {
+				m.Advance(d)
+				assert.Equal(t, at, c.Now(), "a closed clock followed Advance(%v)", d)
+				assert.Equal(t, coarseAt, c.Coarse(), "Coarse of a closed clock moved")
+			}
+			// The open clock on the same counter follows it exactly.
+			assert.Equal(t, schedclock.Instant(4500*time.Millisecond+time.Minute), open.Now())
+			m.Set(0)
+			assert.Equal(t, at, c.Now(), "a closed clock followed Set")
+			assert.Equal(t, time.Duration(0), c.Since(at))
+			assert.True(t, c.Info().Closed)
+		})
+	}
+}

@@ -495,7 +495,10 @@ func (ln *line) continuedBy(next *line) bool {
 // the counter's range, 2^64*7/8 counts (511 years at 1 GHz, 51 years at
 // 10 GHz), after which Now takes the counter for one that stepped back
 // and stands at the value of the last Update; a narrower counter stays
-// exact for 7/8 of one wrap. After Close, Register, Update, Suspend and Resume
+// exact for 7/8 of one wrap. A clock on a schedclocktest Manual counter
+// stands still instead, at its reading when Close took effect: Advance
+// and Set no longer move it (nor fold a narrow one, whose unfolded wraps
+// would read as a step back). After Close, Register, Update, Suspend and Resume
 // return ErrClosed and change nothing, so a clock closed while suspended
 // stays frozen, and so does one closed while it stands still after its
 // watch refused a reading (see [Watch] Holding). A second Close returns ErrClosed. The default clock
@@ -514,6 +517,15 @@ func (c *Clock) Close() error {
 		c.st.writer.g.Store(0)
 		c.st.mu.Unlock()
 		return ErrClosed
+	}
+	if c.st.exact.manual.Load() != nil && !c.st.suspended && !c.st.held {
+		// A Manual counter moves only when a test says so, and Advance
+		// no longer folds a closed clock: followed on, its next wrap
+		// would read as a step back. It stands still instead, as
+		// Manual's doc says, at a reading no reader has passed.
+		frozen := c.st.cur
+		_, frozen.epochNs, frozen.frac = c.freeze("close")
+		c.publishLocked(frozenLine(frozen, c.st.conv))
 	}
 	c.st.loop.closed = true
 	c.st.track = nil

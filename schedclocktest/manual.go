@@ -57,7 +57,8 @@ func NewManual(rate uint64, bits int) (*Manual, error) {
 // counter wraps, as often as d says, and Advance folds every running
 // Clock on it across the move, exactly (NewManual(1e9, 32) advanced by a
 // second ten times reads 10 s later, not 10 s modulo 4.29 s). A Clock
-// that is suspended or closed does not follow the counter.
+// that is suspended or closed does not follow the counter: it stands
+// still (until Resume, or for good), and Advance and Set leave it alone.
 func (m *Manual) Advance(d time.Duration) {
 	if m != nil {
 		m.counter.Advance(int64(d))
