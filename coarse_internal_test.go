@@ -11,13 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestCoarseTickerStartsAtOnce: on the default clock, whose background
-// work waits firstUseGrace after the first use, Coarse's ticker starts at
-// once: from a first use that is a Coarse, and from a Coarse during the
-// grace. In a testing/synctest bubble (a default-like clock on the
-// portable source, made there), so that it is a matter of the schedule,
-// not of how busy this machine is: the value must have been refreshed one
-// resolution after the first Coarse.
+// TestCoarseTickerStartsAtOnce: on the default clock, whose set-up
+// chooses the hardware before its background loop runs, Coarse's ticker
+// starts at once: from a first use that is a Coarse, and from a Coarse
+// soon after a first Now. In a testing/synctest bubble (a default-like
+// clock on the portable source, made there), so that it is a matter of
+// the schedule, not of how busy this machine is: the value must have
+// been refreshed one resolution after the first Coarse.
 func TestCoarseTickerStartsAtOnce(t *testing.T) {
 	noCounter := func() (Source, rateOrigin, float64, error) {
 		return Source{}, 0, 0, errors.New("none here")
@@ -29,7 +29,7 @@ func TestCoarseTickerStartsAtOnce(t *testing.T) {
 				defer func() { require.NoError(t, c.Close()) }()
 				if firstUse == "Now" {
 					c.nanos()
-					time.Sleep(firstUseGrace / 5)
+					time.Sleep(2 * time.Millisecond)
 				}
 				stored := c.Coarse()
 				time.Sleep(c.st.ticker.every + 1)

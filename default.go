@@ -316,24 +316,25 @@ func Since(start Instant) time.Duration { return defaultClock.Since(start) }
 func Default() *Clock { return defaultClock }
 
 // The default clock's first use. Package initialisation leaves the
-// default clock on the portable source, read through first.read. A use
-// (Now, Since, Coarse, WallNow, Time, Info) notes the first one, which
-// costs its caller one compare-and-swap, and the first use firstUseGrace
-// or more after it starts the set-up, in a goroutine of its own: it
-// chooses the hardware counter (chooseHardware), puts the portable
-// source's own read function back in the line, starts the counter's
-// checks and runs the background loop. A writer method (Register,
-// Suspend, Resume, Update) starts it at once: it may take the line
-// away from first.read, and a registered counter needs its folds.
+// default clock on the portable source, read through first.read. The
+// first use (Now, Since, Coarse, WallNow, Time, Info, KernelTime, or a
+// writer method: Register, Suspend, Resume, Update) starts the set-up,
+// in a goroutine of its own: it chooses the hardware counter
+// (chooseHardware), puts the portable source's own read function back in
+// the line, starts the counter's checks and runs the background loop.
+// The caller never waits for any of it: the first use costs it one
+// compare-and-swap and the go statement (docs/default-clock.md measures
+// the first calls), and answers from the portable source, exact without
+// the set-up. Until the choice is made, Info says so: its Source is the
+// portable source it reads, and Evidence.Pending names the choice.
 //
-// Why not start it at the first use itself: in a new process the first
-// goroutine a program starts (or the first timer it sets) costs tens of
-// microseconds (a new stack's pages, the wake-up of an idle thread), and
-// that would fall on the first log line or request; the first use only
-// notes the time. A program that reads the clock once never pays for the
-// set-up at all, and needs none: the portable source is exact without
-// it. Until the set-up, the wall map is the first Time's provisional
-// one; the start marks it stale, so that the next Time pairs afresh.
+// An earlier design waited for a use 10 ms after the first, so that a
+// program that reads the clock once never started the goroutine; but a
+// program that read the clock once and asked Info later was told
+// "portable" with the choice still pending; and the goroutine's start
+// costs the first call about 4 µs (a first Now 1.1-1.8 µs before,
+// 5.4-5.5 µs after, docs/default-clock.md), within a first call's bar
+// (TestFirstCallsAreCheap).
 //
 // The read path has no "initialised?" branch: first.read is the line's
 // read function, and once the set-up has run, no bank holds it.
@@ -341,16 +342,9 @@ func Default() *Clock { return defaultClock }
 // The set-up's goroutine must belong to no testing/synctest bubble (its
 // timers would run on the bubble's fake clock, and the bubble would wait
 // for it for ever), and a goroutine started inside a bubble joins it.
-// So a use inside a bubble neither notes nor starts anything: the clock
-// runs on the portable source, which reads real time there too, until
-// it is used outside one.
-
-// firstUseGrace is how long after the first use a use starts the
-// set-up: a program that reads the clock once, or only at its start,
-// pays nothing for it, and a CPU of a small machine is not taken from
-// the caller's first moments (the set-up's probes, the checks' pinned
-// threads, calibration).
-const firstUseGrace = 10 * time.Millisecond
+// So a use inside a bubble starts nothing: the clock runs on the
+// portable source, which reads real time there too, until it is used
+// outside one.
 
 // readDefaultFirstUse is the default clock's first.read: the portable
 // source, which starts the set-up. It is a function, not a closure, so
@@ -366,30 +360,19 @@ func (p *trustPolicy) readFirstUse() uint64 {
 	return readMono()
 }
 
-// wakeFirstUse is a use of the default clock: it notes the first one
-// and starts the set-up at the first use firstUseGrace or more after
-// it (see above); a no-op on other clocks (p nil, or a policy that no
-// first use waits for), once the set-up has started, and inside a
-// testing/synctest bubble.
+// wakeFirstUse is a use of the default clock: the first one starts
+// the set-up (see above); a no-op on other clocks (p nil, or a policy
+// that no first use waits for), once the set-up has started, and inside
+// a testing/synctest bubble.
 func (p *trustPolicy) wakeFirstUse() {
 	if p == nil || !p.first.deferred || p.first.used.Load() {
 		return
 	}
-	now := runtimeNano()
-	if first := p.first.at.Load(); first != 0 {
-		if now-first >= int64(firstUseGrace) {
-			p.startSetUp()
-		}
-		return
-	}
-	if !inSynctestBubble() {
-		p.first.at.CompareAndSwap(0, now)
-	}
+	p.startSetUp()
 }
 
 // startSetUp starts the default clock's set-up now, unless it has
-// started or the caller is in a testing/synctest bubble: what a writer
-// method, and a use firstUseGrace after the first, do.
+// started or the caller is in a testing/synctest bubble.
 func (p *trustPolicy) startSetUp() {
 	if p == nil || !p.first.deferred || p.first.used.Load() || inSynctestBubble() {
 		return
@@ -424,8 +407,8 @@ func inSynctestBubble() bool {
 	return now == now.Round(0)
 }
 
-// setUp is the default clock's goroutine, started by a use
-// firstUseGrace after the first, or by a writer: it makes the hardware
+// setUp is the default clock's goroutine, started by its first use
+// (a writer's included): it makes the hardware
 // choice, starts the counter's checks and runs the background loop.
 // Started outside any testing/synctest bubble, it belongs to none, nor
 // does anything it starts.

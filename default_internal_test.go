@@ -214,6 +214,44 @@ func TestAnIdleClockWakesRarely(t *testing.T) {
 	})
 }
 
+// TestTheFirstUseStartsTheSetUp: a default clock's first use (a Now)
+// starts its set-up, in the background, with no second use to prompt
+// it: a program that reads the clock once and asks Info later finds the
+// choice made, not "portable" with the choice still pending. Until the
+// choice, Info says what is pending.
+func TestTheFirstUseStartsTheSetUp(t *testing.T) {
+	hw := realtime1GHz()
+	hw.Rate = 1e9
+	probing, release := make(chan struct{}), make(chan struct{})
+	c := newDefaultClock([]*hwcounter.Counter{{Arch: runtime.GOARCH,
+		Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
+			close(probing)
+			<-release
+			return counterSource(hw), hwcounter.RateCPUID, 0, nil
+		},
+		NoVerdict: "no verdict: a test's counter",
+	}})
+	defer c.Close()
+	c.Now()
+	select {
+	case <-probing:
+	case <-time.After(5 * time.Second):
+		close(release)
+		t.Fatal("the first Now started no set-up")
+	}
+	in := c.Info()
+	assert.Equal(t, choicePending, in.Evidence.Pending, "Info while the choice runs")
+	close(release)
+	require.Eventually(t, func() bool {
+		c.st.mu.Lock()
+		defer c.st.mu.Unlock()
+		return c.st.policy.chosen
+	}, 10*time.Second, time.Millisecond, "the set-up never chose")
+	in = c.Info()
+	assert.Equal(t, "hw", in.Source)
+	assert.Empty(t, in.Evidence.Pending)
+}
+
 // newChosenDefaultClock is newDefaultClock with its hardware choice made
 // at once, as the set-up makes it at the first use: what a test of the
 // choice looks at. Its background work starts at its first use.
@@ -288,6 +326,7 @@ func TestBootLine(t *testing.T) {
 // writer holds the lock.
 func TestBootInfo(t *testing.T) {
 	c := newDefaultClock(nil)
+	defer c.Close()
 	c.st.mu.Lock()
 	held := c.Info() // the snapshot: the lock is taken
 	fresh := c.infoLocked()

@@ -132,9 +132,10 @@ func synctestChild(t *testing.T) {
 
 // TestNothingRunsBeforeFirstUse checks, in a process of its own, what
 // importing the package costs before anything reads the default clock:
-// no goroutine at all, nor after the first Now; and that a Now after the
-// first one's grace starts the clock's set-up, which runs the background
-// loop.
+// no goroutine at all; that the first Now starts the clock's set-up,
+// which runs the background loop, with no further use; and that Info
+// 100 ms later tells the choice made: the hardware counter, or why not
+// (Rejected), not "portable" with the choice still pending.
 func TestNothingRunsBeforeFirstUse(t *testing.T) { inAProcessOfItsOwn(t, firstUseChild) }
 
 // schedclockGoroutines counts the goroutines whose stack runs through
@@ -165,11 +166,15 @@ func firstUseChild(t *testing.T) {
 	assert.Zero(t, schedclockGoroutines("setUp"), "set-up before the first use")
 	assert.Zero(t, schedclockGoroutines("background"), "background work before the first use")
 	schedclock.Now()
-	time.Sleep(50 * time.Millisecond)
-	assert.False(t, anySchedclockGoroutine(), "the first Now started a goroutine: its caller paid for it")
-	schedclock.Now()
+	time.Sleep(100 * time.Millisecond)
+	in := schedclock.Default().Info()
+	t.Logf("Info 100 ms after the first Now: Source %q, Evidence %+v", in.Source, in.Evidence)
+	assert.NotContains(t, in.Evidence.Pending, "the choice of a hardware counter", "the choice has not run 100 ms after the first use")
+	if in.Source == schedclock.Portable().Name {
+		assert.NotEmpty(t, in.Evidence.Rejected+in.Evidence.Pending, "on the portable source, saying neither why nor what for")
+	}
 	require.Eventually(t, func() bool { return schedclockGoroutines("background") == 1 }, 10*time.Second, time.Millisecond,
-		"a Now after the first one's grace did not start the background loop")
+		"the first Now did not start the background loop")
 }
 
 // firstCallNames are the calls testdata/weight/firstcall measures as

@@ -310,8 +310,8 @@ type kernelMaps [len(kernelRefs)]pairedMap
 // useKernelMaps gives the clock's kernel maps their references and has
 // the background goroutine keep them fresh.
 func (c *Clock) useKernelMaps() {
-	// The default clock's set-up now, not a grace after, and its
-	// hardware choice made before the first answer: its switch to the
+	// The default clock's set-up now (if this is its first use), and
+	// its hardware choice made before the first answer: its switch to the
 	// hardware's counter stands Now still for microseconds, and the
 	// readings taken meanwhile cannot say when in the switch they were
 	// taken. A program that maps onto the kernel's clocks from its first

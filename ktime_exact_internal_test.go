@@ -662,16 +662,15 @@ func TestKernelTimeOfThePastLine(t *testing.T) {
 	assert.Equal(t, int32(0), c.kernelMode(f.k, funcPtr(func() uint64 { return 1 })))
 }
 
-// TestKernelTimeStartsTheSetUp: a default clock's first KernelTime
-// starts its set-up at once (its switch to the hardware's counter, which
-// stands Now still for microseconds, is then behind the events a
-// program traces), where Now alone waits firstUseGrace for it.
+// TestKernelTimeStartsTheSetUp: a default clock's first use that is a
+// KernelTime starts its set-up at once (its switch to the hardware's
+// counter, which stands Now still for microseconds, is then behind the
+// events a program traces).
 func TestKernelTimeStartsTheSetUp(t *testing.T) {
 	c := newDefaultClock(nil)
 	defer c.Close()
-	c.Now()
-	require.False(t, c.st.policy.started(), "Now alone starts nothing")
-	c.KernelTime(KernelMonotonic, c.Now())
+	require.False(t, c.st.policy.started(), "set-up before the first use")
+	c.KernelTime(KernelMonotonic, 0)
 	assert.True(t, c.st.policy.started(), "KernelTime started no set-up")
 }
 
@@ -733,8 +732,7 @@ func TestTheFirstKernelTimeAnswersAfterTheSwitch(t *testing.T) {
 		NoVerdict: "no verdict: a test's counter",
 	}})
 	defer c.Close()
-	first := c.Now()
-	require.Equal(t, "portable", c.Info().Source)
+	first := c.Now() // starts the set-up, whose probe takes a while
 	_, ok := c.KernelTime(KernelMonotonic, first)
 	require.True(t, ok)
 	assert.Equal(t, "hw", c.Info().Source, "the first KernelTime answered before the switch")

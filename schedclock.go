@@ -828,22 +828,32 @@ type Evidence struct {
 	// default clock read it: the kernel's clocksource, or why it is
 	// unknown (no sysfs, an empty file).
 	Kernel string
-	// Pending says what the default clock's trust in the hardware counter
-	// still waits for (a cross-CPU check to retry, a rate to measure);
-	// empty when nothing is pending.
+	// Pending says what the default clock still waits for: the choice of
+	// its counter itself (from its first use until the background set-up
+	// has made it), a cross-CPU check to retry, a rate to measure; empty
+	// when nothing is pending.
 	Pending string
 }
 
 // Info returns the clock's current configuration: a snapshot taken as the
 // last writer finished, so Info never waits for a writer, nor for the user
 // code (a Read, a reference) a writer may be blocked in.
+//
+// The default clock chooses its counter in the background, from its
+// first use on (Info's included); the choice takes milliseconds. Until
+// it is made, Source is "portable", the Go monotonic clock that the
+// default clock reads meanwhile, and Evidence.Pending says that the
+// choice is pending: an Info that says "portable" with an empty Pending
+// is the choice made (Evidence.Rejected says why not the hardware).
 func (c *Clock) Info() Info {
 	c = c.orDefault()
 	p := c.st.policy
+	boot := !p.started() && c.st.info.Load() == &bootInfo
 	p.wakeFirstUse()
-	if !p.started() && c.st.info.Load() == &bootInfo {
-		// A default clock before its set-up, whose snapshot no writer
-		// has replaced: nothing has changed since its boot (every writer
+	if boot {
+		// A default clock before its set-up (which this first use has
+		// just started), whose snapshot no writer has replaced: nothing
+		// had changed since its boot when Info was called (every writer
 		// starts the set-up first), so it is bootInfo, without running
 		// infoLocked's code (a first Info would fault its pages in).
 		in := bootInfo
