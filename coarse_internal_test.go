@@ -3,6 +3,7 @@ package schedclock
 import (
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -61,5 +62,59 @@ func TestCoarseTickerClearsAnOldValueWhenItStarts(t *testing.T) {
 		c.kick()
 		synctest.Wait() // the ticker starts
 		assert.Equal(t, c.Now(), c.Coarse(), "the value stored at %v outlived the ticker's start", time.Duration(stored))
+	})
+}
+
+// tickerGoroutines counts the goroutines running Coarse's ticker; in a
+// testing/synctest bubble, only those of the bubble.
+func tickerGoroutines(inBubble bool) int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "schedclock.tickCoarse(") && (!inBubble || strings.Contains(g, "synctest bubble")) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCoarsesTickerStops: Coarse's ticker stops once nobody reads Coarse
+// (coarseIdleTicks ticks without a read), its goroutine gone, and the
+// next Coarse starts it again: on a clock made by New, in a
+// testing/synctest bubble, and on the default clock.
+func TestCoarsesTickerStops(t *testing.T) {
+	t.Run("New", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			c, err := New(Source{Name: "fake time", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(start)) }})
+			require.NoError(t, err)
+			defer func() { require.NoError(t, c.Close()) }()
+			for range 10 {
+				c.Coarse()
+				time.Sleep(c.st.ticker.every / 2)
+			}
+			synctest.Wait()
+			require.True(t, c.st.ticker.running.Load(), "no ticker while Coarse is read")
+			require.Equal(t, 1, tickerGoroutines(true))
+			time.Sleep(time.Duration(coarseIdleTicks+1) * c.st.ticker.every)
+			synctest.Wait()
+			assert.False(t, c.st.ticker.running.Load(), "the ticker runs with nobody reading Coarse")
+			assert.Zero(t, tickerGoroutines(true), "the ticker's goroutine is still there")
+			stored := c.Coarse()
+			synctest.Wait()
+			assert.True(t, c.st.ticker.running.Load(), "the next Coarse did not start the ticker again")
+			time.Sleep(c.st.ticker.every + 1)
+			assert.Greater(t, c.Coarse(), stored, "Coarse not refreshed once the ticker started again")
+		})
+	})
+	t.Run("default", func(t *testing.T) {
+		c := Default()
+		for range 10 {
+			c.Coarse()
+			time.Sleep(c.st.ticker.every / 2)
+		}
+		require.Eventually(t, func() bool { return !c.st.ticker.running.Load() && tickerGoroutines(false) == 0 }, 10*time.Second, time.Millisecond,
+			"the default clock's ticker runs with nobody reading Coarse")
 	})
 }
