@@ -223,11 +223,11 @@ func TestTheFirstUseStartsTheSetUp(t *testing.T) {
 	hw := realtime1GHz()
 	hw.Rate = 1e9
 	probing, release := make(chan struct{}), make(chan struct{})
-	c := newDefaultClock([]*hwcounter.Counter{{Arch: runtime.GOARCH,
-		Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
+	c := newDefaultClock([]*descriptor{{Arch: runtime.GOARCH,
+		Probe: func() (Source, rateOrigin, float64, error) {
 			close(probing)
 			<-release
-			return counterSource(hw), hwcounter.RateCPUID, 0, nil
+			return hw, rateCPUID, 0, nil
 		},
 		NoVerdict: "no verdict: a test's counter",
 	}})
