@@ -76,7 +76,10 @@
 // bubble; its rate declared, never refined), and the test closes it there
 // (schedclocktest.NewBubbleClock does both). Such a clock's WallTime is
 // the bubble's wall time: WallTime(c.Now()) is the bubble's time.Now, and
-// a reading's WallTime never changes. Timers and sleeping are the
+// a reading's WallTime never changes. A Clock that New makes inside a
+// bubble on a Source of the caller's that reads the bubble's clock maps
+// onto the bubble's wall clock the same way, and checks a WithReference
+// reference against the bubble's clock. Timers and sleeping are the
 // bubble's job, not this package's.
 //
 // # Coarse time

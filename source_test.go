@@ -154,6 +154,34 @@ func TestWallTimeFollowsABubblesClock(t *testing.T) {
 	})
 }
 
+// TestAReferenceInABubbleIsCheckedAgainstTheBubble: a Clock made in a
+// testing/synctest bubble on a Source and a reference that read the
+// bubble's clock (built by hand, as a user would) checks the reference
+// against the bubble's clock too, not the runtime's (which hardly moves
+// while the bubble's hours pass): the reference agrees, the clock
+// refines its counter's rate, declared 30 ppm off, to the truth, and
+// keeps the reference's pace.
+func TestAReferenceInABubbleIsCheckedAgainstTheBubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		ref := func() int64 { return int64(time.Since(start)) }
+		c, err := schedclock.New(schedclock.Source{
+			Name: "by hand", Bits: 64, Rate: 1_000_030_000,
+			Read: func() uint64 { return uint64(time.Since(start)) },
+		}, schedclock.WithReference(ref))
+		require.NoError(t, err)
+		defer c.Close()
+		time.Sleep(time.Minute)
+		in := c.Info()
+		assert.Empty(t, in.Watch.Reference, "the reference, as the clock judged it")
+		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
+		assert.InDelta(t, 1e9, float64(in.Rate), 1, "the refined rate: %+v", in)
+		r0, c0 := ref(), c.Now()
+		time.Sleep(time.Minute)
+		assert.InDelta(t, float64(ref()-r0), float64(c.Now()-c0), float64(time.Microsecond), "a minute of the reference")
+	})
+}
+
 // TestBubbleSource: a Clock on Bubble follows the bubble's fake time
 // exactly, Since and Time alike: Time(Now()) is the bubble's time.Now,
 // and a reading's Time stays what it was. Outside a bubble it follows
