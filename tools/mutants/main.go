@@ -11,10 +11,12 @@
 //
 // Usage (from the repository root; make mutants, make mutants-fast):
 //
-//	go run ./tools/mutants [-fast | -slow] [-only regexp] [-v]
+//	go run ./tools/mutants [-fast | -slow] [-only regexp] [-j n] [-v]
 //
 // -fast runs the subset make test runs (MUTANTS=fast in the environment
-// does the same); -slow the rest, which make test-full adds. When the code a mutation edits changes, update its Old text:
+// does the same); -slow the rest, which make test-full adds. -j runs n
+// mutants at once, each in a copy of its own (a mutant's go test mostly
+// compiles the mutated package, on one CPU). When the code a mutation edits changes, update its Old text:
 // each pattern is kept to the one line or instruction it removes.
 package main
 
@@ -34,6 +36,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 )
@@ -115,6 +118,7 @@ func main() {
 	only := flag.String("only", "", "run only the mutations whose name matches this regexp")
 	verbose := flag.Bool("v", false, "print the test output of mutations that survive or fail to build")
 	timeout := flag.Duration("timeout", 10*time.Minute, "limit for one go test run")
+	jobs := flag.Int("j", 1, "mutants run at once, each in a copy of the tree of its own")
 	check := flag.Bool("check", false, "only check that every mutation's edits apply to the tree (after code moved), running no test")
 	flag.Parse()
 	if *check {
@@ -128,13 +132,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mutants: -fast and -slow select disjoint sets; give one")
 		os.Exit(2)
 	}
-	if err := run(*fast, *slow, *only, *verbose, *timeout); err != nil {
+	if *jobs < 1 {
+		fmt.Fprintln(os.Stderr, "mutants: -j must be at least 1")
+		os.Exit(2)
+	}
+	if err := run(*fast, *slow, *only, *verbose, *timeout, *jobs); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(1)
 	}
 }
 
-func run(fast, slow bool, only string, verbose bool, timeout time.Duration) error {
+func run(fast, slow bool, only string, verbose bool, timeout time.Duration, jobs int) error {
 	var sel []mutation
 	onlyRE, err := regexp.Compile(only)
 	if err != nil {
@@ -153,28 +161,49 @@ func run(fast, slow bool, only string, verbose bool, timeout time.Duration) erro
 	if err != nil {
 		return err
 	}
-	work, err := os.MkdirTemp("", "schedclock-mutants-")
-	if err != nil {
-		return err
+	jobs = min(jobs, len(sel))
+	works := make([]string, jobs)
+	for i := range works {
+		work, err := os.MkdirTemp("", "schedclock-mutants-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(work)
+		if err := copyTree(root, work); err != nil {
+			return err
+		}
+		works[i] = work
 	}
-	defer os.RemoveAll(work)
-	if err := copyTree(root, work); err != nil {
-		return err
-	}
-	fmt.Printf("mutants: %d mutations, in a copy at %s\n", len(sel), work)
+	fmt.Printf("mutants: %d mutations, in %d copies at %s\n", len(sel), jobs, strings.Join(works, ", "))
 
 	// The unmutated tests must pass, or a failure proves nothing: one run
 	// per architecture and package, of every test the mutations select.
-	if err := baselines(work, sel, timeout); err != nil {
+	if err := baselines(works[0], sel, timeout); err != nil {
 		return err
 	}
 
-	var results []outcome
-	for _, m := range sel {
-		o := apply(work, m, timeout)
-		results = append(results, o)
-		fmt.Printf("  %-50s %s\n", m.Name, o.status)
+	results := make([]outcome, len(sel))
+	next := make(chan int)
+	var printing sync.Mutex
+	var wg sync.WaitGroup
+	for _, work := range works {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				o := apply(work, sel[i], timeout)
+				results[i] = o
+				printing.Lock()
+				fmt.Printf("  %-50s %s\n", sel[i].Name, o.status)
+				printing.Unlock()
+			}
+		}()
 	}
+	for i := range sel {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 
 	fmt.Println()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
