@@ -100,7 +100,7 @@ func (r *recorder) run(c *schedclock.Clock) {
 				r.mu.Unlock()
 			}
 			last = now
-			time.Sleep(20 * time.Microsecond)
+			bubbleSleep(20 * time.Microsecond)
 		}
 	}()
 }
@@ -124,7 +124,7 @@ func (r *recorder) result() (backSteps int, deepest time.Duration) {
 func keepsPace(t *testing.T, c *schedclock.Clock, ref func() int64, from time.Duration, d time.Duration, what string) {
 	t.Helper()
 	before := c.Info()
-	time.Sleep(d)
+	bubbleSleep(d)
 	in := c.Info()
 	ppm := max(before.RateErrorPPM, in.RateErrorPPM)
 	assert.InDelta(t, float64(from), float64(offset(c, ref)), max(float64(time.Millisecond), 2*float64(d)*ppm*1e-6),
@@ -159,7 +159,7 @@ func waitReanchors(t *testing.T, c *schedclock.Clock, n int) schedclock.Info {
 func TestWatchPutsASteppedBackCounterBackOnItsTimeline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, w, ref, rec := watchedClock(t)
-		time.Sleep(300 * time.Millisecond) // past the first refinements
+		bubbleSleep(300 * time.Millisecond) // past the first refinements
 		before := offset(c, ref)
 		stepAt := time.Now()
 		w.change(-10e9, 1e9) // 10 s back: a snapshot restore
@@ -188,7 +188,7 @@ func TestWatchPutsASteppedBackCounterBackOnItsTimeline(t *testing.T) {
 func TestWatchReanchorsAJumpForward(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, w, ref, rec := watchedClock(t)
-		time.Sleep(300 * time.Millisecond)
+		bubbleSleep(300 * time.Millisecond)
 		before := offset(c, ref)
 		w.change(50e6, 1e9) // 50 ms forward, less than the watch's period
 		in := waitReanchors(t, c, 1)
@@ -220,7 +220,7 @@ func TestWatchAcceptsCounterAndReferenceMovingTogether(t *testing.T) {
 			f.Add(10e9)
 			refNs.Add(10e9)
 			assert.Equal(t, schedclock.Instant(i+1)*10e9, c.Now())
-			time.Sleep(150 * time.Millisecond) // a watch period or more
+			bubbleSleep(150 * time.Millisecond) // a watch period or more
 		}
 		assert.Zero(t, c.Info().Watch.Reanchors, c.Info().Watch.LastReanchor)
 	})
@@ -229,7 +229,7 @@ func TestWatchAcceptsCounterAndReferenceMovingTogether(t *testing.T) {
 func TestWatchFollowsARateChange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, w, ref, rec := watchedClock(t)
-		time.Sleep(300 * time.Millisecond)
+		bubbleSleep(300 * time.Millisecond)
 		w.change(0, 1.1e9) // the hypervisor changed the TSC frequency by 10%
 		in := waitReanchors(t, c, 1)
 		t.Logf("re-anchored: %s", in.Watch.LastReanchor)
@@ -260,7 +260,7 @@ func TestReferenceRefinesTheRate(t *testing.T) {
 		assert.InDelta(t, 1e9*(1+20e-6), float64(in.Rate), 1e9*(in.RateErrorPPM+1)*1e-6, "%+v", in)
 		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
 		a := offset(c, ref)
-		time.Sleep(500 * time.Millisecond)
+		bubbleSleep(500 * time.Millisecond)
 		in = c.Info()
 		// Over 0.5 s the clock keeps the reference's pace within the rate's
 		// own error, plus a microsecond for the two brackets.
@@ -273,16 +273,16 @@ func TestReferenceRefinesTheRate(t *testing.T) {
 func TestWatchStandsAsideWhileSuspended(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, w, ref, _ := watchedClock(t)
-		time.Sleep(150 * time.Millisecond)
+		bubbleSleep(150 * time.Millisecond)
 		c.Suspend()
 		frozen := c.Now()
 		w.change(-50e9, 1e9) // reset across suspend
-		time.Sleep(300 * time.Millisecond)
+		bubbleSleep(300 * time.Millisecond)
 		assert.Equal(t, frozen, c.Now())
 		assert.Zero(t, c.Info().Watch.Reanchors)
 		c.Resume()
 		a := offset(c, ref)
-		time.Sleep(300 * time.Millisecond)
+		bubbleSleep(300 * time.Millisecond)
 		assert.Zero(t, c.Info().Watch.Reanchors, c.Info().Watch.LastReanchor)
 		assert.InDelta(t, float64(a), float64(offset(c, ref)), float64(time.Millisecond))
 	})
@@ -293,7 +293,7 @@ func TestWatchStandsAsideWhileSuspended(t *testing.T) {
 func TestReferenceFollowsARegister(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, _, ref, rec := watchedClock(t)
-		time.Sleep(150 * time.Millisecond)
+		bubbleSleep(150 * time.Millisecond)
 		w2 := newWildCounter(3e9 * (1 - 10e-6))
 		require.NoError(t, c.Register(w2.source(3e9)))
 		require.Eventually(t, func() bool {

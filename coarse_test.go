@@ -148,13 +148,13 @@ func TestCoarseOnABubbleIsExact(t *testing.T) {
 			require.NoError(t, err)
 			defer c.Close()
 			require.Equal(t, c.Now(), c.Coarse())
-			time.Sleep(time.Millisecond)
+			bubbleSleep(time.Millisecond)
 			if co, now := c.Coarse(), c.Now(); co != now {
 				if differ++; first == "" {
 					first = fmt.Sprintf("bubble %d: Coarse %v, Now %v", i, time.Duration(co), time.Duration(now))
 				}
 			}
-			time.Sleep(1500 * time.Microsecond)
+			bubbleSleep(1500 * time.Microsecond)
 			assert.Equal(t, c.Now(), c.Coarse(), "after 2.5 ms")
 		})
 	}
@@ -175,7 +175,7 @@ func TestCoarseIsExactAtOnceAfterASwitchToAManualCounter(t *testing.T) {
 			c, err := schedclock.New(schedclock.Source{Name: "fake time", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(start)) }})
 			require.NoError(t, err)
 			defer c.Close()
-			time.Sleep(time.Millisecond / 2)
+			bubbleSleep(time.Millisecond / 2)
 			stored := c.Coarse()
 			m, err := schedclocktest.NewManual(1e9, 64)
 			require.NoError(t, err)

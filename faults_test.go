@@ -155,7 +155,7 @@ func TestAReadPanickingForTwoRefreshPeriods(t *testing.T) {
 		// refresh reports rather than by a wall-clock budget.
 		deadline := time.Now().Add(2*period + time.Minute)
 		for c.Info().Faults < 2 && time.Now().Before(deadline) {
-			time.Sleep(period / 4)
+			bubbleSleep(period / 4)
 		}
 		in := c.Info()
 		assert.GreaterOrEqual(t, in.Faults, 2, "the refresh's faults are counted")
@@ -282,7 +282,7 @@ func TestRegisterTheSameSourceAfterARefinement(t *testing.T) {
 		require.NoError(t, err)
 		defer c.Close()
 		for c.Info().RateOrigin != "refined" || c.Info().Rate <= 1e9 {
-			time.Sleep(10 * time.Millisecond)
+			bubbleSleep(10 * time.Millisecond)
 		}
 		assert.NoError(t, c.Register(src), "registering the same Source again, rate %d Hz", c.Info().Rate)
 	})
@@ -298,7 +298,7 @@ func TestMisbehavingReferences(t *testing.T) {
 			c, err := schedclock.New(liveCounter(), schedclock.WithReference(func() int64 { return 0 }))
 			require.NoError(t, err)
 			defer c.Close()
-			time.Sleep(2 * time.Second)
+			bubbleSleep(2 * time.Second)
 			in := c.Info()
 			assert.LessOrEqual(t, in.Watch.Reanchors, 3, "a stuck reference re-anchored %d times: %s", in.Watch.Reanchors, in.Watch.LastReanchor)
 			assert.Contains(t, in.Watch.Reference, "stuck")
@@ -312,10 +312,10 @@ func TestMisbehavingReferences(t *testing.T) {
 			c, err := schedclock.New(liveCounter(), schedclock.WithReference(ref))
 			require.NoError(t, err)
 			defer c.Close()
-			time.Sleep(300 * time.Millisecond)
+			bubbleSleep(300 * time.Millisecond)
 			offset.Store(int64(time.Hour))
 			before := c.Now()
-			time.Sleep(2 * time.Second)
+			bubbleSleep(2 * time.Second)
 			in := c.Info()
 			assert.InDelta(t, 1e9, float64(in.Rate), 1000, "a reference's jump must not become a rate: %+v", in)
 			assert.Less(t, c.Now()-before, schedclock.Instant(time.Minute), "the clock must not follow a reference's jump of 1 h")
@@ -333,9 +333,9 @@ func TestMisbehavingReferences(t *testing.T) {
 			c, err := schedclock.New(liveCounter(), schedclock.WithReference(ref))
 			require.NoError(t, err)
 			defer c.Close()
-			time.Sleep(300 * time.Millisecond)
+			bubbleSleep(300 * time.Millisecond)
 			origin.Store(math.MaxInt64 - int64(time.Hour))
-			time.Sleep(time.Second)
+			bubbleSleep(time.Second)
 			in := c.Info()
 			assert.Contains(t, in.Watch.Reference, "jumped", "%+v", in)
 			assert.InDelta(t, 1e9, float64(in.Rate), 1000)
@@ -348,13 +348,13 @@ func TestMisbehavingReferences(t *testing.T) {
 			defer c.Close()
 			deadline := time.Now().Add(time.Minute)
 			for c.Info().Faults == 0 && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
+				bubbleSleep(10 * time.Millisecond)
 			}
 			in := c.Info()
 			assert.Positive(t, in.Faults)
 			assert.Contains(t, in.LastFault, "reference on fire")
 			before := c.Now()
-			time.Sleep(10 * time.Millisecond)
+			bubbleSleep(10 * time.Millisecond)
 			assert.Greater(t, c.Now(), before, "the clock keeps running on its counter")
 		})
 	})
@@ -440,7 +440,7 @@ func keepsTime(t *testing.T, c *schedclock.Clock, d time.Duration) {
 		now := c.Now()
 		require.GreaterOrEqual(t, now, last, "Now stepped back after %v", time.Since(bubbleStart))
 		last = now
-		time.Sleep(time.Millisecond)
+		bubbleSleep(time.Millisecond)
 	}
 	moved, elapsed := time.Duration(c.Now()-start), time.Since(bubbleStart)
 	assert.InDelta(t, float64(elapsed), float64(moved), float64(time.Second/65536+1), "the clock moved %v in %v", moved, elapsed)

@@ -75,7 +75,7 @@ func TestManualClockIsExact(t *testing.T) {
 		}
 		m.Advance(time.Hour)
 		at := c.Now()
-		time.Sleep(150 * time.Millisecond) // past a coarse tick and a wall-map period
+		bubbleSleep(150 * time.Millisecond) // past a coarse tick and a wall-map period
 		assert.Equal(t, at, c.Now())
 		assert.Equal(t, at, c.Coarse())
 		assert.Equal(t, origin.Add(time.Duration(at)), c.WallTime(at).UTC(), "Time left the wall origin")
@@ -113,7 +113,7 @@ func TestManualIsSafeForConcurrentUse(t *testing.T) {
 func TestNowInASynctestBubble(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start, fake := schedclock.Now(), time.Now()
-		time.Sleep(time.Hour)
+		bubbleSleep(time.Hour)
 		assert.Equal(t, time.Hour, time.Since(fake), "the bubble's time")
 		assert.Less(t, schedclock.Since(start), time.Minute, "Now does not follow the bubble")
 
@@ -121,7 +121,7 @@ func TestNowInASynctestBubble(t *testing.T) {
 		c, err := schedclock.New(m.Source())
 		require.NoError(t, err)
 		t0 := c.Now()
-		time.Sleep(time.Hour)
+		bubbleSleep(time.Hour)
 		m.Advance(time.Hour)
 		assert.Equal(t, time.Hour, c.Since(t0))
 		require.NoError(t, c.Close()) // its goroutine must leave the bubble

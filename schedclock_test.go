@@ -174,7 +174,7 @@ func TestRefresherNeverLosesAWrap(t *testing.T) {
 					now := c.Now()
 					require.GreaterOrEqual(t, now, last, "time went backwards")
 					last = now
-					time.Sleep(wrap / 50)
+					bubbleSleep(wrap / 50)
 				}
 				elapsed := time.Since(start)
 				got := time.Duration(c.Now() - startNs)

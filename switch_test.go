@@ -250,7 +250,7 @@ func TestSwitchKeepsTheWritersDelay(t *testing.T) {
 		var reads atomic.Int64
 		fine := realCounter("fine", start, 64, 100_000_000, func() {
 			if reads.Add(1) <= 2 {
-				time.Sleep(25 * time.Millisecond)
+				bubbleSleep(25 * time.Millisecond)
 			}
 		})
 		c, err := schedclock.New(jiffies)
@@ -272,7 +272,7 @@ func TestSwitchKeepsTheWritersDelay(t *testing.T) {
 			}
 			return off
 		}
-		time.Sleep(5 * time.Millisecond)
+		bubbleSleep(5 * time.Millisecond)
 		before := offset()
 		require.NoError(t, c.Register(fine))
 		after := offset()
@@ -328,14 +328,14 @@ func TestStaleNarrowAnchorNeverGoesBack(t *testing.T) {
 		narrow := schedclock.Source{Name: "narrow", Bits: 16, Rate: 90_000, Read: func() uint64 {
 			v := narrowRead()
 			if reads.Add(1) == 9 { // Register's reads of the new counter: a first one alone, then the switch's
-				time.Sleep(600 * time.Millisecond)
+				bubbleSleep(600 * time.Millisecond)
 			}
 			return v
 		}}
 		c, err := schedclock.New(old)
 		require.NoError(t, err)
 		defer c.Close()
-		time.Sleep(15 * time.Millisecond)
+		bubbleSleep(15 * time.Millisecond)
 		require.NoError(t, c.Register(narrow))
 		require.GreaterOrEqual(t, reads.Load(), int64(9), "the writer was never stopped")
 		last := c.Now()
@@ -344,7 +344,7 @@ func TestStaleNarrowAnchorNeverGoesBack(t *testing.T) {
 			now := c.Now()
 			require.GreaterOrEqual(t, now, last, "time went back by %v", time.Duration(last-now))
 			last = now
-			time.Sleep(100 * time.Microsecond)
+			bubbleSleep(100 * time.Microsecond)
 		}
 		// And it keeps pace with the bubble's time (no lost wrap).
 		assert.InDelta(t, float64(time.Since(t0)), float64(c.Now()-c0), float64(2*time.Millisecond))

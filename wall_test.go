@@ -87,7 +87,7 @@ func TestWallFollowsSlewAndSteps(t *testing.T) {
 				}
 				last = got
 				stepBackAllowed = stepBackAllowed && time.Now().Before(settleUntil)
-				time.Sleep(50 * time.Microsecond)
+				bubbleSleep(50 * time.Microsecond)
 			}
 			t.Logf("%s: worst |Time(Now()) - wall| after settling: %v", phase, time.Duration(worst))
 			assert.LessOrEqual(t, worst, int64(100*time.Microsecond), phase)
@@ -157,20 +157,20 @@ func TestTimeOfAReadingSurvivesStepsAndSlew(t *testing.T) {
 				if abs(c.WallTime(c.Now()).UnixNano()-fake.now().UnixNano()) < int64(100*time.Microsecond) {
 					return
 				}
-				time.Sleep(time.Millisecond)
+				bubbleSleep(time.Millisecond)
 			}
 			t.Fatalf("the map did not follow the wall clock within %v", 50*wallPeriod)
 		}
 		follow()
 		fake.setSlew(500)
-		time.Sleep(3 * wallPeriod)
+		bubbleSleep(3 * wallPeriod)
 		follow()
 		fake.step.Add(int64(3 * time.Second))
 		follow()
 		fake.step.Add(-int64(5 * time.Second))
 		follow()
 		fake.setSlew(-500)
-		time.Sleep(3 * wallPeriod)
+		bubbleSleep(3 * wallPeriod)
 		follow()
 		for i, r := range readings {
 			require.Equal(t, times[i], c.WallTime(Instant(r)), "reading %d of %d changed its wall time", i, len(readings))
@@ -198,7 +198,7 @@ func TestWallMapHoldsItsPairings(t *testing.T) {
 			var dists, widths []int64
 			for i := range bursts {
 				if i > 0 {
-					time.Sleep(wallPeriod / 2)
+					bubbleSleep(wallPeriod / 2)
 				}
 				for range 200 {
 					a := fake.now().UnixNano()
@@ -215,9 +215,9 @@ func TestWallMapHoldsItsPairings(t *testing.T) {
 			assert.LessOrEqual(t, dist, 50*time.Nanosecond, phase)
 		}
 		c.WallTime(c.Now())
-		time.Sleep(3*wallPeriod + wallLead) // the provisional map refined
+		bubbleSleep(3*wallPeriod + wallLead) // the provisional map refined
 		measure("read every 50 ms", 30)
-		time.Sleep(3500 * time.Millisecond)
+		bubbleSleep(3500 * time.Millisecond)
 		measure("after 3.5 s idle", 1)
 	})
 }
@@ -299,10 +299,10 @@ func TestWallFollowsARateChangeWhileIdle(t *testing.T) {
 		fake := newFakeWall()
 		fake.setSlew(500)
 		c := wallClock(t, fake)
-		for end := time.Now().Add(3 * wallPeriod); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		for end := time.Now().Add(3 * wallPeriod); time.Now().Before(end); bubbleSleep(time.Millisecond) {
 			c.WallTime(c.Now()) // read: paired every period, the pace learned
 		}
-		time.Sleep(3 * wallPeriod) // unread: the idle pace
+		bubbleSleep(3 * wallPeriod) // unread: the idle pace
 		c.st.mu.Lock()
 		src := c.st.src
 		c.unlock()
@@ -321,7 +321,7 @@ func TestWallFollowsARateChangeWhileIdle(t *testing.T) {
 			return off
 		}
 		var worst time.Duration
-		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); bubbleSleep(50 * time.Millisecond) {
 			worst = max(worst, offBy().Abs())
 		}
 		t.Logf("worst %v", worst)
