@@ -29,14 +29,17 @@ CROSS_VET ?=
 # (root, perf and tracefs; each skips saying which is missing) and the
 # kernel's clocksource switches; SCHEDCLOCK_QUALIFY=1 turns it on.
 #
-# make test: gofmt, vet and staticcheck; the fast layer natively, under
-# the race detector and as the arm64 build under qemu, the cross-builds,
-# the example modules and the qualification layer natively, two at a
-# time (each keeps about one CPU busy, and the qualification layer must
-# hold beside a busy CPU anyway); then the fast mutants, two at a time.
+# make test: gofmt, vet and staticcheck; then, two at a time (each
+# keeps about one CPU busy), the fast layer natively, under the race
+# detector and as the arm64 build under qemu, the cross-builds and the
+# example modules; then the qualification layer natively, alone (its
+# tests switch the kernel's clocksource, which a test run beside it would
+# see change under it); then the fast mutants, two at a time, whose
+# tests make qualify has just run unmutated.
 test: lint
-	@$(MAKE) --no-print-directory --output-sync=target -j2 unit race test-arm64 cross-quick integrations qualify
-	@$(MAKE) --no-print-directory mutants-fast
+	@$(MAKE) --no-print-directory --output-sync=target -j2 unit race test-arm64 cross-quick integrations
+	@$(MAKE) --no-print-directory qualify
+	@$(MAKE) --no-print-directory mutants-fast MUTANTS_FLAGS=-baseline-list
 
 # The fast layer and the qualification layer, natively (the qualification
 # tests run beside the fast ones: go test selects by name, not by layer),
@@ -186,7 +189,7 @@ STRESS_READS    ?= 1000000000
 STRESS_DURATION ?= 60s
 stress:
 	SCHEDCLOCK_QUALIFY=1 SCHEDCLOCK_STRESS_READS=$(STRESS_READS) $(GO) test -run 'Stress' -count=1 -timeout 2h -v .
-	SCHEDCLOCK_QUALIFY=1 SCHEDCLOCK_LONG=1 $(GO) test -run '^(TestRateAgainstRaw|TestNarrowCountersBesideCPUHogs)$$' -count=1 -timeout 30m -v .
+	SCHEDCLOCK_QUALIFY=1 SCHEDCLOCK_LONG=1 $(GO) test -run '^(TestRateAgainstRaw|TestNarrowCountersBesideCPUHogs|TestWatchRefusesAJumpFarForward)$$' -count=1 -timeout 30m -v .
 	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
 	$(GO) build -o "$$dir/inconsistency" ./examples/inconsistency && \
 	for clock in default portable tsc cntvct jiffies; do \
@@ -229,9 +232,13 @@ slew:
 # the tests must fail for each (tools/mutants prints the table).
 # Each mutant runs in a copy of the tree of its own, MUTANTS_JOBS at once
 # (its go test mostly compiles the mutated package, on one CPU).
-MUTANTS_JOBS ?= 2
+# MUTANTS_FLAGS=-baseline-list checks only that each mutation's tests
+# exist, instead of running them unmutated first (make test has just run
+# them).
+MUTANTS_JOBS  ?= 2
+MUTANTS_FLAGS ?=
 mutants:
-	$(GO) run ./tools/mutants -j $(MUTANTS_JOBS)
+	$(GO) run ./tools/mutants -j $(MUTANTS_JOBS) $(MUTANTS_FLAGS)
 
 # make test's subset: the read path's safeguards (the fences, the seq
 # re-checks, the clamps, the freezer, the paravirtual page's protocol,
@@ -240,8 +247,8 @@ mutants:
 # the fault record) and the other arches'. Each mutant runs its killers
 # with SCHEDCLOCK_QUALIFY=1: the qualification layer's tests too.
 mutants-fast:
-	$(GO) run ./tools/mutants -fast -j $(MUTANTS_JOBS)
+	$(GO) run ./tools/mutants -fast -j $(MUTANTS_JOBS) $(MUTANTS_FLAGS)
 
 # The mutations mutants-fast leaves out (make test-full).
 mutants-slow:
-	$(GO) run ./tools/mutants -slow -j $(MUTANTS_JOBS)
+	$(GO) run ./tools/mutants -slow -j $(MUTANTS_JOBS) $(MUTANTS_FLAGS)
