@@ -206,8 +206,9 @@ func narrowRun(t *testing.T, bits int, hz uint64, exitOnce bool) (back int, deep
 // counters (16 bits at 65536 Hz, which wraps every second, and 20 bits
 // at 1 MHz), each watched against a reference that agrees, beside two
 // CPU-bound processes: one run of 4 s of each counter, and one with a
-// reference that calls runtime.Goexit once; with SCHEDCLOCK_LONG=1 (make
-// stress), 20 runs and 5. No step back, no counter fault, no
+// reference that calls runtime.Goexit once, the four at once; with
+// SCHEDCLOCK_LONG=1 (make stress), 20 runs and 5, one after another. No
+// step back, no counter fault, no
 // re-anchoring, and the clock within 1 ms of its reference at the end.
 func TestNarrowCountersBesideCPUHogs(t *testing.T) {
 	testenv.Qualify(t)
@@ -227,6 +228,9 @@ func TestNarrowCountersBesideCPUHogs(t *testing.T) {
 			name += ", the reference exits once"
 		}
 		t.Run(name, func(t *testing.T) {
+			if !long {
+				t.Parallel()
+			}
 			backs, worstEnd := 0, time.Duration(0)
 			for run := range tc.runs {
 				back, deepest, end, in := narrowRun(t, tc.bits, tc.hz, tc.exitOnce)
