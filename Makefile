@@ -39,7 +39,7 @@ CROSS_VET ?=
 test: lint
 	@$(MAKE) --no-print-directory --output-sync=target -j2 unit race test-arm64 cross-quick integrations
 	@$(MAKE) --no-print-directory qualify
-	@$(MAKE) --no-print-directory mutants-fast MUTANTS_FLAGS=-baseline-list
+	@$(MAKE) --no-print-directory mutants-fast MUTANTS_FLAGS="-baseline-list -failfast"
 
 # The fast layer and the qualification layer, natively (the qualification
 # tests run beside the fast ones: go test selects by name, not by layer),
@@ -234,7 +234,8 @@ slew:
 # (its go test mostly compiles the mutated package, on one CPU).
 # MUTANTS_FLAGS=-baseline-list checks only that each mutation's tests
 # exist, instead of running them unmutated first (make test has just run
-# them).
+# them); -failfast stops each mutant at its first failing test (make test
+# needs a kill, make mutants the evidence of every killer).
 MUTANTS_JOBS  ?= 2
 MUTANTS_FLAGS ?=
 mutants:

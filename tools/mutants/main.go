@@ -119,6 +119,7 @@ func main() {
 	verbose := flag.Bool("v", false, "print the test output of mutations that survive or fail to build")
 	timeout := flag.Duration("timeout", 10*time.Minute, "limit for one go test run")
 	jobs := flag.Int("j", 1, "mutants run at once, each in a copy of the tree of its own")
+	flag.BoolVar(&failFast, "failfast", false, "stop a mutant's tests at its first failing test (go test -failfast): the table then names that test alone, and the other killers' evidence is not gathered")
 	listOnly := flag.Bool("baseline-list", false, "the unmutated tree's tests just passed (make test runs make qualify first): check only that each mutation's -run selects a test (go test -list), instead of running them unmutated")
 	check := flag.Bool("check", false, "only check that every mutation's edits apply to the tree (after code moved), running no test")
 	flag.Parse()
@@ -472,6 +473,9 @@ func goList(dir string, m mutation, pattern string) (string, error) {
 	return string(out), err
 }
 
+// failFast makes a mutant's go test stop at its first failing test.
+var failFast bool
+
 // goTest runs m's tests in dir; verbose adds -v.
 func goTest(dir string, m mutation, timeout time.Duration, verbose bool) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
@@ -481,6 +485,9 @@ func goTest(dir string, m mutation, timeout time.Duration, verbose bool) (string
 	args := []string{"test", "-count=1", "-vet=off", "-timeout", timeout.String(), "-run", m.Run}
 	if verbose {
 		args = append(args, "-v")
+	}
+	if failFast {
+		args = append(args, "-failfast")
 	}
 	// The mutants are the qualification layer's: its tests (those that
 	// need real hardware, load or long time) run too.
