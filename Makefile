@@ -16,7 +16,7 @@ BENCHSTAT_VERSION   ?= v0.0.0-20260908200009-22c9c6c9d4da
 CROSS     ?=
 CROSS_VET ?=
 
-.PHONY: test qualify test-full mutants-slow cross-quick lint race unit ordering purego test-arm64 test-riscv64 test-ppc64le test-s390x test-loong64 cross bench tail fuzz fuzz-short mutants mutants-fast peers peers-test stress integrations kernel-trace slew
+.PHONY: go127 test qualify test-full mutants-slow cross-quick lint race unit ordering purego test-arm64 test-riscv64 test-ppc64le test-s390x test-loong64 cross bench tail fuzz fuzz-short mutants mutants-fast peers peers-test stress integrations kernel-trace slew
 
 # Two layers of tests. A plain go test ./... is the fast layer: it proves
 # the guarantees by construction (synthetic counters and pages, manual
@@ -165,6 +165,7 @@ FUZZ_TARGETS := .:FuzzLine \
 	./internal/vdso:FuzzLookup ./internal/vdso:FuzzAuxv ./internal/vdso:FuzzImageLength \
 	./internal/pvclock:FuzzMapsLine ./internal/pvclock:FuzzParseUint ./internal/pvclock:FuzzPvclockPage ./internal/pvclock:FuzzHypervPage ./internal/pvclock:FuzzTimeData \
 	./internal/perfclock:FuzzPerfPage \
+	./internal/vmclock:FuzzDecode ./internal/clockbound:FuzzDecode ./internal/adjtimex:FuzzReading \
 	./internal/testutil/pprofdecode:FuzzSamples \
 	./internal/timebase:FuzzDeviceTreeFrequency ./internal/timebase:FuzzCPUInfoTimebase ./internal/timebase:FuzzStableCounterFrequency
 FUZZTIME   ?= 30s
@@ -215,6 +216,14 @@ peers-test:
 # testify. Its go.sum is committed: a fresh clone needs no -mod=mod.
 integrations:
 	cd examples/integrations && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+# The fast suite under the other Go release users have: the package leans
+# on the runtime's clock and on testing/synctest, which change between
+# releases. The go command takes that toolchain from the module proxy.
+GO127_TOOLCHAIN ?= go1.27.3
+go127:
+	GOTOOLCHAIN=$(GO127_TOOLCHAIN) $(GO) version
+	GOTOOLCHAIN=$(GO127_TOOLCHAIN) $(GO) test ./...
 
 # KernelTime against the kernel's own stamps (docs/kernel-time.md):
 # examples/perfjoin's 10,000 getpid under perf record -k CLOCK_MONOTONIC

@@ -109,6 +109,19 @@ func BenchmarkWallNow(b *testing.B) {
 	}, func() int64 { return int64(schedclock.WallNow().Nanosecond()) })
 }
 
+// BoundedWallNow is WallNow with its error bound: against
+// BenchmarkWallNow in the same run, what the bound costs (at most 1.5x).
+func BenchmarkBoundedWallNow(b *testing.B) {
+	schedclock.BoundedWallNow()
+	bench(b, func(b *testing.B) {
+		var s int
+		for b.Loop() {
+			s += schedclock.BoundedWallNow().Latest().Nanosecond()
+		}
+		sink += int64(s)
+	}, func() int64 { return int64(schedclock.BoundedWallNow().Latest().Nanosecond()) })
+}
+
 // Clock.Now on each portable source.
 // BenchmarkKernelTime is Now mapped onto CLOCK_MONOTONIC: against
 // BenchmarkNow, what the map costs (a load and a multiply-add).

@@ -466,7 +466,7 @@ func (tr *tracker) refine(now time.Time, v *clockView) trackDecision {
 		tr.adopted = true
 		return trackDecision{rerate: &rateChange{src: src, conv: conv, rate: next, adopt: true}}
 	}
-	if v.rate.origin == hwcounter.RateNanoseconds {
+	if v.rate.origin == hwcounter.RateNanoseconds || v.rate.origin == hwcounter.RateKernel {
 		return trackDecision{} // exact by construction: a measurement can only add its own error (the watch still compares)
 	}
 	current := v.rate.errPPM

@@ -89,8 +89,8 @@ const kernelTickMax = 10 * time.Millisecond
 // one kernel tick: 4 ms at CONFIG_HZ=250), which Coarse sees in the
 // vDSO's time data: so a goroutine that holds every P (GOMAXPROCS=1),
 // which the ticker cannot interrupt, still sees Coarse within a kernel
-// tick. The package doc, "Coarse time", has the figures and the commands
-// that measure them.
+// tick. The repository's docs/benchmarks.md has the figures and the
+// commands that measure them.
 // The goroutine runs only while Coarse is being read: after 3 ticks
 // without a read it stops, and the next Coarse
 // reads Now itself (so its value is current) and has the clock's
@@ -112,7 +112,7 @@ const kernelTickMax = 10 * time.Millisecond
 //go:noinline
 func (c *Clock) Coarse() Instant {
 	if c == nil {
-		return 0
+		c = defaultClock
 	}
 	if v := c.coarse.current(); v != 0 {
 		return Instant(v - 1)
@@ -131,7 +131,7 @@ const coarseIdleTicks = 3
 // ticking goroutine runs.
 func (c *Clock) coarseSlow() int64 {
 	if c.st == nil {
-		return 0 // a zero Clock
+		return int64(defaultClock.Coarse()) // a zero Clock
 	}
 	if c.st.exact.coarse.Load() {
 		return c.nanos()
@@ -254,8 +254,7 @@ func tickCoarse(w clockRef, st *clockState, every time.Duration) {
 // an Instant about a millisecond old at most, read with one call and
 // three loads, for deadlines, caches and rate limits that read the time
 // often and need it only to the millisecond. It never runs ahead of Now
-// and never goes backwards; the package doc, "Coarse time", says how old
-// it can be and why.
+// and never goes backwards; Clock.Coarse says how old it can be and why.
 //
 //go:noinline
 func Coarse() Instant {

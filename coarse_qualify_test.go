@@ -52,7 +52,7 @@ func TestWallNowFollowsTheWallClock(t *testing.T) {
 // the lateness of a probe ticker of the same period running beside the
 // clock's (the clock's ticker is late by as much as the scheduler makes
 // any goroutine late), with a resolution's slack for the two not being
-// late at the same moments. The package doc's figures ("Coarse time")
+// late at the same moments. The figures of docs/benchmarks.md (how old Coarse can be)
 // come from it. The qualification layer's: its bound is the machine's
 // scheduling, measured.
 func TestCoarseStaleness(t *testing.T) {

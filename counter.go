@@ -1,12 +1,14 @@
 package schedclock
 
 import (
+	"errors"
 	"math"
 	"runtime"
 	"time"
 
 	"github.com/schedclock/schedclock/internal/format"
 	"github.com/schedclock/schedclock/internal/hwcounter"
+	"github.com/schedclock/schedclock/internal/pvclock"
 )
 
 // A hardware counter is, to the default clock, a descriptor
@@ -120,7 +122,8 @@ func Hardware() (Source, error) {
 const tscMeasureTime = 20 * time.Millisecond
 
 // tscSource is Hardware on amd64: the TSC at the rate CPUID gives, else
-// the rate the default clock measured and refined for the TSC, or,
+// the rate the default clock measured and refined for the TSC (or took
+// from the kernel's conversion), or,
 // before the default clock runs on it, a measurement of tscMeasureTime
 // rounded to the nearest Hz.
 func tscSource() (Source, error) {
@@ -132,7 +135,8 @@ func tscSource() (Source, error) {
 	if origin == hwcounter.RateMeasured {
 		// The default clock measures and refines the same counter in the
 		// background; once it runs on it, its rate is the best there is.
-		if in := Default().Info(); in.Source == src.Name && (in.RateOrigin == hwcounter.RateMeasured.String() || in.RateOrigin == hwcounter.RateRefined.String()) {
+		if in := Default().Info(); in.Source == src.Name && (in.RateOrigin == hwcounter.RateMeasured.String() ||
+			in.RateOrigin == hwcounter.RateRefined.String() || in.RateOrigin == hwcounter.RateKernel.String()) {
 			src.Rate = in.Rate
 			return src, nil
 		}
@@ -220,4 +224,64 @@ func joinRefusals(refusals []error) error {
 		args[i] = err
 	}
 	return format.Errorf(verbs, args...)
+}
+
+// kernelConv is the kernel's own conversion of a counter it runs on:
+// its raw clock's mult and shift (CLOCK_MONOTONIC_RAW is the counter
+// through them), as the conversion of a 64-bit counter, and the rate in
+// Hz they make, 1e9·2^shift/mult. The default clock converts with it
+// where the kernel runs on its counter (hwcounter.RateKernel): its
+// readings then run at CLOCK_MONOTONIC_RAW's pace to the ns, and there
+// is no rate to refine.
+type kernelConv struct {
+	conv conversion
+	hz   float64
+}
+
+// kernelConvTries bounds readKernelConversion's tries at the time data
+// while the kernel writes it, and at a check that a timekeeping update
+// or a preemption spoiled.
+const kernelConvTries = 64
+
+// readKernelConversion reads the kernel's conversion of the counter that
+// read reads, in vDSO clock mode mode, from the vDSO's time data: it
+// refuses, saying why, where there is no time data or none this package
+// can place, where the kernel's vDSO converts another counter now, and
+// where the conversion of a counter value read between two reads of
+// CLOCK_MONOTONIC_RAW does not fall between them (to the ns both round
+// to): the counter's rate then comes from its descriptor, as elsewhere.
+func readKernelConversion(mode int32, read func() uint64) (kernelConv, error) {
+	k := kernelTicks.get()
+	if k.td == nil {
+		return kernelConv{}, errors.New("no vDSO time data in this process")
+	}
+	l, ok := k.td.Layout(k.coarse)
+	if !ok {
+		return kernelConv{}, errors.New("the vDSO's time data is in a layout this package does not know")
+	}
+	return kernelConversionOf(k.td, l, mode, read, rawNow)
+}
+
+// kernelConversionOf is readKernelConversion on the time data td, of
+// layout l, checked against the raw clock raw.
+func kernelConversionOf(td *pvclock.TimeData, l pvclock.Layout, mode int32, read func() uint64, raw func() int64) (kernelConv, error) {
+	why := "no raw clock base in the kernel's time data, or the kernel kept writing it"
+	for range kernelConvTries {
+		r, ok := td.Raw(l)
+		if !ok {
+			continue
+		}
+		if r.Mode != mode {
+			return kernelConv{}, format.Errorf("the kernel's vDSO converts clock mode %d, not %d", r.Mode, mode)
+		}
+		before := raw()
+		at := r.At(read())
+		after := raw()
+		if at < before-1 || at > after+1 {
+			why = format.Sprintf("its raw conversion (mult %d, shift %d) put a reading %d ns from [%d, %d] of %s", r.Mult, r.Shift, max(before-at, at-after), before, after, rawClockName)
+			continue
+		}
+		return kernelConv{conv: conversion{mult: r.Mult, shift: r.Shift, mask: ^uint64(0)}, hz: math.Ldexp(1e9, int(r.Shift)) / float64(r.Mult)}, nil
+	}
+	return kernelConv{}, errors.New(why)
 }

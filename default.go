@@ -1,6 +1,7 @@
 package schedclock
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -21,6 +22,10 @@ import (
 // Register, so Now never goes backwards across it, wherever the writer
 // stops.
 //
+//   - Where the kernel runs on the hardware counter and its vDSO converts
+//     it (the TSC on a TSC kernel), the clock switches to it at once and
+//     converts it with the kernel's own raw conversion: nothing to
+//     measure or refine.
 //   - Where CPUID, the hypervisor leaf or CNTFRQ_EL0 gives the rate, the
 //     clock switches to the hardware counter at once.
 //   - Where the hardware counter is trusted but its rate must be measured,
@@ -34,8 +39,10 @@ import (
 // counter is watched against it. On Linux the kernel's verdict on the
 // counter (and the counter's own evidence, where its descriptor has some)
 // is read again every verdictPeriod: when the kernel stops using the
-// counter as its clocksource (its watchdog demoted it), so does the
-// default clock (trust.go).
+// counter as its clocksource (its watchdog demoted it, root switched it),
+// so does the default clock, and it reads the kernel's word every
+// verdictReturnPeriod to go back to the counter when the kernel does
+// (trust.go).
 // A caller's Register ends all of this: the caller has taken the clock
 // over.
 var (
@@ -153,7 +160,8 @@ const choicePending = "the choice of a hardware counter: it runs in the backgrou
 // counters, the kernel's verdict, the counter's own evidence.
 type evidence struct {
 	ch            choice
-	hw            Source // as probed and prepared
+	hw            Source      // as probed and prepared
+	kernelConv    *kernelConv // the kernel's conversion of hw, where it runs on it
 	ownCheck      func() (found string, err error)
 	describe      func() string
 	status        func() (reading, history string)
@@ -176,7 +184,12 @@ type evidence struct {
 // kernel keeps no verdict on it (the arm64 generic timer), the counter's
 // own check decides. Info shows each piece of evidence: Kernel, CrossCPU,
 // CounterCheck, Rejected, Pending.
-func gatherEvidence(table []*hwcounter.Counter) evidence {
+//
+// Where the kernel runs on the counter and its vDSO converts it (the
+// descriptor's VDSOMode), the clock converts with the kernel's own raw
+// conversion (kernelConversion: hwcounter.RateKernel): nothing to
+// measure, nothing to refine.
+func gatherEvidence(table []*hwcounter.Counter, kernelConversion func(mode int32, read func() uint64) (kernelConv, error)) evidence {
 	ev := evidence{ch: chooseCounter(table), kernelTrusts: true}
 	ev.hw = ev.ch.src
 	d := ev.ch.desc
@@ -202,6 +215,11 @@ func gatherEvidence(table []*hwcounter.Counter) evidence {
 		ev.needsEvidence = !ev.vouched
 		ev.kernelTrusts = ev.vouched
 	}
+	if ev.vouched && d.VDSOMode != 0 {
+		if kc, err := kernelConversion(d.VDSOMode, ev.hw.Read); err == nil {
+			ev.kernelConv = &kc
+		}
+	}
 	return ev
 }
 
@@ -218,7 +236,7 @@ func (c *Clock) chooseHardware() {
 		return
 	}
 	c.st.mu.Unlock()
-	ev := gatherEvidence(p.table)
+	ev := gatherEvidence(p.table, p.kernelConversion)
 	c.st.mu.Lock()
 	defer c.unlock()
 	if p.chosen || c.st.loop.closed {
@@ -227,6 +245,9 @@ func (c *Clock) chooseHardware() {
 	p.chosen = true
 	defer c.dropFirstUseReadLocked()
 	hw, err := ev.hw, ev.ch.err
+	if ev.kernelConv != nil {
+		hw.Rate = uint64(math.Round(ev.kernelConv.hz))
+	}
 	p.hw, p.ownCheck, p.describe, p.status = hw, ev.ownCheck, ev.describe, ev.status
 	p.report.kernel, p.report.counterCheck = ev.kernel, ev.counterCheck
 	p.vouched, p.needsEvidence = ev.vouched, ev.needsEvidence
@@ -251,8 +272,12 @@ func (c *Clock) chooseHardware() {
 		}
 	default:
 		conv, err := newConversion(hw)
+		rate := rating{hz: float64(hw.Rate), origin: ev.ch.origin, errPPM: ev.ch.errPPM}
+		if kc := ev.kernelConv; kc != nil && err == nil {
+			conv, rate = kc.conv, rating{hz: kc.hz, origin: hwcounter.RateKernel}
+		}
 		if err == nil {
-			err = c.switchLocked(hw, conv, rating{hz: float64(hw.Rate), origin: ev.ch.origin, errPPM: ev.ch.errPPM})
+			err = c.switchLocked(hw, conv, rate)
 		}
 		if err != nil {
 			p.report.rejected = format.Sprintf("%s: unusable: %v", hw.Name, err)
@@ -266,7 +291,8 @@ func (c *Clock) chooseHardware() {
 	// in the background; until they pass, calibration does not adopt it
 	// (but where the kernel vouches for it, a measured rate is adopted
 	// at once).
-	p.verdict = lostTrust(ev.ch.desc, hw.Name)
+	p.verdict = p.lostTrust(ev.ch.desc, hw.Name)
+	p.vdsoMode = ev.ch.desc.VDSOMode
 	p.report.crossCPU = "not run yet: it runs in the background"
 	p.trustPending = !p.vouched
 	p.checks = true

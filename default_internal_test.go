@@ -3,6 +3,8 @@ package schedclock
 import (
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"testing/synctest"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock/internal/hwcounter"
+	"github.com/schedclock/schedclock/internal/kernel"
 )
 
 // hardwareExpected reports whether this machine offers a hardware counter
@@ -69,6 +72,20 @@ func TestDefaultClockAdoptsAndRefinesTheHardwareCounter(t *testing.T) {
 		in = waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin != hwcounter.RateNanoseconds.String() })
 		assert.Equal(t, hwcounter.RateNanoseconds.String(), in.RateOrigin, "an exact rate was refined: %+v", in)
 		assert.Equal(t, uint64(1e9), in.Rate)
+		assert.Zero(t, in.RateErrorPPM)
+		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
+		return
+	}
+	if in.RateOrigin == hwcounter.RateKernel.String() {
+		// The kernel runs on the counter: the clock converts with the
+		// kernel's raw conversion, never refined.
+		d := chooseCounter(counterTable()).desc
+		kc, err := readKernelConversion(d.VDSOMode, hw.Read)
+		require.NoError(t, err)
+		in = waitInfo(2*time.Second, func(in Info) bool { return in.RateOrigin != hwcounter.RateKernel.String() || in.Mult != kc.conv.mult })
+		assert.Equal(t, hwcounter.RateKernel.String(), in.RateOrigin, "the kernel's conversion was refined: %+v", in)
+		assert.Equal(t, kc.conv.mult, in.Mult)
+		assert.Equal(t, kc.conv.shift, in.Shift)
 		assert.Zero(t, in.RateErrorPPM)
 		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
 		return
@@ -279,4 +296,78 @@ func TestBootInfo(t *testing.T) {
 	assert.Equal(t, fresh, held)
 	assert.Same(t, &bootInfo, c.st.info.Load())
 	assert.Empty(t, bootInfo.KernelTime, "Info fills it in")
+}
+
+// TestDefaultClockConvertsAsTheKernelDoes: where the kernel runs on the
+// counter the default clock chooses, in the vDSO clock mode its
+// descriptor names, the clock converts with the kernel's own raw
+// conversion: Info shows its mult and shift, the rate they make and
+// origin "kernel", and no refinement changes them, not even the sliding
+// ones after the schedule (a same-counter switch, which stands Now
+// still). Where the kernel runs on another counter, or its conversion
+// cannot be read, the descriptor's rate stands, and is refined as ever.
+func TestDefaultClockConvertsAsTheKernelDoes(t *testing.T) {
+	const mult, shift = 1<<24 + 3, 24 // a kernel's rounding of 1 GHz
+	for _, c := range []struct {
+		name, clocksource string
+		readErr           error
+		kernel            bool
+	}{
+		{"the kernel runs on it", "tsc", nil, true},
+		{"the kernel runs on another", "hpet", nil, false},
+		{"no conversion to read", "tsc", errors.New("no vDSO time data in this process"), false},
+	} {
+		kernelFile := filepath.Join(t.TempDir(), "current_clocksource")
+		require.NoError(t, os.WriteFile(kernelFile, []byte(c.clocksource+"\n"), 0o644))
+		hw := realtime1GHz()
+		hw.Rate = 1e9
+		clock := newDefaultClock([]*hwcounter.Counter{{
+			Arch: runtime.GOARCH, VDSOMode: hwcounter.VDSOModeTSC,
+			Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
+				return counterSource(hw), hwcounter.RateCPUID, 0, nil
+			},
+			Verdict: func() kernel.Verdict { return kernel.ReadVerdict(kernelFile, "tsc") },
+		}})
+		var asked []int32
+		clock.st.policy.readKernelConv = func(mode int32, read func() uint64) (kernelConv, error) {
+			asked = append(asked, mode)
+			require.Equal(t, funcPtr(hw.Read), funcPtr(read), "%s: the counter read is the one chosen", c.name)
+			return kernelConv{conv: conversion{mult: mult, shift: shift, mask: ^uint64(0)}, hz: math.Ldexp(1e9, shift) / mult}, c.readErr
+		}
+		clock.chooseHardware()
+		in := clock.Info()
+		if !c.kernel {
+			if c.clocksource == "tsc" {
+				assert.Equal(t, "hw", in.Source, c.name)
+				assert.Equal(t, []int32{hwcounter.VDSOModeTSC}, asked, c.name)
+			} else {
+				assert.Empty(t, asked, "%s: the kernel's conversion is of another counter", c.name)
+			}
+			assert.NotEqual(t, hwcounter.RateKernel.String(), in.RateOrigin, c.name)
+			require.NoError(t, clock.Close())
+			continue
+		}
+		assert.Equal(t, []int32{hwcounter.VDSOModeTSC}, asked, c.name)
+		assert.Equal(t, "hw", in.Source, c.name)
+		assert.Equal(t, hwcounter.RateKernel.String(), in.RateOrigin, c.name)
+		assert.Equal(t, uint32(mult), in.Mult, c.name)
+		assert.Equal(t, uint32(shift), in.Shift, c.name)
+		assert.Equal(t, uint64(math.Round(math.Ldexp(1e9, shift)/mult)), in.Rate, c.name)
+		assert.Zero(t, in.RateErrorPPM, c.name)
+		assert.Zero(t, in.ConversionErrorPPM, c.name)
+
+		// A refinement after the schedule, which would otherwise always
+		// switch to the rate it measured.
+		clock.st.mu.Lock()
+		tr := clock.st.track
+		require.NotNil(t, tr)
+		tr.startLocked(time.Now(), &clock.st.cur)
+		tr.cal.step, tr.cal.history = len(calibrationSchedule), []ratePoint{tr.cal.baseline}
+		time.Sleep(2 * time.Millisecond)
+		v := clock.viewLocked()
+		d := tr.refine(time.Now(), &v)
+		clock.unlock()
+		assert.Nil(t, d.rerate, "%s: the kernel's conversion refined", c.name)
+		require.NoError(t, clock.Close())
+	}
 }

@@ -57,7 +57,7 @@ func ExampleNew() {
 	_, err = schedclock.New(schedclock.Source{Name: "no rate", Read: counter.Load, Bits: 64})
 	fmt.Println(errors.Is(err, schedclock.ErrInvalidSource))
 	// Output:
-	// 1500000
+	// 1.5ms
 	// true
 }
 
@@ -100,8 +100,8 @@ func ExampleClock_Register() {
 	err := c.Register(slow.Source())
 	fmt.Println(errors.Is(err, schedclock.ErrSlowerSource))
 	// Output:
-	// 7000000
-	// 7000250
+	// 7ms
+	// 7.00025ms
 	// true
 }
 
@@ -119,8 +119,8 @@ func ExampleClock_Suspend() {
 	counter.Add(10)
 	fmt.Println(c.Now())
 	// Output:
-	// 1000
-	// 1010
+	// 1µs
+	// 1.01µs
 }
 
 // Info says what a clock runs on and why; for the default clock, also
@@ -167,15 +167,19 @@ func ExampleDefault() {
 }
 
 // Instants subtract with Sub (a time.Duration, negative when the other
-// is later) and move with Add; both saturate rather than wrap.
+// is later: a-b would be an Instant), move with Add, both saturating
+// rather than wrapping, compare with Before and After (or < and >), and
+// print as the time since their clock's start.
 func ExampleInstant() {
 	start := schedclock.Instant(1_000)
 	later := start.Add(1500 * time.Microsecond)
-	fmt.Println(later.Sub(start), start.Sub(later), later > start)
+	fmt.Println(later.Sub(start), start.Sub(later), later.After(start), start.Before(later))
 	fmt.Println(schedclock.Instant(math.MaxInt64).Add(time.Hour) == math.MaxInt64)
+	fmt.Printf("%v %s\n", later, schedclock.Instant(1_234_567_891))
 	// Output:
-	// 1.5ms -1.5ms true
+	// 1.5ms -1.5ms true true
 	// true
+	// 1.501ms 1.234567891s
 }
 
 // Hardware is this machine's counter register; where there is none, or

@@ -28,8 +28,9 @@ const (
 	KernelBoottime KernelClock = 7
 	// KernelPerf is perf's default clock (the kernel's sched_clock), a
 	// plain perf record's, where the kernel exports it to user space
-	// (cap_user_time_zero in a perf event's page: a kernel on the TSC,
-	// arm64; not a kvm-clock guest).
+	// (cap_user_time_zero in a perf event's page: x86 bare metal whose
+	// sched_clock is the TSC, arm64; not a KVM guest, whose sched_clock
+	// is kvm-clock's whichever clocksource its kernel runs on).
 	KernelPerf KernelClock = -1
 )
 
@@ -39,38 +40,67 @@ const (
 // read here (not Linux, perf's clock not exported, an unknown k), and
 // on clocks whose readings are not real time (schedclocktest.Manual, Bubble).
 //
-// A later reading never maps earlier. Where the clock reads the counter
-// the kernel's vDSO converts (the pvclock page on a kvm-clock guest, the
-// TSC on a TSC kernel), KernelMonotonic and KernelBoottime are exact:
-// the kernel's own conversion, from the vDSO's time data, of the counter
-// value the reading was taken at (on the portable source, whose counter
-// is CLOCK_MONOTONIC itself, no conversion at all), with the conversion
-// that was the kernel's then (the process keeps the last 8 it saw: a reading mapped
-// within 8 kernel updates of being taken, 32 ms at HZ=250, is exact
-// where KernelTime was called in each of them). Elsewhere, and for those, a map is paired with the
-// kernel clock (its vDSO clock_gettime, or perf's page and the counter)
-// every 100 ms while KernelTime is called, as WallTime's with the wall clock
-// (no step back: the map slews back at 0.1% where it was ahead), so it
-// follows NTP's slew and, for KernelBoottime, a suspend; a reading's
-// kernel time through it never changes once it was taken.
-// Info.KernelTime says how closely: exact, or each pairing's bracket and
-// the most a pairing found the map off. The first call answers at once
-// from one pairing by the system call and has the clock's goroutine
-// refine the map.
+// A later reading never maps earlier, on any goroutine, through every
+// update, slew and switch of clocksource the kernel makes. Where the
+// clock reads a counter the kernel's vDSO converts (the pvclock page on
+// a kvm-clock guest, the TSC on a TSC kernel, either on a KVM guest
+// whichever of the two the kernel runs on: the page's scale relates
+// them), KernelMonotonic and KernelBoottime are exact: the kernel's own
+// conversion, from the vDSO's time data, of the counter value the
+// reading was taken at (on the portable source, whose counter is
+// CLOCK_MONOTONIC itself, no conversion at all), with the conversion
+// that was the kernel's then. The process keeps the last 256
+// conversions it saw (a KernelTime during an update's tick sees it): a
+// reading mapped within 256 kernel updates of being taken (a second at
+// HZ=250) maps to the same kernel time at once and later, where
+// KernelTime was called in each of them (where it was not, to within
+// what the conversions missed moved: a ns or two for NTP's
+// corrections), but for a reading taken in the microseconds between the
+// kernel's read of the counter for an update and the update's
+// publication: mapped at once through the conversion before it, later
+// through the update's own, a few ns apart after a change of frequency.
 //
-// While a clock switches counters (Register; the default clock's set-up,
-// which the first KernelTime starts at once) Now stands still for
-// microseconds, and the readings it returns then map to the instant the
-// switch began; readings from the line before a switch map through it.
+// Elsewhere, and for older readings, a map paired with the kernel clock
+// (its vDSO clock_gettime, or perf's page and the counter) answers:
+// paired every 100 ms while KernelTime is called (every 1-3 s when
+// idle), as WallTime's with the wall clock (no step back: the map slews
+// back at 0.1% where it was ahead), so it follows NTP's slew and, for
+// KernelBoottime, a suspend. A reading mapped again through it after it
+// mapped exactly may differ by up to the map's bound, and one taken on a
+// segment that a later pairing found off stays off by that much.
+// Info.KernelTime says how closely, before a mapping needs it: exact,
+// and the ±bound of the paired map (for the readings the exact path
+// leaves to it, or for all): half its pairing's bracket, the most a
+// pairing found it off, and what a change of the kernel's frequency of
+// up to 1000 ppm (adjtimex's whole range) adds before the next pairing
+// corrects it (110 µs while KernelTime is called, 3 ms when idle). The
+// first call answers at once from one pairing by the system call and
+// has the clock's goroutine refine the map.
 //
-// It costs at most half a Now more than Now, and allocates nothing.
+// While a clock switches counters (Register, a re-anchoring, the default
+// clock's set-up and its fall-back) Now stands still for microseconds,
+// and the readings it returns then map to the instant the switch began;
+// readings taken before a switch map as they did then. The default
+// clock's first KernelTime makes its choice of counter, and the switch
+// to it, before it answers (a few ms at most: probes, file reads), so a
+// program that maps its readings from its very first one finds every
+// later reading on the counter's line. What remains: readings taken
+// before the first KernelTime while the set-up runs (it starts 10 ms
+// after the first use), and where the counter's adoption waits (a rate
+// to measure: 20 ms; a cross-CPU check that must pass first), the switch
+// that adoption makes later.
+//
+// It costs at most half a Now more than Now (while the kernel runs on
+// the other of the TSC and the pvclock page, until the default clock
+// follows it, a few hundred ns: each mapping looks its conversion up in
+// the history), and allocates nothing. The default clock's first
+// KernelTime takes the choice and the switch: 0.4-1.1 ms on the KVM
+// guest this was measured on.
 // Readings before the clock's start map through its first segment; the
 // result saturates to the int64 range.
 func (c *Clock) KernelTime(k KernelClock, t Instant) (int64, bool) {
 	ns := int64(t)
-	if c == nil || c.st == nil {
-		return 0, false
-	}
+	c = c.orDefault()
 	i := kernelIndex(k)
 	if i < 0 {
 		return 0, false
@@ -116,9 +146,7 @@ func (c *Clock) KernelTime(k KernelClock, t Instant) (int64, bool) {
 // (BenchmarkFromKernelTime measures a reading just taken and one older
 // than the kernel's last update).
 func (c *Clock) FromKernelTime(k KernelClock, kt int64) (Instant, bool) {
-	if c == nil || c.st == nil {
-		return 0, false
-	}
+	c = c.orDefault()
 	now := c.Now()
 	at, ok := c.KernelTime(k, now)
 	if !ok {
@@ -283,12 +311,17 @@ type kernelMaps [len(kernelRefs)]pairedMap
 // useKernelMaps gives the clock's kernel maps their references and has
 // the background goroutine keep them fresh.
 func (c *Clock) useKernelMaps() {
-	// The default clock's set-up now, not a grace after: its switch to
-	// the hardware's counter stands Now still for microseconds, and the
+	// The default clock's set-up now, not a grace after, and its
+	// hardware choice made before the first answer: its switch to the
+	// hardware's counter stands Now still for microseconds, and the
 	// readings taken meanwhile cannot say when in the switch they were
-	// taken. A program that maps onto the kernel's clocks wants that
-	// behind it before the events it traces.
+	// taken. A program that maps onto the kernel's clocks from its first
+	// reading has the switch behind it, between its first reading and
+	// its second.
 	c.st.policy.startSetUp()
+	if p := c.st.policy; p != nil && p.first.deferred && p.started() && !inSynctestBubble() {
+		c.chooseHardware() // made already (the set-up's goroutine was first): returns at once
+	}
 	if k := kernelConvsOnce.get(); k != nil { // reads /proc/self/maps: not under the lock
 		kernelConvsOn.CompareAndSwap(nil, k)
 	}
@@ -346,16 +379,43 @@ func (c *Clock) describeKernelMapsLocked() string {
 				b.WriteString(exact)
 				b.WriteString("; older readings ")
 			}
-			// A drift found at a pairing goes on growing for wallLead
-			// before the new segment corrects it, at the pace it grew
-			// over the period.
-			bound := r.bracket/2 + r.drift + r.drift*int64(wallLead)/int64(wallPeriod)
-			b.WriteString(format.Sprintf("±%v (pairing bracket %v, worst drift found %v)",
-				time.Duration(bound), time.Duration(r.bracket), time.Duration(r.drift)))
+			b.WriteString(format.Sprintf("±%v (pairing bracket %v, worst drift found %v, and %v for a change of the kernel's frequency of up to %d ppm until the next pairing)",
+				r.kernelBound(), time.Duration(r.bracket), time.Duration(r.drift), r.kernelSlewAllowance(), kernelFreqChange))
 		}
 	}
 	return b.String()
 }
+
+// kernelBound is how far the paired map r of a kernel clock may be
+// from it, stated before a reading needs it: half the last pairing's
+// bracket; the worst drift a pairing found, which goes on growing for
+// wallLead before the new segment corrects it, at the pace it grew over
+// the period; and what a change of the kernel's frequency can add
+// before the next pairing re-aims the map (the map keeps its pace until
+// then: a period and a segment's lead while KernelTime is called, the
+// idle pace's 3 s otherwise), kernelFreqChange at most. Without that
+// last term the bound stated was the drift found so far: 35 ns, then
+// 110 µs off for 110 ms after an adjtimex slew of 1000 ppm.
+func (r *pairedMap) kernelBound() time.Duration {
+	return time.Duration(r.bracket/2+r.drift+r.drift*int64(wallLead)/int64(wallPeriod)) + r.kernelSlewAllowance()
+}
+
+// kernelSlewAllowance is kernelBound's term for a change of the kernel's
+// frequency.
+func (r *pairedMap) kernelSlewAllowance() time.Duration {
+	lag := wallPeriod + wallLead
+	if r.slow {
+		lag = wallIdlePeriod*3/2 + wallLead
+	}
+	return lag / 1_000_000 * kernelFreqChange
+}
+
+// kernelFreqChange is the largest change of the kernel's frequency, in
+// ppm, that the paired maps' stated bound allows for: from -500 to +500
+// ppm, adjtimex's whole range for ADJ_FREQUENCY (MAXFREQ), and adjtime's
+// slew (500 ppm). A faster slew (ADJ_TICK's, or the PLL taking up a
+// large offset) is followed within the same 110 ms, by more.
+const kernelFreqChange = 1000
 
 // kernelClocksHere says the kernel's monotonic and boot clocks are
 // Linux's, which its tracers stamp with: KernelTime maps onto Linux's

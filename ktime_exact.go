@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/schedclock/schedclock/internal/format"
@@ -65,9 +66,13 @@ import (
 
 // kernelHistoryLen is how many of the kernel's conversions the process
 // keeps: readings mapped within that many kernel updates of being taken
-// (32 ms at HZ=250, longer where the CPUs idle) are exact, given a
-// KernelTime in each of the updates between.
-const kernelHistoryLen = 8
+// (a second at HZ=250, longer where the CPUs idle) are exact, given a
+// KernelTime in each of the updates between. A goroutine preempted
+// between its reading and its mapping (a switch of the kernel's
+// clocksource stops every CPU: readers here were held 316 ms) maps
+// exactly all the same. Each kept conversion is 72 bytes, allocated at
+// the first KernelTime.
+const kernelHistoryLen = 256
 
 // kernelConvs is the process's view of the kernel's conversion: where
 // the vDSO's time data is, the kernel counters' read functions as a
@@ -85,6 +90,11 @@ type kernelConvs struct {
 	// source's counter is CLOCK_MONOTONIC itself (runtime.nanotime),
 	// which needs no conversion at all.
 	portableRead unsafe.Pointer
+	// page is the pvclock page, whose scale converts between the TSC and
+	// the page's time where the clock reads one and the kernel's vDSO
+	// converts the other (the kernel's clocksource switched at run time);
+	// nil where there is none (kernelPageNow's nil: not found yet).
+	page func() *pvclock.Page
 	// head counts the conversions recorded; record n (from 1) is in
 	// slots[(n-1)%kernelHistoryLen] while that slot's gen is n.
 	head  atomic.Uint64
@@ -159,9 +169,14 @@ var kernelConvsOnce = lazy[*kernelConvs]{make: func() *kernelConvs {
 		return nil
 	}
 	kc := &kernelConvs{td: k.td, layout: layout, pvclockRead: funcPtr(readPvclock), pvclockSrc: &pvclockShared.src,
-		portableRead: portableReadPtr}
+		portableRead: portableReadPtr, page: kernelPageNow}
 	if r := hwcounter.TSC(); r != nil {
 		kc.tscRead = funcPtr(r)
+		// Found now, before a switch of the kernel's clocksource needs
+		// it: a mapping that waited for a probe while the kernel ran on
+		// the other counter went to the paired map (8,665 readings
+		// outside their brackets in 20 s of switches every 200 ms).
+		kernelPageNow()
 	}
 	return kc
 }}
@@ -187,13 +202,20 @@ func (k *kernelConvs) modeOf(read unsafe.Pointer) int32 {
 }
 
 // kernelMode is modeOf for a read function of c's lines, the default
-// clock's first-use read (the portable source's counter) included.
+// clock's first-use read (the portable source's counter) included, and
+// the last switch's freezer, whose readings are the frozen line's.
 func (c *Clock) kernelMode(k *kernelConvs, read unsafe.Pointer) int32 {
 	mode := k.modeOf(read)
-	if mode == 0 && c.st.policy != nil && read == funcPtr(c.st.policy.first.read) {
+	if mode != 0 {
+		return mode
+	}
+	if c.st.policy != nil && read == funcPtr(c.st.policy.first.read) {
 		return kernelModeMonotonic
 	}
-	return mode
+	if f := c.st.lines.frozen.Load(); f != nil && read == f.stand && f.of != read {
+		return c.kernelMode(k, f.of)
+	}
+	return 0
 }
 
 // kernelModeMonotonic is modeOf's mode for the portable source: its
@@ -231,58 +253,250 @@ func (k *kernelConvs) slowAt(i int, cyc uint64, mode int32) (int64, kernelMappin
 			break
 		}
 	}
-	if have && cur.Mode != mode {
-		return 0, kernelNone // the kernel converts another counter
-	}
-	var view [kernelHistoryLen + 1]kernelRecord // newest first
-	n := 0
 	if have {
 		k.record(&cur)
 	}
-	h := k.head.Load()
-	for j := h; j > 0 && j+kernelHistoryLen > h; j-- {
-		r, ok := k.slots[(j-1)%kernelHistoryLen].load(j)
+	it := historyIter{k: k, h: k.head.Load(), cur: cur, have: have}
+	it.j = it.h
+	var scale pageScale
+	var newer kernelRecord
+	n := 0
+	// The newest few one by one (a reading a few updates old, the common
+	// case of this path), then the rest by bisection: the conversions
+	// start one after the other, so a reading is at or past the start of
+	// each one older than the conversion it was taken under, and before
+	// the start of each newer one.
+	for n < kernelLinearSteps || it.j == 0 {
+		r, ok := it.next()
 		if !ok {
-			break // overwritten meanwhile: older ones too
+			break
 		}
-		if n == 0 && have && int32(cur.Seq-r.conv.Seq) > 0 {
-			// Another goroutine holds the lock: the current conversion,
-			// unrecorded, goes first.
-			view[0] = kernelRecord{conv: cur, pivot: kernelPivot(&r.conv, &cur)}
-			n++
+		u, ok := k.inMode(cyc, mode, r.conv.Mode, &scale)
+		if !ok {
+			return 0, kernelNone // a counter the clock's cannot be put in
 		}
-		view[n] = r
+		if u >= r.pivot {
+			return k.through(i, &r, u, &newer, n > 0), kernelExact
+		}
+		newer = r
 		n++
 	}
-	if n == 0 {
-		if !have {
-			return 0, kernelNone
+	if it.j > 0 && it.j+kernelHistoryLen > it.h {
+		lo, hi := it.h-kernelHistoryLen+1, it.j // the records left, oldest to newest
+		if it.h < kernelHistoryLen {
+			lo = 1
 		}
-		view[0] = kernelRecord{conv: cur, pivot: cur.CycleLast}
-		n = 1
+		top := hi
+		var best, oldest kernelRecord
+		var bestJ, oldestJ, bestU uint64
+		for lo <= hi {
+			mid := lo + (hi-lo)/2
+			r, ok := k.slots[(mid-1)%kernelHistoryLen].load(mid)
+			if !ok {
+				lo = mid + 1 // overwritten meanwhile: so are the older ones
+				continue
+			}
+			if oldestJ == 0 || mid < oldestJ {
+				oldest, oldestJ = r, mid
+			}
+			u, ok := k.inMode(cyc, mode, r.conv.Mode, &scale)
+			if !ok {
+				return 0, kernelNone
+			}
+			if u >= r.pivot {
+				best, bestJ, bestU, lo = r, mid, u, mid+1
+			} else {
+				hi = mid - 1
+			}
+		}
+		if bestJ != 0 {
+			// The one recorded after it (whose start the reading is
+			// before): the newest walked one by one, or the next record.
+			if bestJ < top {
+				if r, ok := k.slots[bestJ%kernelHistoryLen].load(bestJ + 1); ok {
+					if _, ok := k.inMode(cyc, mode, r.conv.Mode, &scale); !ok {
+						return 0, kernelNone
+					}
+					newer = r
+				}
+			}
+			return k.through(i, &best, bestU, &newer, n > 0 || bestJ < top), kernelExact
+		}
+		if oldestJ != 0 {
+			newer, n = oldest, n+1
+		}
 	}
-	for x := range n {
-		r := &view[x]
-		if cyc < r.pivot {
-			continue
-		}
-		if r.conv.Mode != mode {
-			return 0, kernelNone
-		}
-		v := r.conv.At(i, cyc)
-		if x > 0 && view[x-1].conv.Seq != r.conv.Seq+2 {
-			// Conversions between r and the next one recorded were
-			// missed: r's time, but never past where the next one
-			// starts, so that the map stays monotonic.
-			next := &view[x-1]
-			v = min(v, next.conv.At(i, next.pivot))
-		}
-		return v, kernelExact
+	if n == 0 {
+		return 0, kernelNone
 	}
 	// Older than every conversion kept: the paired map, bounded by
 	// where the oldest one starts.
-	oldest := &view[n-1]
-	return oldest.conv.At(i, oldest.pivot), kernelBounded
+	return newer.conv.At(i, newer.pivot), kernelBounded
+}
+
+// kernelLinearSteps is how many of the newest conversions slowAt tries
+// one by one before it bisects the rest.
+const kernelLinearSteps = 8
+
+// through is clock i's time at u through conversion r, u being past its
+// pivot, newer the conversion recorded after it (haveNewer: there is
+// one): r's time, but never past where newer starts where conversions
+// between the two were missed, so that the map stays monotonic.
+func (k *kernelConvs) through(i int, r *kernelRecord, u uint64, newer *kernelRecord, haveNewer bool) int64 {
+	v := r.conv.At(i, u)
+	if haveNewer && newer.conv.Seq != r.conv.Seq+2 {
+		v = min(v, newer.conv.At(i, newer.pivot))
+	}
+	return v
+}
+
+// historyIter walks the conversions kept, newest first, from record h
+// down (j is the next to load): the current conversion cur first where
+// it is not recorded (another goroutine holds the lock: have says it was
+// read), pivoted on the newest recorded, or at its cycle_last where none
+// is; it ends at a record overwritten meanwhile (the older ones are too).
+type historyIter struct {
+	k          *kernelConvs
+	j, h       uint64
+	cur        pvclock.Conv
+	have, done bool // done: cur was offered, or passed over
+}
+
+func (it *historyIter) next() (kernelRecord, bool) {
+	if it.j > 0 && it.j+kernelHistoryLen > it.h {
+		r, ok := it.k.slots[(it.j-1)%kernelHistoryLen].load(it.j)
+		if ok {
+			if !it.done {
+				it.done = true
+				if it.have && int32(it.cur.Seq-r.conv.Seq) > 0 {
+					return kernelRecord{conv: it.cur, pivot: kernelPivot(&r.conv, &it.cur)}, true
+				}
+			}
+			it.j--
+			return r, true
+		}
+		it.j = 0
+	}
+	if !it.done {
+		it.done = true
+		if it.have {
+			return kernelRecord{conv: it.cur, pivot: it.cur.CycleLast}, true
+		}
+	}
+	return kernelRecord{}, false
+}
+
+// The kernel's clocksource can be switched at run time (by hand, as root
+// may at any moment; its watchdog demotes the TSC): the vDSO then
+// converts another counter than the clock's line reads. On a KVM guest
+// both are the TSC, one scaled by the pvclock page: the page's time is
+// a function of the TSC (pvclock.Pvclock.Time), and the TSC at a page
+// time its inverse (TSCAt), so a reading maps exactly whichever of the
+// two the kernel converts, through the page's scale as it is when the
+// reading is mapped (the host rewrites it on a migration or a clock
+// update: a reading older than such a rewrite is off by what the
+// rewrite moved, a few ns on a stable host). Each conversion is the
+// kernel's from its pivot in its own counter's units; across a switch
+// of clocksource that is the new conversion's cycle_last, the new
+// counter's value the kernel read at the switch (change_clocksource:
+// timekeeping_forward_now with the old clocksource, then cycle_last
+// read from the new one), so readings before and after a switch map
+// through the conversion in force when each was taken, and a later
+// reading never maps earlier. Where there is no page (bare metal: a
+// switch to hpet or acpi_pm, which the vDSO cannot read at all), the
+// paired map answers.
+
+// pageScale is the pvclock page's scale as inMode loaded it, once per
+// mapping: ok false where there is no page, or its scale is not time.
+type pageScale struct {
+	p              pvclock.Pvclock
+	loaded, usable bool
+}
+
+// pageLoadTries bounds the tries at the page while the host writes it.
+const pageLoadTries = 64
+
+// inMode is cyc, a value of the counter of vDSO clock mode from, as a
+// value of the counter of mode to: itself for the same counter; the
+// page's time at a TSC value, or the TSC at a page time, through the
+// page's scale (loaded into s at the first need); ok false for any
+// other pair, and where the page cannot be read.
+func (k *kernelConvs) inMode(cyc uint64, from, to int32, s *pageScale) (uint64, bool) {
+	if from == to {
+		return cyc, true
+	}
+	if !(from == pvclock.ModeTSC && to == pvclock.ModePvclock || from == pvclock.ModePvclock && to == pvclock.ModeTSC) {
+		return 0, false
+	}
+	if !s.loaded {
+		s.loaded = true
+		if k.page != nil {
+			if pg := k.page(); pg != nil {
+				for range pageLoadTries {
+					if p, ok := pg.Snapshot(); ok {
+						s.p, s.usable = p, p.Stable() && p.Scalable()
+						break
+					}
+				}
+			}
+		}
+	}
+	switch {
+	case !s.usable:
+		return 0, false
+	case from == pvclock.ModeTSC:
+		return s.p.Time(cyc), true
+	}
+	return s.p.TSCAt(cyc), true
+}
+
+// kernelPage is the pvclock page as KernelTime found it (kernelPageNow).
+var kernelPage struct {
+	page atomic.Pointer[pvclock.Page]
+	mu   sync.Mutex
+	next int64 // the runtime's clock before which a failed probe is not tried again
+}
+
+// kernelPageRetry is how long after a failed probe of the page
+// kernelPageNow tries again: the kernel maps the page only once its vDSO
+// has run in pvclock mode, which a switch of clocksource can start.
+const kernelPageRetry = time.Second
+
+// kernelPageNow is the pvclock page, probed (through a copy, never a
+// load: see pvclock.ProbePvclock) with the first KernelTime's time data,
+// and again, where it was not found, when a mapping needs it, at most
+// every kernelPageRetry; nil where there is none.
+func kernelPageNow() *pvclock.Page {
+	if pg := kernelPage.page.Load(); pg != nil {
+		return pg
+	}
+	if !pvclock.Supported {
+		return nil
+	}
+	kernelPage.mu.Lock() // another mapping's probe: tens of µs, once
+	defer kernelPage.mu.Unlock()
+	if pg := kernelPage.page.Load(); pg != nil {
+		return pg
+	}
+	now := runtimeNano()
+	if now < kernelPage.next {
+		return nil
+	}
+	kernelPage.next = now + int64(kernelPageRetry)
+	maps, err := pvclock.Maps()
+	if err != nil {
+		return nil
+	}
+	loc, err := pvclock.Locate(maps, pvclock.KernelRelease())
+	if err != nil {
+		return nil
+	}
+	pg, _, err := pvclock.ProbePvclock(loc.Pvclock)
+	if err != nil {
+		return nil
+	}
+	kernelPage.page.Store(pg)
+	return pg
 }
 
 // record appends cur to the conversions kept, with its pivot, unless it
@@ -313,12 +527,18 @@ func (k *kernelConvs) record(cur *pvclock.Conv) {
 // conversion, prev being the one before it: the counter value the
 // kernel read for the update (see above), where prev is next's direct
 // predecessor (its sequence count 2 before) and the arithmetic says so
-// exactly; next's cycle_last otherwise.
+// exactly; next's cycle_last otherwise. An update of the frequency
+// alone (adjtimex: timekeeping_advance with TK_ADV_FREQ, less than a
+// tick after the last) accumulates no tick: its cycle_last is its
+// predecessor's, and the kernel's read at most a tick (kernelTickMax)
+// after it.
 func kernelPivot(prev, next *pvclock.Conv) uint64 {
 	span := next.CycleLast - prev.CycleLast
+	// A second at most either way: timekeeping_adjust borrows one where
+	// its correction takes xtime_nsec below 0.
 	secs := next.Base[0].Sec - prev.Base[0].Sec
 	if prev.Seq+2 != next.Seq || prev.Mode != next.Mode || prev.Shift != next.Shift ||
-		next.Shift > 32 || next.CycleLast <= prev.CycleLast || secs > 1 {
+		next.Shift > 32 || next.CycleLast < prev.CycleLast || int64(secs) > 1 || int64(secs) < -1 {
 		return next.CycleLast
 	}
 	// (T_next - T_prev)(cycle_last) in 2^-shift ns, modulo 2^64: the
@@ -330,7 +550,8 @@ func kernelPivot(prev, next *pvclock.Conv) uint64 {
 		return next.CycleLast
 	}
 	rem := -diff / dmult
-	if rem < 0 || uint64(rem) >= span {
+	if rem < 0 || span > 0 && uint64(rem) >= span ||
+		span == 0 && (&pvclock.Conv{Mult: prev.Mult, Shift: prev.Shift}).At(0, uint64(rem)) > int64(kernelTickMax) {
 		return next.CycleLast
 	}
 	return next.CycleLast + uint64(rem)
@@ -602,12 +823,25 @@ func (c *Clock) exactKernelLocked(i int) string {
 			break
 		}
 	}
-	if mode == 0 || !ok || cur.Mode != mode {
+	if mode == 0 || !ok {
 		return ""
 	}
-	counter := "the TSC"
-	if mode == pvclock.ModePvclock {
-		counter = "the kvm-clock page"
+	if cur.Mode != mode {
+		var scale pageScale
+		if _, ok := k.inMode(0, mode, cur.Mode, &scale); !ok {
+			return ""
+		}
+		return format.Sprintf("exact: the kernel's own conversion of %s (vDSO clock mode %d, its last %d updates), of the clock's %s through the pvclock page's scale",
+			modeCounter(cur.Mode), cur.Mode, kernelHistoryLen, modeCounter(mode))
 	}
-	return format.Sprintf("exact: the kernel's own conversion of %s (vDSO clock mode %d, its last %d updates)", counter, mode, kernelHistoryLen)
+	return format.Sprintf("exact: the kernel's own conversion of %s (vDSO clock mode %d, its last %d updates)", modeCounter(mode), mode, kernelHistoryLen)
+}
+
+// modeCounter names the counter of a vDSO clock mode that KernelTime
+// converts.
+func modeCounter(mode int32) string {
+	if mode == pvclock.ModePvclock {
+		return "the kvm-clock page"
+	}
+	return "the TSC"
 }

@@ -2,7 +2,10 @@ package schedclock
 
 import (
 	"encoding/binary"
+	"math"
 	"math/big"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -10,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedclock/schedclock/internal/hwcounter"
 	"github.com/schedclock/schedclock/internal/pvclock"
 )
 
@@ -65,10 +69,14 @@ func kernelUpdate(prev pvclock.Conv, now, interval uint64, dmult int64) pvclock.
 	next.Mult = uint32(int64(prev.Mult) + dmult)
 	rem := now - next.CycleLast
 	for i := range next.Base {
-		nsec := prev.Base[i].Nsec + ticks*interval*uint64(prev.Mult) - uint64(dmult*int64(rem))
-		whole := uint64(1e9) << prev.Shift
-		next.Base[i].Sec += nsec / whole
-		next.Base[i].Nsec = nsec % whole
+		nsec := int64(prev.Base[i].Nsec+ticks*interval*uint64(prev.Mult)) - dmult*int64(rem)
+		whole := int64(1e9) << prev.Shift
+		if nsec < 0 { // timekeeping_adjust borrows a second
+			nsec += whole
+			next.Base[i].Sec--
+		}
+		next.Base[i].Sec += uint64(nsec / whole)
+		next.Base[i].Nsec = uint64(nsec % whole)
 	}
 	return next
 }
@@ -103,6 +111,22 @@ func TestKernelPivot(t *testing.T) {
 	}
 	same := kernelUpdate(firstConv, firstConv.CycleLast+4_500_000, interval, 0)
 	assert.Equal(t, same.CycleLast, kernelPivot(&firstConv, &same), "Δmult 0: the two agree from cycle_last on")
+
+	// An update of the frequency alone (adjtimex: timekeeping_advance's
+	// TK_ADV_FREQ, less than a tick after the last): no tick
+	// accumulated, cycle_last as it was, mult and xtime_nsec changed
+	// so that both agree at the counter value the kernel read.
+	for _, dmult := range []int64{2, -2, 3400, -3400} {
+		now := firstConv.CycleLast + 987_654
+		freq := kernelUpdate(firstConv, now, interval, dmult)
+		require.Equal(t, firstConv.CycleLast, freq.CycleLast)
+		assert.Equal(t, now, kernelPivot(&firstConv, &freq), "a change of frequency alone, Δmult %+d", dmult)
+		// But not one that puts the kernel's read more than a tick
+		// (10 ms at HZ=100) past cycle_last.
+		far := kernelUpdate(firstConv, firstConv.CycleLast+11_000_000, 12_000_000, dmult)
+		require.Equal(t, firstConv.CycleLast, far.CycleLast)
+		assert.Equal(t, far.CycleLast, kernelPivot(&firstConv, &far), "Δmult %+d: past a tick", dmult)
+	}
 }
 
 // TestKernelConversionInForce: a reading maps through the conversion
@@ -650,4 +674,313 @@ func TestKernelTimeStartsTheSetUp(t *testing.T) {
 	require.False(t, c.st.policy.started(), "Now alone starts nothing")
 	c.KernelTime(KernelMonotonic, c.Now())
 	assert.True(t, c.st.policy.started(), "KernelTime started no set-up")
+}
+
+// putRaw writes the raw clock base (CS_RAW) after the first one, as the
+// kernel does in the same update: the first base's head (count, clock
+// mode, cycle_last, mask) and the raw clock's mult, shift and
+// CLOCK_MONOTONIC_RAW base.
+func (f *fakeTimeData) putRaw(r pvclock.RawConv) {
+	b := f.bytes()
+	const at = 232 // 6.18: basetime 40 + 12 bases of 16
+	copy(b[at:at+32], b[0:32])
+	binary.NativeEndian.PutUint32(b[at+32:], r.Mult)
+	binary.NativeEndian.PutUint32(b[at+36:], r.Shift)
+	binary.NativeEndian.PutUint64(b[at+40+4*16:], r.Base.Sec)
+	binary.NativeEndian.PutUint64(b[at+40+4*16+8:], r.Base.Nsec)
+}
+
+// TestKernelConversionIsChecked: the kernel's raw conversion is taken
+// only for the counter of the clock mode the kernel's vDSO runs in, and
+// only where it puts a counter value read between two reads of the raw
+// clock between them; then its mult and shift are the clock's
+// conversion, and the rate they make its rate.
+func TestKernelConversionIsChecked(t *testing.T) {
+	f, tsc, _ := newTSCTimeData(t)
+	raw := pvclock.RawConv{Mode: pvclock.ModeTSC, CycleLast: tsc.CycleLast, Mult: 6860646, Shift: 24, Base: pvclock.Timestamp{Sec: 1038, Nsec: 5 << 24}}
+	f.putRaw(raw)
+	cyc := tsc.CycleLast + 123_456_789
+	read := func() uint64 { return cyc }
+	at := raw.At(cyc)
+	kc, err := kernelConversionOf(f.k.td, f.k.layout, pvclock.ModeTSC, read, func() int64 { return at })
+	require.NoError(t, err)
+	assert.Equal(t, conversion{mult: 6860646, shift: 24, mask: ^uint64(0)}, kc.conv)
+	assert.InDelta(t, 2445428025.291, kc.hz, 0.001, "1e9·2^24/6860646 Hz")
+
+	_, err = kernelConversionOf(f.k.td, f.k.layout, pvclock.ModePvclock, read, func() int64 { return at })
+	assert.ErrorContains(t, err, "converts clock mode 1, not 2")
+	for _, off := range []int64{-5000, 2, 5000} {
+		_, err = kernelConversionOf(f.k.td, f.k.layout, pvclock.ModeTSC, read, func() int64 { return at + off })
+		assert.ErrorContains(t, err, "put a reading", "the raw clock %d ns off", off)
+	}
+	g, _, _ := newTSCTimeData(t) // no raw base
+	_, err = kernelConversionOf(g.k.td, g.k.layout, pvclock.ModeTSC, read, func() int64 { return at })
+	assert.ErrorContains(t, err, "no raw clock base")
+}
+
+// TestTheFirstKernelTimeAnswersAfterTheSwitch: a default clock's first
+// KernelTime makes its hardware choice, and the switch to the counter
+// (which stands Now still while it runs), before it answers: a program
+// that maps its readings from its very first one finds every later
+// reading on the counter's line, never in the switch's stand-still.
+func TestTheFirstKernelTimeAnswersAfterTheSwitch(t *testing.T) {
+	hw := realtime1GHz()
+	hw.Rate = 1e9
+	c := newDefaultClock([]*hwcounter.Counter{{Arch: runtime.GOARCH,
+		Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
+			time.Sleep(5 * time.Millisecond) // a probe that takes a while: file reads on a loaded machine
+			return counterSource(hw), hwcounter.RateCPUID, 0, nil
+		},
+		NoVerdict: "no verdict: a test's counter",
+	}})
+	defer c.Close()
+	first := c.Now()
+	require.Equal(t, "portable", c.Info().Source)
+	_, ok := c.KernelTime(KernelMonotonic, first)
+	require.True(t, ok)
+	assert.Equal(t, "hw", c.Info().Source, "the first KernelTime answered before the switch")
+	seq := c.latch.seq.Load()
+	assert.Equal(t, funcPtr(hw.Read), atomic.LoadPointer(&c.latch.banks[seq&1].read), "the next reading is not on the counter's line")
+	assert.Greater(t, c.Now(), first)
+}
+
+// TestKernelTimeDuringASwitch: a reading taken on a switch's freezer
+// (the line the switch froze, read through its stand-in, which returns
+// the pinned value), mapped while the switch runs, maps as a reading of
+// the line it froze: exactly, as it maps once the switch is over, not
+// through the paired map (whose answer can lie below an exact answer
+// already given for an earlier reading).
+func TestKernelTimeDuringASwitch(t *testing.T) {
+	f, tsc, tscLine := newTSCTimeData(t)
+	c := &Clock{st: &clockState{writer: writerState{step: func(string) {}}}}
+	c.publishLocked(tscLine)
+	counter := tsc.CycleLast + 5_000_000
+	tscLine.read = func() uint64 { return counter }
+	c.st.cur.read, c.st.lines.live.read = tscLine.read, tscLine.read
+	f.k.tscRead = funcPtr(tscLine.read)
+	c.latch.publish(&c.st.cur, func(string) {})
+	before, _ := c.st.cur.at(counter - 1000)
+	want, how := c.exactKernelTime(f.k, 0, before)
+	require.Equal(t, kernelExact, how)
+
+	_, pinned, _ := c.freeze("switch") // the freezer published and pinned
+	kt, how := c.exactKernelTime(f.k, 0, pinned)
+	assert.Equal(t, kernelExact, how, "a reading of the freezer")
+	assert.Equal(t, tsc.At(0, counter), kt, "the pin's instant")
+	kt, how = c.exactKernelTime(f.k, 0, before)
+	assert.Equal(t, kernelExact, how, "an earlier reading, mapped during the switch")
+	assert.Equal(t, want, kt)
+}
+
+// TestKernelTimeAcrossTheKernelsClocksources: the kernel switches its
+// clocksource from the TSC to kvm-clock and back (by hand, as root may
+// at any time), while the clock reads the TSC, or the pvclock page: the
+// kernel's vDSO then converts the other counter, and a reading still
+// maps exactly, through the page's scale between the TSC and the page's
+// time. Each conversion is in force from the counter value the kernel
+// read at the switch (its cycle_last, in its own counter's units), so a
+// reading taken before a switch and mapped after it maps as it did
+// before, and a later reading never maps earlier. Without the page there
+// is no conversion between the two: the paired map answers.
+func TestKernelTimeAcrossTheKernelsClocksources(t *testing.T) {
+	page := pvclock.Pvclock{TSCTimestamp: 9_000_000_000, SystemTime: 6_000_000_000, Mul: 3512649351, Shift: -1, Flags: pvclock.TSCStableBit}
+	var pg pvclock.Page
+	pg.Publish(page)
+	f, tsc, tscLine := newTSCTimeData(t)
+	f.k.page = func() *pvclock.Page { return &pg }
+	c := &Clock{st: &clockState{writer: writerState{step: func(string) {}}}}
+	c.publishLocked(tscLine)
+	at := func(cyc uint64) int64 { r, _ := c.st.cur.at(cyc); return r }
+	mapped := func(what string, cyc uint64, want int64) int64 {
+		t.Helper()
+		for i := range 2 {
+			kt, how := c.exactKernelTime(f.k, i, at(cyc))
+			require.Equal(t, kernelExact, how, "%s (clock %d)", what, i)
+			// The least count that reads the reading: within a ns.
+			assert.InDelta(t, want+int64(i)*1e9, kt, 1.5, "%s (clock %d)", what, i)
+		}
+		kt, _ := c.exactKernelTime(f.k, 0, at(cyc))
+		return kt
+	}
+	r1 := tsc.CycleLast + 1_000_000
+	k1 := mapped("on the TSC, the kernel on it", r1, tsc.At(0, r1))
+
+	// To kvm-clock: the kernel reads the page at TSC value sw, and
+	// CLOCK_MONOTONIC goes on from where the TSC's conversion had it.
+	sw := tsc.CycleLast + 4_000_000
+	kvm := pvclock.Conv{Seq: tsc.Seq + 2, Mode: pvclock.ModePvclock, CycleLast: page.Time(sw), Mult: 1 << 23, Shift: 23}
+	for i := range kvm.Base {
+		ns := uint64(tsc.At(i, sw))
+		kvm.Base[i] = pvclock.Timestamp{Sec: ns / 1e9, Nsec: ns % 1e9 << 23}
+	}
+	f.put(kvm)
+	mapped("a reading from before the switch, mapped after it", r1, tsc.At(0, r1))
+	r2 := sw + 2_000_000
+	k2 := mapped("on the TSC, the kernel on kvm-clock", r2, kvm.At(0, page.Time(r2)))
+	mapped("just before the switch", sw-1, tsc.At(0, sw-1))
+
+	// And back to the TSC.
+	sw2 := sw + 7_000_000
+	back := pvclock.Conv{Seq: kvm.Seq + 2, Mode: pvclock.ModeTSC, CycleLast: sw2, Mult: tsc.Mult, Shift: tsc.Shift}
+	for i := range back.Base {
+		ns := uint64(kvm.At(i, page.Time(sw2)))
+		back.Base[i] = pvclock.Timestamp{Sec: ns / 1e9, Nsec: ns % 1e9 << back.Shift}
+	}
+	f.put(back)
+	mapped("on kvm-clock, mapped back on the TSC", r2, kvm.At(0, page.Time(r2)))
+	r3 := sw2 + 1000
+	k3 := mapped("on the TSC again", r3, back.At(0, r3))
+	assert.Less(t, k1, k2)
+	assert.Less(t, k2, k3)
+
+	// The clock on the pvclock page, the kernel on the TSC: a reading
+	// of the page's time maps through the TSC it was read at.
+	pc := newPvclockLineClock(t, f.k)
+	f.k.page = func() *pvclock.Page { return &pg }
+	pv := page.Time(r3 + 5000)
+	kt, how := pc.exactKernelTime(f.k, 0, int64(pv)+pvclockLineOffset)
+	require.Equal(t, kernelExact, how, "a reading of the page, the kernel on the TSC")
+	assert.InDelta(t, back.At(0, page.TSCAt(pv)), kt, 1.5)
+
+	// No page: no conversion between the two.
+	f.k.page = nil
+	_, how = c.exactKernelTime(f.k, 0, at(r2))
+	assert.Equal(t, kernelNone, how, "without the page")
+}
+
+// TestKernelMapBoundCoversAChangeOfFrequency: the bound Info states for
+// the paired map onto a kernel clock, before the kernel's frequency
+// changes (adjtimex: from -500 to +500 ppm at most), covers every
+// reading the map maps before its next pairing re-aims it: the map
+// keeps the old pace until then, for up to a period and a segment's
+// lead. A re-mapping of an older reading may change by that much.
+func TestKernelMapBoundCoversAChangeOfFrequency(t *testing.T) {
+	c, err := New(Portable())
+	require.NoError(t, err)
+	defer c.Close()
+	var changeAt, ppm atomic.Int64
+	changeAt.Store(math.MaxInt64)
+	refAt := func(n int64) int64 {
+		if at := changeAt.Load(); n > at {
+			return n + 12345 + (n-at)*ppm.Load()/1e6
+		}
+		return n + 12345
+	}
+	r := &c.st.kernel.maps[0]
+	r.ref, r.monotone = refClock{read: func() int64 { return refAt(c.nanos()) }, quick: func() int64 { return refAt(c.nanos()) }}, true
+	c.startMap(r)
+	c.st.mu.Lock()
+	for range 3 {
+		c.tickLocked(r, time.Now())
+		time.Sleep(time.Millisecond)
+	}
+	bound := r.kernelBound()
+	c.st.mu.Unlock()
+	for _, change := range []int64{1000, -1000} {
+		at := c.nanos()
+		changeAt.Store(at)
+		ppm.Store(change)
+		m := r.m.Load()
+		for _, d := range []time.Duration{time.Millisecond, wallPeriod, wallPeriod + wallLead} {
+			reading := at + int64(d)
+			off := time.Duration(abs(m.wallAt(reading) - refAt(reading)))
+			assert.LessOrEqual(t, off, bound, "%+d ppm, a reading %v after the change, mapped before the next pairing", change, d)
+		}
+	}
+	// A map read no more is aimed at the idle pace (every 3 s at most):
+	// its readings map through a segment that old.
+	r.slow = true
+	assert.GreaterOrEqual(t, r.kernelBound(), (wallIdlePeriod*3/2+wallLead)/1_000_000*kernelFreqChange, "idle")
+}
+
+// TestKernelTimeOfAReadingASecondOld: a reading mapped a second after it
+// was taken, 250 kernel updates later (HZ=250), each seen by a mapping,
+// maps through the conversion in force when it was taken, as it did at
+// once: a goroutine preempted between its reading and its mapping (a
+// switch of the kernel's clocksource stops every CPU: 316 ms here) maps
+// as one that was not.
+func TestKernelTimeOfAReadingASecondOld(t *testing.T) {
+	f := newFakeTimeData(t)
+	const interval = 4_000_000
+	mode := int32(pvclock.ModePvclock)
+	q := firstConv
+	f.put(q)
+	cyc := q.CycleLast + 1_234_567
+	at, how := f.k.slowAt(0, cyc, mode)
+	require.Equal(t, kernelExact, how)
+	cur := q
+	for i := range 250 {
+		cur = kernelUpdate(cur, cur.CycleLast+interval+100, interval, int64(i%3)-1)
+		f.put(cur)
+		f.k.slowAt(0, cur.CycleLast+200, mode)
+	}
+	later, how := f.k.slowAt(0, cyc, mode)
+	assert.Equal(t, kernelExact, how, "a reading a second old")
+	assert.Equal(t, at, later)
+}
+
+// linearAt is slowAt's answer found the plain way, for the test below:
+// every conversion kept, newest first, until the reading is past one's
+// pivot.
+func linearAt(k *kernelConvs, i int, cyc uint64, mode int32) (int64, kernelMapping) {
+	var scale pageScale
+	h := k.head.Load()
+	var newer kernelRecord
+	n := 0
+	for j := h; j > 0 && j+kernelHistoryLen > h; j-- {
+		r, ok := k.slots[(j-1)%kernelHistoryLen].load(j)
+		if !ok {
+			break
+		}
+		u, ok := k.inMode(cyc, mode, r.conv.Mode, &scale)
+		if !ok {
+			return 0, kernelNone
+		}
+		if u >= r.pivot {
+			return k.through(i, &r, u, &newer, n > 0), kernelExact
+		}
+		newer, n = r, n+1
+	}
+	if n == 0 {
+		return 0, kernelNone
+	}
+	return newer.conv.At(i, newer.pivot), kernelBounded
+}
+
+// TestKernelHistoryBisection: slowAt, which walks the newest conversions
+// kept one by one and bisects the rest, answers as a walk of them all:
+// across a full history with conversions missed (no mapping during
+// their tick), some of them moving the time past where the next seen
+// starts, for readings in every conversion's span and older than all.
+func TestKernelHistoryBisection(t *testing.T) {
+	f := newFakeTimeData(t)
+	const interval = 4_000_000
+	mode := int32(pvclock.ModePvclock)
+	cur := firstConv
+	f.put(cur)
+	f.k.slowAt(0, cur.CycleLast, mode)
+	starts := []uint64{cur.CycleLast}
+	for n := range kernelHistoryLen + 40 {
+		cur = kernelUpdate(cur, cur.CycleLast+interval+uint64(n*1000), interval, int64(n%5)-2)
+		if n%37 == 0 && cur.Base[0].Nsec >= 3000<<23 {
+			// A missed update moved it 3 µs back: the conversion before
+			// it runs past where the next one seen starts.
+			cur.Base[0].Nsec -= 3000 << 23
+		}
+		f.put(cur)
+		if n%37 != 0 { // missed: no mapping during its tick
+			f.k.slowAt(0, cur.CycleLast+200, mode)
+		}
+		starts = append(starts, cur.CycleLast)
+	}
+	for x, s := range starts {
+		for _, cyc := range []uint64{s - 1, s, s + 1, s + interval/2, s + interval - 1} {
+			for i := range 2 {
+				want, wantHow := linearAt(f.k, i, cyc, mode)
+				got, how := f.k.slowAt(i, cyc, mode)
+				require.Equal(t, wantHow, how, "conversion %d, cyc %d, clock %d", x, cyc, i)
+				require.Equal(t, want, got, "conversion %d, cyc %d, clock %d", x, cyc, i)
+			}
+		}
+	}
 }

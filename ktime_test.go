@@ -26,8 +26,6 @@ func TestKernelTimeOnAManualClockIsNone(t *testing.T) {
 		_, ok := c.KernelTime(k, c.Now())
 		assert.False(t, ok, "clock %d", k)
 	}
-	_, ok := (*schedclock.Clock)(nil).KernelTime(schedclock.KernelMonotonic, 0)
-	assert.False(t, ok)
 }
 
 // TestKernelTimeIsMonotonicAcrossGoroutines hands a reading from

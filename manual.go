@@ -3,6 +3,7 @@ package schedclock
 import (
 	"math"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,24 @@ type manual struct {
 	// Each is a clockRef: a field that names Clock would make the types
 	// recursive (Clock's padding is sized with unsafe.Sizeof).
 	clocks []clockRef
+
+	// deadlinesMu guards deadlines, the contexts of Clock.WithDeadline on
+	// clocks on this counter that have not ended, in the order made:
+	// Advance and Set end those whose clock has reached its deadline.
+	deadlinesMu sync.Mutex
+	deadlines   []*pendingDeadline
+}
+
+// pendingDeadline is a context of Clock.WithDeadline on a clock on a
+// manual counter, as the counter sees it: now is the clock's Now, at its
+// deadline, expire ends it. Nothing here names the context's type: what
+// a manual's fields reach is linked into every program that imports the
+// package (Source, which holds it, is handed over as an interface), and
+// a context's type would bring in time.Time's formatting (TestWeight).
+type pendingDeadline struct {
+	now    func() Instant
+	at     Instant
+	expire func()
 }
 
 // unixTime is a wall time as Unix seconds and nanoseconds: a manual
@@ -115,6 +134,12 @@ func (m *manual) Advance(d time.Duration) {
 	if m == nil || d <= 0 {
 		return
 	}
+	m.advance(d)
+	m.expireDeadlines()
+}
+
+// advance is Advance's move of the counter.
+func (m *manual) advance(d time.Duration) {
 	if !m.wide() {
 		m.advancing.Lock()
 		defer m.advancing.Unlock()
@@ -228,6 +253,50 @@ func (m *manual) add(counts uint64) {
 func (m *manual) Set(v uint64) {
 	if m != nil {
 		m.value.Store(v)
+		m.expireDeadlines()
+	}
+}
+
+// addDeadline records p for Advance and Set to expire, unless its clock
+// has reached its deadline already: then it returns false. The look at
+// the clock comes after the record, under the lock that Advance and Set
+// take after their move, so that one of the two sees a move that passes
+// the deadline.
+func (m *manual) addDeadline(p *pendingDeadline) bool {
+	m.deadlinesMu.Lock()
+	defer m.deadlinesMu.Unlock()
+	if p.now() >= p.at {
+		return false
+	}
+	m.deadlines = append(m.deadlines, p)
+	return true
+}
+
+// removeDeadline forgets p, ended.
+func (m *manual) removeDeadline(p *pendingDeadline) {
+	m.deadlinesMu.Lock()
+	defer m.deadlinesMu.Unlock()
+	if i := slices.Index(m.deadlines, p); i >= 0 {
+		m.deadlines = slices.Delete(m.deadlines, i, i+1)
+	}
+}
+
+// expireDeadlines expires, in the order they were made, the contexts
+// whose clock has reached their deadline, outside the lock: ending one
+// ends its children, which may be others of the list.
+func (m *manual) expireDeadlines() {
+	m.deadlinesMu.Lock()
+	var due []*pendingDeadline
+	m.deadlines = slices.DeleteFunc(m.deadlines, func(p *pendingDeadline) bool {
+		if p.now() >= p.at {
+			due = append(due, p)
+			return true
+		}
+		return false
+	})
+	m.deadlinesMu.Unlock()
+	for _, p := range due {
+		p.expire()
 	}
 }
 

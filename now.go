@@ -78,7 +78,7 @@ func (c *Clock) now() int64 {
 		// loading it late keeps it out of the counter read's way.
 		read := atomic.LoadPointer(&b.read)
 		if read == nil {
-			return 0 // a zero Clock, never started by New
+			return defaultClock.nanos() // a zero Clock: see Clock
 		}
 		cyc := ptrFunc(read)()
 		scale := b.scale.Load()
@@ -94,11 +94,18 @@ func (c *Clock) now() int64 {
 
 // An Instant is a reading of a Clock: nanoseconds on that clock's
 // timeline, which starts near 0 when the clock is made (New) and, for
-// the default clock, when the package is initialised. Instants of one
-// Clock compare with < and ==, and subtract with Sub; an Instant of one
+// the default clock, when the package is initialised. An Instant of one
 // Clock means nothing to another, and it is not a wall-clock time
 // (Clock.WallTime maps it to one). A Unix time or a plain integer
 // becomes an Instant only by an explicit conversion.
+//
+// Instants of one Clock compare with Before and After (or <, ==, >:
+// an Instant is an integer, and a comparison one instruction), and
+// subtract with Sub, which returns a time.Duration. Go lets a-b of two
+// Instants compile, and its result is an Instant, not a duration: use
+// Sub. An Instant prints (String, %v, %s) as the time since its clock's
+// start. It has no IsZero: 0 is a real reading (a clock's first Now can
+// return it, a manual clock's does), so no value can mean "never set".
 type Instant int64
 
 // Sub returns the duration t-u, saturated to the range of a
@@ -116,6 +123,16 @@ func (t Instant) Sub(u Instant) time.Duration {
 	}
 	return time.Duration(d)
 }
+
+// Before reports whether t is earlier than u.
+func (t Instant) Before(u Instant) bool { return t < u }
+
+// After reports whether t is later than u.
+func (t Instant) After(u Instant) bool { return t > u }
+
+// String returns the time since the clock's start that t is, as
+// time.Duration's String writes it: "1.234567891s", "-2ms".
+func (t Instant) String() string { return time.Duration(t).String() }
 
 // Add returns the instant t+d, saturated to the range of an Instant
 // rather than wrapping, as Since saturates.

@@ -7,14 +7,12 @@ import "github.com/schedclock/schedclock/internal/hwcounter"
 // Now returns the clock's time: nanoseconds since the clock was made.
 // It never waits for a writer, never allocates, and never returns less
 // than a call that happened before it, given a counter that is monotonic
-// across CPUs and, for a counter narrower than 64 bits, a clock that is
-// folded within its refresh period (see Source for a fold that comes
-// late).
-//
-// A nil *Clock reads 0, as a zero Clock does.
+// across CPUs and, for a counter narrower than 64 bits, a clock whose
+// goroutine runs at least once per refresh period (see Source on when it
+// cannot).
 func (c *Clock) Now() Instant {
 	if c == nil {
-		return 0
+		c = defaultClock // see Clock
 	}
 	return Instant(clockNow(c))
 }
@@ -23,7 +21,7 @@ func (c *Clock) Now() Instant {
 // read is assembly (clockNow); both wrappers inline into their callers.
 func (c *Clock) nanos() int64 {
 	if c == nil {
-		return 0
+		c = defaultClock
 	}
 	return clockNow(c)
 }

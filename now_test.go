@@ -199,6 +199,41 @@ func TestInstantSubAndAdd(t *testing.T) {
 	assert.Equal(t, schedclock.Instant(-1), maxI.Add(math.MinInt64))
 }
 
+// TestInstantOrder: Before and After are < and >, and an Instant is
+// neither before nor after itself, as time.Time's are.
+func TestInstantOrder(t *testing.T) {
+	for _, c := range []struct {
+		t, u          schedclock.Instant
+		before, after bool
+	}{
+		{1, 2, true, false},
+		{2, 1, false, true},
+		{5, 5, false, false},
+		{math.MinInt64, math.MaxInt64, true, false},
+		{-1, 0, true, false},
+	} {
+		assert.Equal(t, c.before, c.t.Before(c.u), "%d.Before(%d)", c.t, c.u)
+		assert.Equal(t, c.after, c.t.After(c.u), "%d.After(%d)", c.t, c.u)
+	}
+}
+
+// TestInstantString: an Instant prints as the time.Duration since its
+// clock's start, for %v and %s alike, and %d still prints the integer.
+func TestInstantString(t *testing.T) {
+	for i, want := range map[schedclock.Instant]string{
+		0:             "0s",
+		1_234_567_891: "1.234567891s",
+		1500:          "1.5µs",
+		-2_000_000:    "-2ms",
+		math.MaxInt64: "2562047h47m16.854775807s",
+		90 * 1e9:      "1m30s",
+	} {
+		assert.Equal(t, want, i.String())
+		assert.Equal(t, want+" "+want, fmt.Sprintf("%v %s", i, i))
+	}
+	assert.Equal(t, "1500", fmt.Sprintf("%d", schedclock.Instant(1500)))
+}
+
 // TestAUnixTimeIsNotAnInstant: schedclock.Since(time.Now().UnixNano())
 // does not compile, and the same line with the conversion does.
 func TestAUnixTimeIsNotAnInstant(t *testing.T) {

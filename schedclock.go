@@ -19,12 +19,14 @@ import (
 // wait-free and safe for any number of goroutines; Register, Update,
 // Suspend, Resume and Close are serialised by the Clock.
 //
-// A Clock must be created with New. A zero Clock, and a nil *Clock,
-// behave as a closed clock that never ran, and no method panics on them:
-// Now, Since and Coarse return 0, WallTime returns the zero time.Time (no
-// wall time: test it with IsZero), Info returns Info{Closed: true}, and
-// Register, Update, Suspend, Resume and Close return errors wrapping
-// ErrClosed.
+// A Clock of your own is made by New. A nil *Clock is the default clock,
+// as a nil Transport is http.DefaultTransport to an http.Client: each of
+// its methods is the default clock's (Default), so that code which takes
+// a *Clock reads the default clock when given none, and its tests give
+// it another (package schedclocktest). So is a zero Clock. The writer
+// methods too act on the default clock then, as its own do: Close is
+// refused, and Register, Suspend and Resume are for the main package
+// alone (see Suspend).
 type Clock struct {
 	// latch must stay the first field: its first 64 bytes (seq and bank 0)
 	// must start on a 64-byte boundary. See latch.
@@ -37,6 +39,15 @@ type Clock struct {
 	// lines. It is nil in a zero Clock.
 	st *clockState
 	_  [clockSize - 128 - unsafe.Sizeof(coarseLine{}) - unsafe.Sizeof(&clockState{})]byte
+}
+
+// orDefault is the clock c's methods act on: the default clock for a
+// nil *Clock or a zero Clock (see Clock), c itself otherwise.
+func (c *Clock) orDefault() *Clock {
+	if c == nil || c.st == nil {
+		return defaultClock
+	}
+	return c
 }
 
 // clockSize is a Go size class that is a multiple of 64, and at most 512
@@ -138,6 +149,16 @@ type lineLog struct {
 	since atomic.Int64
 	// past is the line before it, for the readings taken on it.
 	past atomic.Pointer[pastLine]
+	// frozen is the last switch's freezer: the stand-in read function
+	// of the line it froze, and that line's own, so that a reading
+	// taken on the freezer's bank maps as one of the line it froze.
+	frozen atomic.Pointer[frozenRead]
+}
+
+// frozenRead is a freezer's read function (stand) and the read function
+// of the line it froze (of), as a bank holds them.
+type frozenRead struct {
+	stand, of unsafe.Pointer
 }
 
 // loopState is the background goroutine's: how often it woke (each is
@@ -316,16 +337,18 @@ func weakClock(c *Clock) clockRef { return weak.Make(&c.latch) }
 // clockOf returns the Clock w refers to, nil once it was collected.
 func clockOf(w clockRef) *Clock { return (*Clock)(unsafe.Pointer(w.Value())) }
 
-// Update folds the counter elapsed since the epoch into the epoch, so that
-// the counter can wrap without time being lost. The refresh goroutine
-// calls it every refresh period; calling it more often is harmless. It
-// does not move time by even a nanosecond: the sub-nanosecond remainder
-// is carried into the new epoch.
+// Update folds the counter into the clock's epoch: it moves the point the
+// clock converts from (a counter value and the reading it stands for) up
+// to now, so that the counter can wrap without time being lost. The
+// clock's goroutine calls it every refresh period (Info.RefreshPeriod);
+// calling it more often is harmless. It does not move time by even a
+// nanosecond: the sub-nanosecond remainder is carried into the new epoch.
 //
 // Update does nothing while the clock is suspended, and returns
 // ErrClosed after Close. A Read that panics leaves the clock as it was:
 // the error wraps ErrFault and carries the panic's value.
 func (c *Clock) Update() (err error) {
+	c = c.orDefault()
 	if locked, err := c.lockWriterUnless("Update", true); !locked {
 		return err
 	}
@@ -425,7 +448,9 @@ func (c *Clock) publishLocked(ln line) {
 	// freezer: it neither starts a line nor ends one, and the line
 	// published after it continues the one before it or not (a switch
 	// to the same counter at the same rate continues it).
-	if !ln.frozen {
+	if ln.frozen {
+		c.st.lines.frozen.Store(&frozenRead{stand: funcPtr(ln.read), of: funcPtr(c.st.lines.live.read)})
+	} else {
 		if !c.st.lines.live.continuedBy(&ln) {
 			// Before the publication: a reader of the new line sees them
 			// (lines.past first: see exactKernelTime).
@@ -474,11 +499,11 @@ func (ln *line) continuedBy(next *line) bool {
 
 // Close stops the background goroutines and waits for them to exit. Now
 // keeps answering (Coarse stands at its last value). A closed clock is no
-// longer folded: on a 64-bit counter it stays exact for 7/8 of the
-// counter's range, 2^64*7/8 counts (511 years at 1 GHz, 51 years at
-// 10 GHz), after which readers take the counter for one that stepped
-// back and read the last fold's value; a narrower counter stays exact
-// for 7/8 of one wrap. After Close, Register, Update, Suspend and Resume
+// longer updated (Update): on a 64-bit counter it stays exact for 7/8 of
+// the counter's range, 2^64*7/8 counts (511 years at 1 GHz, 51 years at
+// 10 GHz), after which Now takes the counter for one that stepped back
+// and stands at the value of the last Update; a narrower counter stays
+// exact for 7/8 of one wrap. After Close, Register, Update, Suspend and Resume
 // return ErrClosed and change nothing, so a clock closed while suspended
 // stays frozen, and so does one closed while it stands still after its
 // watch refused a reading (see [Watch] Holding). A second Close returns ErrClosed. The default clock
@@ -487,10 +512,7 @@ func (ln *line) continuedBy(next *line) bool {
 // A Clock made inside a testing/synctest bubble must be closed there, so
 // that its goroutines leave the bubble before it ends.
 func (c *Clock) Close() error {
-	if c == nil || c.st == nil {
-		return ErrClosed
-	}
-	if c == defaultClock {
+	if c = c.orDefault(); c == defaultClock {
 		return format.Errorf("%w: it is shared by every package of the process", errDefaultClock)
 	}
 	if !c.lockAsWriter() {
@@ -638,10 +660,7 @@ func (c *Clock) tickDueLocked(now time.Time) (next time.Time) {
 	if c.stoppedLocked() {
 		return now.Add(time.Hour)
 	}
-	policyDue, fallBack := c.st.policy.tickLocked(now, c.st.suspended, c.st.track != nil && c.st.track.adopted)
-	if fallBack != "" {
-		c.fallBackLocked(fallBack)
-	}
+	policyDue := c.followKernelLocked(now)
 	if tr := c.st.track; tr != nil && !c.st.suspended {
 		c.trackSafelyLocked(tr, now)
 	}
@@ -692,7 +711,7 @@ type Info struct {
 	RateErrorPPM  float64       // estimated error of Rate, ppm (0 when declared)
 	Bits          int           // counter width
 	Mult, Shift   uint32        // ns = cycles*Mult >> Shift
-	RefreshPeriod time.Duration // how often the epoch is folded forward
+	RefreshPeriod time.Duration // how often the clock's goroutine calls Update
 	Suspended     bool
 	Closed        bool
 	// ConversionErrorPPM is the conversion's own error: how far
@@ -717,6 +736,11 @@ type Info struct {
 	// pairing found the map off), or why there is no map (not mapped
 	// yet, not on this system, perf's clock not exported).
 	KernelTime string
+	// WallBound says, for the default clock, what bounds wall time here
+	// (BoundedWallNow's source), the bound now, its status and why, the
+	// generation, and why better sources were passed over; empty on
+	// clocks made by New.
+	WallBound string
 	// Evidence is what the default clock decided its counter on; zero on
 	// clocks made by New.
 	Evidence Evidence
@@ -810,9 +834,7 @@ type Evidence struct {
 // last writer finished, so Info never waits for a writer, nor for the user
 // code (a Read, a reference) a writer may be blocked in.
 func (c *Clock) Info() Info {
-	if c == nil || c.st == nil {
-		return Info{Closed: true}
-	}
+	c = c.orDefault()
 	p := c.st.policy
 	p.wakeFirstUse()
 	if !p.started() && c.st.info.Load() == &bootInfo {
@@ -821,7 +843,7 @@ func (c *Clock) Info() Info {
 		// starts the set-up first), so it is bootInfo, without running
 		// infoLocked's code (a first Info would fault its pages in).
 		in := bootInfo
-		in.KernelTime = kernelUnmapped()
+		in.KernelTime, in.WallBound = kernelUnmapped(), wallBoundInfo(c)
 		return in
 	}
 	if c.st.mu.TryLock() {
@@ -887,6 +909,7 @@ func (c *Clock) infoLocked() Info {
 		Suspended:     c.st.suspended,
 		Closed:        c.stoppedLocked(),
 		KernelTime:    c.st.kernel.info,
+		WallBound:     wallBoundInfo(c),
 	}
 	if in.KernelTime == "" {
 		in.KernelTime = kernelUnmapped()

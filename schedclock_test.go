@@ -335,19 +335,10 @@ func monotonicUnderConcurrentWriters(t *testing.T) {
 	t.Logf("%d writer operations under %d readings", ops, reads.Load())
 }
 
-func TestZeroClockIsInertNotAPanic(t *testing.T) {
-	var c schedclock.Clock
-	assert.Equal(t, schedclock.Instant(0), c.Now())
-	f := &schedclock.FakeCounter{}
-	assert.ErrorIs(t, c.Register(f.Source("f", 64, ghz)), schedclock.ErrClosed)
-	c.Update()
-	c.Suspend()
-	c.Resume()
-	assert.ErrorIs(t, c.Close(), schedclock.ErrClosed)
-	assert.Equal(t, schedclock.Instant(0), c.Now())
-	assert.Equal(t, "", c.Info().Source)
-	assert.True(t, c.Info().Closed)
-
+// TestZeroJiffiesIsInertNotAPanic: a zero Jiffies reads 0, stops, and
+// is refused as a Source (a zero Clock is the default clock:
+// TestNilAndZeroClocksAreTheDefault).
+func TestZeroJiffiesIsInertNotAPanic(t *testing.T) {
 	var j schedclock.Jiffies
 	j.Stop()
 	assert.Equal(t, uint64(0), j.Read())
@@ -590,27 +581,64 @@ func TestUnreachableClocksStop(t *testing.T) {
 	}
 }
 
-// TestNilAndZeroClocks: a nil *Clock and a zero Clock{} never panic: they
-// read 0, have no wall time (Time returns the zero time.Time), and every
-// writer refuses with ErrClosed, as the docs say.
-func TestNilAndZeroClocks(t *testing.T) {
+// TestNilAndZeroClocksAreTheDefault: a nil *Clock and a zero Clock{}
+// are the default clock, as the Clock doc says: their readings advance
+// with Default()'s, interleaved with them on one timeline, and every
+// reader answers as the default clock's does.
+func TestNilAndZeroClocksAreTheDefault(t *testing.T) {
+	d := schedclock.Default()
 	for name, c := range map[string]*schedclock.Clock{"nil": nil, "zero": {}} {
 		t.Run(name, func(t *testing.T) {
-			require.NotPanics(t, func() {
-				assert.Zero(t, c.Now())
-				assert.Zero(t, c.Since(0))
-				assert.Zero(t, c.Coarse())
-				assert.True(t, c.WallTime(0).IsZero(), "Time(0) = %v", c.WallTime(0))
-				assert.True(t, c.WallTime(c.Now()).IsZero())
-				assert.True(t, c.Info().Closed)
-				assert.ErrorIs(t, c.Update(), schedclock.ErrClosed)
-				assert.ErrorIs(t, c.Suspend(), schedclock.ErrClosed)
-				assert.ErrorIs(t, c.Resume(), schedclock.ErrClosed)
-				assert.ErrorIs(t, c.Register(schedclock.Portable()), schedclock.ErrClosed)
-				assert.ErrorIs(t, c.Close(), schedclock.ErrClosed)
-			})
+			first := c.Now()
+			between := d.Now()
+			time.Sleep(time.Millisecond)
+			later := c.Now()
+			assert.Positive(t, first, "Now")
+			assert.LessOrEqual(t, first, between, "Now after the default clock's Now")
+			assert.Less(t, between, later, "Now a millisecond after the default clock's")
+			assert.GreaterOrEqual(t, c.Since(first), time.Millisecond)
+			assert.LessOrEqual(t, c.Since(between), d.Since(between))
+			coarse := c.Coarse()
+			assert.Positive(t, coarse, "Coarse")
+			assert.LessOrEqual(t, coarse, d.Now(), "Coarse ahead of the default clock's Now")
+			assert.Equal(t, d.WallTime(later), c.WallTime(later), "WallTime")
+			assert.False(t, c.Info().Closed)
+			assert.Equal(t, d.Info().Source, c.Info().Source)
+			kt, ok := c.KernelTime(schedclock.KernelMonotonic, later)
+			dkt, dok := d.KernelTime(schedclock.KernelMonotonic, later)
+			assert.Equal(t, dok, ok, "KernelTime's ok")
+			assert.InDelta(t, dkt, kt, float64(time.Millisecond), "KernelTime")
+			if ok {
+				back, ok := c.FromKernelTime(schedclock.KernelMonotonic, kt)
+				assert.True(t, ok, "FromKernelTime's ok")
+				assert.InDelta(t, int64(later), int64(back), float64(time.Millisecond), "FromKernelTime")
+			}
+			assert.NoError(t, c.Update(), "Update folds the default clock")
+			assert.ErrorIs(t, c.Close(), schedclock.ErrDefaultClock, "Close")
+			// A Register refused for the default clock's reason: slower than
+			// its source (a zero Clock has none to compare with).
+			slow := &schedclock.FakeCounter{}
+			assert.ErrorIs(t, c.Register(slow.Source("slow", 64, 1000)), schedclock.ErrSlowerSource)
 		})
 	}
+}
+
+// TestNilClockSuspendsTheDefault: Suspend and Resume of a nil *Clock are
+// the default clock's, in a process of its own (the default clock is the
+// process's).
+func TestNilClockSuspendsTheDefault(t *testing.T) {
+	inAProcessOfItsOwn(t, func(t *testing.T) {
+		var c *schedclock.Clock
+		require.NoError(t, c.Suspend())
+		assert.True(t, schedclock.Default().Info().Suspended, "the default clock suspended")
+		frozen := schedclock.Now()
+		time.Sleep(time.Millisecond)
+		assert.Equal(t, frozen, schedclock.Now(), "the default clock stands still")
+		require.NoError(t, c.Resume())
+		assert.False(t, schedclock.Default().Info().Suspended)
+		time.Sleep(time.Millisecond)
+		assert.Greater(t, schedclock.Now(), frozen)
+	})
 }
 
 // TestTimeAtItsEdges: readings before the clock's start (which no Now of

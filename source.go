@@ -36,11 +36,12 @@ import (
 // Info().RefreshPeriod) can make a Now read during it, or after it and
 // before the next fold, step back by up to the time since the last fold.
 // A stretch longer than the wrap period less the refresh period hides
-// whole wraps from the masked delta. The next fold puts both right: it
-// measures on the runtime's monotonic clock how long ago the last fold
-// was, takes a delta that readers clamped for the progress it is, adds
-// back the whole wraps the time says were lost, exactly, and counts them
-// in Info().LostWraps. A counter that did not follow its Rate meanwhile
+// whole wraps (the counter's low Bits bits cannot show them). The next
+// fold puts both right: it measures, on the runtime's monotonic clock,
+// how long ago the last fold was; a counter value that readers took for
+// a step back it takes for the progress it is, and it adds back the
+// whole wraps that time says were lost, exactly, counting them in
+// Info().LostWraps. A counter that did not follow its Rate meanwhile
 // to within 1/8 of a wrap (stopped, stepped back, driven by hand) is not
 // second-guessed. A 64-bit counter at up to 10 GHz takes over 58 years to
 // wrap and is exempt.
@@ -73,13 +74,23 @@ var (
 	// Boottime) does not exist on this platform or in this build, or
 	// cannot be trusted as a clock on this machine; the message says why.
 	// Portable works everywhere.
-	ErrUnsupported = hwcounter.ErrUnsupported
+	ErrUnsupported = errors.New("schedclock: counter not supported here")
 	// ErrFault: user code the clock called (a Source's Read) panicked
 	// during the call that returns it; the clock was left exactly as it
 	// was before the call, and Info counts the fault. The call may be
 	// tried again.
 	ErrFault = errors.New("schedclock: source faulted")
 )
+
+// The counters' refusals (internal/hwcounter) wrap ErrUnsupported, which
+// that package cannot import from here: it is handed over as a store that
+// package initialisation makes itself, as linkManual's.
+var _ = linkUnsupported()
+
+func linkUnsupported() bool {
+	hwcounter.ErrUnsupported = ErrUnsupported
+	return true
+}
 
 // The errors that report a caller's mistake, which no program handles at
 // run time: each says what went wrong, and tests match them

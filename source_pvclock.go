@@ -479,8 +479,10 @@ func (s *paravirtSource) status() (reading, history string) {
 // where the stable bit is clear, err wraps ErrUnsupported. The message
 // says exactly why.
 //
-// A TSC value below the page's stamp is no motion, as the kernel's vDSO
-// treats it. A page that cannot be read (the stable bit cleared, a
+// A TSC value below the one the page's last update was stamped with (a
+// vCPU whose TSC reads slightly behind the one the update came from)
+// moves the clock by nothing, as the kernel's vDSO treats it, rather
+// than by a wrapped, huge amount. A page that cannot be read (the stable bit cleared, a
 // scale no hypervisor writes, an update that does not settle within
 // some 25 µs) or whose time, at a new version, disagrees with
 // CLOCK_MONOTONIC_RAW by more than tens of µs is a fault, not time:

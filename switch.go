@@ -60,8 +60,8 @@ import (
 // nothing.
 //
 // Register never makes time go back, wherever the writer is stopped (the
-// old counter is frozen first, and readers of the frozen line read the
-// value it froze at), and loses none of the time it takes:
+// old counter is frozen first, and until the new one takes over Now
+// returns the value it froze at), and loses none of the time it takes:
 // the two counters are related after the old one is frozen. A src whose
 // Read panics is refused with ErrInvalidSource, the clock unchanged; a
 // panic of the current source's Read during the switch leaves the clock
@@ -70,6 +70,7 @@ import (
 // watch of the hardware counter; on a clock made with WithReference,
 // they move to src.
 func (c *Clock) Register(src Source) error {
+	c = c.orDefault()
 	conv, err := newConversion(src)
 	if err != nil {
 		return err
@@ -377,22 +378,20 @@ func frozenLine(ln line, conv conversion) line {
 
 // Suspend freezes the clock: until Resume, Now returns the time the clock
 // had reached when Suspend took effect, and the counter is not read at all
-// (it may stop, reset or misbehave while the system sleeps). Readers go
-// through a stand-in read function, so the read path has no
-// suspended-branch. Suspend is idempotent; after Close it returns
-// ErrClosed.
+// (it may stop, reset or misbehave while the system sleeps). Suspend is
+// idempotent; after Close it returns ErrClosed.
 //
-// The freeze point is fixed the way a switch's is (see Register): by the
-// first counter read after the freeze is published, so no reader that ran
-// before Suspend took effect can have seen a later time. A Read that
-// panics there leaves the clock running as before (the old line is
-// published again: readers read its counter later than any pin, so no
-// later than what they saw) and returns an error wrapping ErrFault.
+// The value it freezes at is the first reading of the counter taken once
+// readers can see the freeze, so no reader that ran before Suspend took
+// effect can have seen a later time. A Read that panics there leaves the
+// clock running on its counter as before, never behind what a reader saw,
+// and returns an error wrapping ErrFault.
 //
 // On the default clock, Suspend, Resume and Register are for the main
 // package of a program that owns the process's notion of time (a system
 // that really sleeps, a test binary); a library must not call them.
 func (c *Clock) Suspend() (err error) {
+	c = c.orDefault()
 	if locked, err := c.lockWriterUnless("Suspend", true); !locked {
 		return err
 	}
@@ -422,6 +421,7 @@ func (c *Clock) Suspend() (err error) {
 // panics leaves the clock suspended, as it was, and returns an error
 // wrapping ErrFault: call Resume again.
 func (c *Clock) Resume() (err error) {
+	c = c.orDefault()
 	if locked, err := c.lockWriterUnless("Resume", false); !locked {
 		return err
 	}

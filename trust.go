@@ -1,6 +1,7 @@
 package schedclock
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +28,18 @@ type trustPolicy struct {
 	// does not (a fall-back, a caller's Register, Close).
 	verdict    func() string
 	verdictDue time.Time
+	// back is the same check while the clock is on the portable source
+	// because the check failed: the clock goes back to hw once it holds
+	// again ("" from it), asked every verdictReturnPeriod (verdictDue);
+	// nil while the clock runs on hw, or has left it for good (a warp, a
+	// failed check of the counter's own, a caller's Register, Close).
+	back func() string
+	// left is how the clock converted hw when it fell back (nil if it
+	// never ran on it): a return takes it up again.
+	left *leftLine
+	// vdsoMode is hw's descriptor's VDSOMode: a return reads the kernel's
+	// conversion afresh where the kernel converts hw.
+	vdsoMode int32
 	// describe says what the counter's own evidence shows, for
 	// CounterCheck (its descriptor's Describe), nil if nothing.
 	describe func() string
@@ -55,6 +68,26 @@ type trustPolicy struct {
 	takenOver string
 	// first is the first use the choice waits for (default.go).
 	first firstUse
+	// readKernelConv reads the kernel's conversion of a counter
+	// (readKernelConversion where nil; tests give their own).
+	readKernelConv func(mode int32, read func() uint64) (kernelConv, error)
+}
+
+// kernelConversion is the kernel's conversion of the counter read
+// reads, in vDSO clock mode mode (see readKernelConversion).
+func (p *trustPolicy) kernelConversion(mode int32, read func() uint64) (kernelConv, error) {
+	if p.readKernelConv != nil {
+		return p.readKernelConv(mode, read)
+	}
+	return readKernelConversion(mode, read)
+}
+
+// leftLine is the source, conversion and rate the default clock ran on
+// when it left its hardware counter.
+type leftLine struct {
+	src  Source
+	conv conversion
+	rate rating
 }
 
 // trustReport is what Info reports of the trust policy: why the clock is
@@ -79,18 +112,33 @@ type firstUse struct {
 }
 
 // tickLocked asks the verdict when it is due and returns why the clock
-// must fall back where it has gone, and when the background goroutine
-// must wake for the next one (zero: no need). The verdict rides on the
-// watch's ticks when there are any (watching: at most maxWatchPeriod
-// late on a 5 s poll), so that an idle process wakes once per watch
-// period. A suspended clock does not poll it (nor watch): its due time
-// may have passed, and must not wake the goroutine.
-func (p *trustPolicy) tickLocked(now time.Time, suspended, watching bool) (due time.Time, fallBack string) {
-	if p == nil || p.verdict == nil {
-		return time.Time{}, ""
+// must fall back where it has gone, or, on its fall back, whether it
+// can go back (back: the check holds again), and when the background
+// goroutine must wake for the next one (zero: no need). The verdict
+// rides on the watch's ticks when there are any (watching: at most
+// maxWatchPeriod late on a 5 s poll), so that an idle process wakes
+// once per watch period; on the fall back there is no watch, and the
+// poll for a return wakes the goroutine every verdictReturnPeriod. A
+// suspended clock does not poll (nor watch): its due time may have
+// passed, and must not wake the goroutine.
+func (p *trustPolicy) tickLocked(now time.Time, suspended, watching bool) (due time.Time, fallBack string, back bool) {
+	if p == nil || p.verdict == nil && p.back == nil {
+		return time.Time{}, "", false
 	}
 	if suspended {
-		return time.Time{}, "" // neither polled nor scheduled
+		return time.Time{}, "", false // neither polled nor scheduled
+	}
+	if p.back != nil {
+		if !now.Before(p.verdictDue) {
+			p.verdictDue = now.Add(verdictReturnPeriod)
+			if p.describe != nil {
+				p.report.counterCheck = p.describe()
+			}
+			if p.back() == "" {
+				return time.Time{}, "", true
+			}
+		}
+		return p.verdictDue, "", false
 	}
 	if !now.Before(p.verdictDue) {
 		p.verdictDue = now.Add(verdictPeriod)
@@ -98,13 +146,89 @@ func (p *trustPolicy) tickLocked(now time.Time, suspended, watching bool) (due t
 			p.report.counterCheck = p.describe()
 		}
 		if why := p.verdict(); why != "" {
-			return time.Time{}, why
+			return time.Time{}, why, false
 		}
 	}
 	if watching {
-		return time.Time{}, ""
+		return time.Time{}, "", false
 	}
-	return p.verdictDue, ""
+	return p.verdictDue, "", false
+}
+
+// verdictReturnPeriod is how often the default clock, on the portable
+// source because the kernel left its counter (or the counter's own
+// evidence went), reads the kernel's word again to go back to the
+// counter: one small sysfs read (and the counter's evidence) per
+// wake-up, only while it waits for that; the kernel's return shows
+// within as long.
+const verdictReturnPeriod = 2 * time.Second
+
+// followKernelLocked is the background goroutine's work on the trust
+// policy at now (see tickLocked): it falls back, or goes back, as the
+// kernel's word says, and returns when it is next due.
+func (c *Clock) followKernelLocked(now time.Time) time.Time {
+	p := c.st.policy
+	due, fallBack, back := p.tickLocked(now, c.st.suspended, c.st.track != nil && c.st.track.adopted)
+	switch {
+	case fallBack != "":
+		check := p.verdict
+		c.fallBackLocked(fallBack)
+		// It follows the kernel back: the same check, every
+		// verdictReturnPeriod.
+		p.back, p.verdictDue = check, now.Add(verdictReturnPeriod)
+		p.report.pending = format.Sprintf("%s: back on it once %s again (read every %v)", p.hw.Name, p.awaited(), verdictReturnPeriod)
+		return p.verdictDue
+	case back:
+		c.goBackLocked(now)
+	}
+	return due
+}
+
+// awaited says what the clock's return to its counter waits for.
+func (p *trustPolicy) awaited() string {
+	if p.vouched {
+		return "the kernel runs on it"
+	}
+	return "its evidence holds"
+}
+
+// goBackLocked takes the hardware counter up again after a fall back
+// whose cause is gone: at the conversion and rate it had when it left
+// (the kernel's conversion read afresh, where the kernel converts it),
+// watched and followed again; a counter it never ran on (its rate was
+// still to be measured) is measured again first, as at the start.
+func (c *Clock) goBackLocked(now time.Time) {
+	p := c.st.policy
+	check := p.back
+	p.back = nil
+	retry := func(why string) {
+		p.back, p.verdictDue = check, now.Add(verdictReturnPeriod)
+		p.report.pending = format.Sprintf("%s: going back to it failed (%s); tried again in %v", p.hw.Name, why, verdictReturnPeriod)
+	}
+	tr := &tracker{ref: rawNow, src: p.hw, endsOnRegister: true, restart: true}
+	if l := p.left; l != nil {
+		hw, conv, rate := l.src, l.conv, l.rate
+		if rate.origin == hwcounter.RateKernel {
+			kc, err := p.kernelConversion(p.vdsoMode, hw.Read)
+			if err != nil {
+				retry("the kernel's conversion: " + err.Error())
+				return
+			}
+			hw.Rate, conv, rate = uint64(math.Round(kc.hz)), kc.conv, rating{hz: kc.hz, origin: hwcounter.RateKernel}
+		}
+		if err := c.switchLocked(hw, conv, rate); err != nil {
+			retry(err.Error())
+			return
+		}
+		tr.src, tr.adopted = hw, true
+		p.report.pending = ""
+	} else {
+		p.report.pending = measurePending(p.hw.Name)
+	}
+	c.st.track = tr
+	p.report.rejected = ""
+	p.verdict, p.verdictDue = check, now.Add(verdictPeriod)
+	c.kick()
 }
 
 // rejectLocked records why the default clock does not run on its
@@ -145,20 +269,21 @@ func (p *trustPolicy) registerLocked(src Source, tr *tracker) (endTrack bool, un
 	if p == nil {
 		return true, func() {}
 	}
-	verdict, rejected, pending := p.verdict, p.report.rejected, p.report.pending
-	p.verdict = nil
+	verdict, back, rejected, pending := p.verdict, p.back, p.report.rejected, p.report.pending
+	p.verdict, p.back = nil, nil
 	if !tr.adopted {
 		// The default clock was about to adopt the hardware counter.
 		p.report.rejected = format.Sprintf("%s: not adopted: Register(%q) took the clock over first", tr.src.Name, src.Name)
 		p.report.pending = ""
 	}
-	return true, func() { p.verdict, p.report.rejected, p.report.pending = verdict, rejected, pending }
+	return true, func() { p.verdict, p.back, p.report.rejected, p.report.pending = verdict, back, rejected, pending }
 }
 
-// closeLocked stops following the kernel's verdict.
+// closeLocked stops following the kernel's verdict, and waiting for it
+// to allow a return.
 func (p *trustPolicy) closeLocked() {
 	if p != nil {
-		p.verdict = nil
+		p.verdict, p.back = nil, nil
 	}
 }
 
@@ -224,13 +349,27 @@ func (c *Clock) checkTrust() {
 	}
 	c.st.mu.Lock()
 	defer c.unlock()
+	c.checkedLocked(rep, found, ownErr)
+}
+
+// checkedLocked takes what the counter's checks found: the cross-CPU
+// check's report rep, and the counter's own check's finding and error.
+// A counter that failed them is left, or not gone back to, for good.
+func (c *Clock) checkedLocked(rep warp.Report, found string, ownErr error) {
+	p := c.st.policy
+	hw := p.hw
 	c.trustSettledLocked(time.Now())
-	p.report.pending = ""
+	if p.back == nil {
+		p.report.pending = "" // not a return the kernel's word still has to allow
+	}
 	p.report.crossCPU = rep.String()
 	if p.ownCheck != nil {
 		p.report.counterCheck = found
 	}
-	if c.st.loop.closed || c.st.track == nil || c.st.track.src.Name != hw.Name {
+	// On the portable source for the kernel's word, the clock still
+	// takes the checks' verdict: a counter that failed them is not gone
+	// back to.
+	if c.st.loop.closed || p.back == nil && (c.st.track == nil || c.st.track.src.Name != hw.Name) {
 		return // closed, or a caller took the clock over
 	}
 	err := warpUntrusted(rep, hw.Name)
@@ -297,6 +436,9 @@ func (c *Clock) fallBackLocked(why string) {
 	if funcPtr(c.st.src.Read) == portableReadPtr {
 		return
 	}
+	if p := c.st.policy; p != nil && funcPtr(c.st.src.Read) == funcPtr(p.hw.Read) {
+		p.left = &leftLine{src: c.st.src, conv: c.st.conv, rate: c.st.rate}
+	}
 	src := Portable()
 	conv, err := newConversion(src)
 	if err == nil {
@@ -315,17 +457,21 @@ func measurePending(name string) string {
 
 // lostTrust returns the default clock's check that the kernel still runs
 // on the counter d describes, and that the counter's own evidence still
-// holds: "" while both do, else why not. nil where there is nothing to
-// follow (the kernel keeps no verdict on the counter, and it has no
-// evidence of its own). Where the kernel's word cannot be read (not
-// Linux, no sysfs), the kernel has nothing to say (kernel.Verdict.Keep).
-func lostTrust(d *hwcounter.Counter, name string) func() string {
+// holds: "" while both do, else why not; each check records the
+// kernel's word in the report (Info.Evidence.Kernel), so that it says
+// what the check last read. nil where there is nothing to follow (the
+// kernel keeps no verdict on the counter, and it has no evidence of its
+// own). Where the kernel's word cannot be read (not Linux, no sysfs),
+// the kernel has nothing to say (kernel.Verdict.Keep).
+func (p *trustPolicy) lostTrust(d *hwcounter.Counter, name string) func() string {
 	if d.Verdict == nil && d.Evidence == nil {
 		return nil
 	}
 	return func() string {
 		if d.Verdict != nil {
-			if v := d.Verdict(); !v.Keep() {
+			v := d.Verdict()
+			p.report.kernel = v.String()
+			if !v.Keep() {
 				return format.Sprintf("%s: %s", name, v)
 			}
 		}

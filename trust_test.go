@@ -2,6 +2,7 @@ package schedclock
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -412,4 +413,134 @@ func TestCloseCutsANapShort(t *testing.T) {
 	c.st.mu.Lock()
 	defer c.st.mu.Unlock()
 	assert.Empty(t, c.st.loop.naps, "the nap left itself behind")
+}
+
+// TestTheDefaultClockFollowsTheKernelBack: a default clock on a counter
+// the kernel runs on leaves it for the portable source when the kernel
+// leaves it (switched by hand to another clocksource), and goes back to
+// it when the kernel does, at the next poll of the kernel's word (every
+// verdictReturnPeriod while on the fall back): twice over, never
+// stepping back, its Evidence saying at each stage what the kernel's
+// clocksource is and whether the counter is rejected for it.
+func TestTheDefaultClockFollowsTheKernelBack(t *testing.T) {
+	for _, kernelConverts := range []bool{false, true} {
+		followTheKernelBack(t, kernelConverts)
+	}
+}
+
+// followTheKernelBack is TestTheDefaultClockFollowsTheKernelBack on a
+// counter at a rate CPUID gives, or converted with the kernel's own
+// conversion (read again at each return).
+func followTheKernelBack(t *testing.T, kernelConverts bool) {
+	dir := t.TempDir()
+	current := filepath.Join(dir, "current_clocksource")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "available_clocksource"), []byte("tsc kvm-clock \n"), 0o644))
+	setKernel := func(cs string) { // whole, as sysfs shows it: never an empty file
+		require.NoError(t, os.WriteFile(current+".new", []byte(cs+"\n"), 0o644))
+		require.NoError(t, os.Rename(current+".new", current))
+	}
+	setKernel("tsc")
+	hw := realtime1GHz()
+	hw.Rate = 1e9
+	desc := &hwcounter.Counter{
+		Arch: runtime.GOARCH,
+		Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
+			return counterSource(hw), hwcounter.RateCPUID, 0, nil
+		},
+		Verdict: func() kernel.Verdict { return kernel.ReadVerdict(current, "tsc") },
+	}
+	origin := hwcounter.RateCPUID.String()
+	if kernelConverts {
+		desc.VDSOMode, origin = hwcounter.VDSOModeTSC, hwcounter.RateKernel.String()
+	}
+	var asked atomic.Int32
+	c := newDefaultClock([]*hwcounter.Counter{desc})
+	c.st.policy.readKernelConv = func(mode int32, read func() uint64) (kernelConv, error) {
+		asked.Add(1)
+		return kernelConv{conv: conversion{mult: 1<<24 + 3, shift: 24, mask: ^uint64(0)}, hz: math.Ldexp(1e9, 24) / (1<<24 + 3)}, nil
+	}
+	c.chooseHardware()
+	defer func() { require.NoError(t, c.Close()) }()
+	in := c.Info() // the first use
+	require.Equal(t, "hw", in.Source, "%+v", in)
+	c.st.policy.startSetUp()
+	poll := func() {
+		c.st.mu.Lock()
+		c.st.policy.verdictDue = time.Now()
+		c.unlock()
+		c.kick()
+	}
+	last := c.nanos()
+	for round := range 2 {
+		setKernel("kvm-clock")
+		poll()
+		require.Eventually(t, func() bool { return c.Info().Source == "portable" }, 5*time.Second, time.Millisecond, "round %d: never left", round)
+		in = c.Info()
+		assert.Contains(t, in.Evidence.Rejected, "hw: kernel clocksource is kvm-clock, not tsc", "round %d", round)
+		assert.Contains(t, in.Evidence.Kernel, "kernel clocksource is kvm-clock, not tsc", "round %d: the kernel's word as read", round)
+		assert.Contains(t, in.Evidence.Pending, "hw: back on it once the kernel runs on it again", "round %d", round)
+		assert.GreaterOrEqual(t, c.nanos(), last)
+		last = c.nanos()
+
+		setKernel("tsc")
+		poll()
+		require.Eventually(t, func() bool { return c.Info().Source == "hw" }, 5*time.Second, time.Millisecond, "round %d: never back on the counter: %+v", round, c.Info().Evidence)
+		in = c.Info()
+		assert.Empty(t, in.Evidence.Rejected, "round %d", round)
+		assert.Empty(t, in.Evidence.Pending, "round %d", round)
+		assert.Equal(t, "kernel clocksource is tsc", in.Evidence.Kernel, "round %d", round)
+		assert.Equal(t, origin, in.RateOrigin, "round %d: the rate it had", round)
+		if kernelConverts {
+			assert.Equal(t, int32(2+round), asked.Load(), "round %d: the kernel's conversion read again", round)
+			assert.Equal(t, uint32(1<<24+3), in.Mult, "round %d", round)
+		}
+		assert.GreaterOrEqual(t, c.nanos(), last)
+		last = c.nanos()
+		c.st.mu.Lock()
+		require.NotNil(t, c.st.track, "round %d: watched again", round)
+		assert.True(t, c.st.track.adopted, "round %d", round)
+		assert.NotNil(t, c.st.policy.verdict, "round %d: the kernel's word followed again", round)
+		c.unlock()
+	}
+}
+
+// TestAFailedCheckOnTheFallBackIsForGood: a counter whose checks fail
+// (a cross-CPU warp) while the clock waits on the portable source for
+// the kernel's word is not gone back to when the kernel runs on it
+// again: the fall back is then for good, and Evidence says why; checks
+// that pass leave it waiting, Pending saying what for.
+func TestAFailedCheckOnTheFallBackIsForGood(t *testing.T) {
+	dir := t.TempDir()
+	current := filepath.Join(dir, "current_clocksource")
+	setKernel := func(cs string) {
+		require.NoError(t, os.WriteFile(current+".new", []byte(cs+"\n"), 0o644))
+		require.NoError(t, os.Rename(current+".new", current))
+	}
+	setKernel("kvm-clock")
+	hw := realtime1GHz()
+	hw.Rate = 1e9
+	c := newChosenDefaultClock([]*hwcounter.Counter{{
+		Arch: runtime.GOARCH,
+		Probe: func() (hwcounter.Source, hwcounter.RateOrigin, float64, error) {
+			return counterSource(hw), hwcounter.RateCPUID, 0, nil
+		},
+		Verdict: func() kernel.Verdict { return kernel.ReadVerdict(current, "tsc") },
+	}})
+	defer func() { require.NoError(t, c.Close()) }()
+	c.st.mu.Lock()
+	c.st.policy.verdict = c.st.policy.lostTrust(&hwcounter.Counter{Verdict: func() kernel.Verdict { return kernel.ReadVerdict(current, "tsc") }}, "hw")
+	c.followKernelLocked(time.Now().Add(time.Hour)) // the kernel left it: on the portable source, waiting
+	require.NotNil(t, c.st.policy.back)
+	// Checks that pass leave it waiting, and say what for.
+	c.checkedLocked(warp.Report{Verdict: warp.None, CPUs: 2, Pairs: 1, Reads: 100}, "", nil)
+	assert.NotNil(t, c.st.policy.back)
+	assert.Contains(t, c.st.policy.report.pending, "hw: back on it once")
+	c.checkedLocked(warp.Report{Verdict: warp.Found, CPUs: 2, Pairs: 1, Reads: 100, Warps: 1, Before: 1, Cycles: 5000, Ns: 5000}, "", nil)
+	assert.Nil(t, c.st.policy.back, "still waiting to go back to a warped counter")
+	setKernel("tsc")
+	c.followKernelLocked(time.Now().Add(2 * time.Hour))
+	c.unlock()
+	in := c.Info()
+	assert.Equal(t, "portable", in.Source)
+	assert.Contains(t, in.Evidence.Rejected, "cross-CPU warp")
 }

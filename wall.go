@@ -226,15 +226,13 @@ func (m *wallMap) with(gs ...wallSegment) *wallMap {
 // WallTime saturates: WallTime(math.MaxInt64) is in 2262, and nothing
 // maps outside what time.Unix(0, ns) can say.
 //
-// The map is aimed at the wall clock every 100 ms while WallTime is
-// called; after a period without a call it is aimed every 1-3 s, and
-// the next call wakes it (a step of the wall clock shows within 3 s, a
-// change of its slew costs that change times 3 s at most).
+// The clock is paired with the wall clock again every 100 ms while
+// WallTime is called; after a period without a call, every 1-3 s, and
+// the next call has it paired at once (a step of the wall clock shows
+// within 3 s, a change of its slew costs that change times 3 s at most).
 func (c *Clock) WallTime(t Instant) time.Time {
 	ns := int64(t)
-	if c == nil || c.st == nil {
-		return time.Time{} // a zero or nil Clock has no wall time
-	}
+	c = c.orDefault()
 	if mc := c.st.exact.manual.Load(); mc != nil {
 		return time.Unix(0, mc.wallAt(ns))
 	}
@@ -354,11 +352,19 @@ func runtimeWallNow() (time.Time, bool) {
 
 // dueLocked is whether the map is due for a pairing at now: its period
 // has passed; at the idle pace, half of it has (the pairing then rides
-// on a wake-up that was due anyway); or a reader woke the goroutine from
-// the idle pace.
+// on a wake-up that was due anyway); a reader woke the goroutine from
+// the idle pace; or the machine's time was disrupted (wallGeneration).
 func (r *pairedMap) dueLocked(now time.Time) bool {
 	if r.due.IsZero() {
 		return false
+	}
+	if g := wallGeneration.Load(); g != r.generation {
+		// BoundedWallNow saw the machine's time disrupted (a migration,
+		// a restore, a suspend): pair again at once, the pace measured
+		// afresh, as after a change of counter.
+		r.generation = g
+		r.rerated(0, 0)
+		return true
 	}
 	if !r.slow {
 		return !now.Before(r.due)
@@ -594,6 +600,8 @@ type pairedMap struct {
 	// provisional says the map's last segment is from a provisional
 	// pairing (see aim).
 	provisional bool
+	// generation is the wallGeneration the map last looked at.
+	generation uint64
 	// paceNext says the clock moved to another counter (rerated): the
 	// pairing after the next follows a period later. repace says the
 	// readings' pace changed: the next pairing re-aims the map at the new

@@ -11,7 +11,8 @@
 // Clock.WallTime of the clock's Now): cheaper than time.Now, and without
 // a monotonic reading, so durations between two Nows are wall-clock
 // differences. To measure time, use the Instants (Deadline, Until, or
-// schedclock.Now and Since).
+// schedclock.Now and Since); a context that ends at a deadline is the
+// Clock's WithDeadline.
 package adapt
 
 import (
@@ -21,29 +22,21 @@ import (
 )
 
 // Clock is a schedclock Clock seen through the usual clock interfaces.
-// The zero Clock reads the default clock (schedclock.Default()); On gives
-// one on any other. A Clock is a small value: copy it freely.
+// The zero Clock reads the default clock (schedclock.Default()), as a
+// nil *schedclock.Clock does; On gives one on any other. A Clock is a
+// small value: copy it freely.
 type Clock struct {
 	clock *schedclock.Clock
 }
 
-// On returns a Clock that reads c; a nil c reads the default clock.
+// On returns a Clock that reads c; a nil c is the default clock.
 func On(c *schedclock.Clock) Clock { return Clock{clock: c} }
-
-// of returns the clock a reads, the default clock for the zero Clock.
-func (a Clock) of() *schedclock.Clock {
-	if a.clock == nil {
-		return schedclock.Default()
-	}
-	return a.clock
-}
 
 // Now returns the clock's current time as wall-clock time: the wall time
 // of the clock's Now (for the default clock, schedclock.WallNow). It has
 // no monotonic reading.
 func (a Clock) Now() time.Time {
-	c := a.of()
-	return c.WallTime(c.Now())
+	return a.clock.WallTime(a.clock.Now())
 }
 
 // Since returns the time elapsed since t on the clock's wall time:
@@ -55,13 +48,11 @@ func (a Clock) Since(t time.Time) time.Duration { return a.Now().Sub(t) }
 // testing/synctest bubble's fake time drives them there).
 func (a Clock) NewTicker(d time.Duration) *time.Ticker { return time.NewTicker(d) }
 
-// Deadline returns the Instant d from now on the clock: Now().Add(d),
-// saturated. Compare it with the clock's Now or Coarse, or pass it to
-// Until.
-func (a Clock) Deadline(d time.Duration) schedclock.Instant { return a.of().Now().Add(d) }
+// Deadline returns the Instant d from now on the clock: c.Now().Add(d),
+// saturated. Compare it with the clock's Now or Coarse, pass it to
+// Until, or make a context that ends at it with c.WithDeadline.
+func (a Clock) Deadline(d time.Duration) schedclock.Instant { return a.clock.Now().Add(d) }
 
-// Until returns the time left until deadline on the clock: negative once
-// it has passed, as time.Until.
-func (a Clock) Until(deadline schedclock.Instant) time.Duration {
-	return deadline.Sub(a.of().Now())
-}
+// Until returns the time left until deadline on the clock, c.Until:
+// negative once it has passed, as time.Until.
+func (a Clock) Until(deadline schedclock.Instant) time.Duration { return a.clock.Until(deadline) }

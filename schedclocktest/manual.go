@@ -38,8 +38,10 @@ type Manual struct {
 // bits wide. It refuses, with an error wrapping
 // schedclock.ErrInvalidSource, what schedclock.New would refuse of its
 // Source: a rate of 0, a width outside 1..64, or a counter that wraps too
-// fast to be followed (under 667 ms a wrap).
+// fast to be followed (under 667 ms a wrap). It panics outside a test
+// (see the package doc).
 func NewManual(rate uint64, bits int) (*Manual, error) {
+	refuseOutsideATest("NewManual")
 	m, err := testhook.NewManual(rate, bits)
 	if err != nil {
 		return nil, err

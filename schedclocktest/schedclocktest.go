@@ -12,6 +12,12 @@
 //     fake time, for code that also sleeps or waits on timers.
 //
 // Both are closed when the test ends.
+//
+// It is for tests only: it links the testing package into what imports
+// it (some 200 KB), and its constructors panic outside a test binary
+// (where testing.Testing reports false), so that a program never runs on
+// a manual clock by mistake. Code that takes a *schedclock.Clock reads
+// the default clock outside its tests when given nil.
 package schedclocktest
 
 import (
@@ -24,8 +30,10 @@ import (
 // reading 0, and the counter; the Clock is closed when tb's test ends
 // (given a nil tb, closing it is the caller's). It works inside a
 // testing/synctest bubble too: the Clock's goroutine joins the bubble,
-// and its Close, at the test's cleanup, lets the bubble end.
+// and its Close, at the test's cleanup, lets the bubble end. It panics
+// outside a test (see the package doc).
 func NewManualClock(tb testing.TB) (*schedclock.Clock, *Manual) {
+	refuseOutsideATest("NewManualClock")
 	m, err := NewManual(1_000_000_000, 64)
 	var c *schedclock.Clock
 	if err == nil {
@@ -46,12 +54,13 @@ func NewManualClock(tb testing.TB) (*schedclock.Clock, *Manual) {
 // when every goroutine of the bubble is blocked, and its WallTime is the
 // bubble's time.Now. The Clock is closed when tb's test ends, inside the
 // bubble, so that the bubble can end. Call it inside the bubble, with the
-// bubble's *testing.T.
+// bubble's *testing.T. It panics outside a test (see the package doc).
 //
 // The package-level schedclock.Now, and every Clock on another Source,
 // read the machine's counter and see only the real time that passed: the
 // code under test must read the Clock it is given.
 func NewBubbleClock(tb testing.TB) *schedclock.Clock {
+	refuseOutsideATest("NewBubbleClock")
 	tb.Helper()
 	c, err := schedclock.New(schedclock.Bubble())
 	if err != nil {
@@ -59,4 +68,13 @@ func NewBubbleClock(tb testing.TB) *schedclock.Clock {
 	}
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// refuseOutsideATest panics unless a test binary is running: a clock of
+// this package in a program is a mistake that no error return would
+// stop (see the package doc).
+func refuseOutsideATest(ctor string) {
+	if !testing.Testing() {
+		panic("schedclocktest." + ctor + " called outside a test: the package is for tests (go test) only")
+	}
 }

@@ -48,8 +48,9 @@ type config struct {
 var defaultConfig = config{rounds: 45, roundLen: 500 * time.Microsecond, settle: 2 * time.Second, drift: time.Second}
 
 func run(out io.Writer, cfg config) error {
-	schedclock.Now()     // the first use starts the default clock's checks
-	schedclock.WallNow() // the first pairs the clock with the wall clock
+	schedclock.Now()            // the first use starts the default clock's checks
+	schedclock.WallNow()        // the first pairs the clock with the wall clock
+	schedclock.BoundedWallNow() // the first opens what bounds wall time's error
 	in := settledInfo(cfg.settle)
 
 	costs := measureCosts(timedCalls(cfg.verbose), cfg.rounds, cfg.roundLen)
@@ -258,6 +259,9 @@ func printDetails(out io.Writer, in schedclock.Info) {
 	if in.Watch.Reference != "" {
 		line("reference fault", "%s", in.Watch.Reference)
 	}
+	if in.WallBound != "" {
+		line("wall time bound", "%s", in.WallBound)
+	}
 	line("re-anchored", "%d times%s", in.Watch.Reanchors, last(in.Watch.LastReanchor))
 	line("refused readings", "%d%s", in.Watch.CounterFaults, last(in.Watch.LastCounterFault))
 	line("faults recovered", "%d%s", in.Faults, last(in.LastFault))
@@ -307,6 +311,11 @@ func timedCalls(kernelClocks bool) []timedCall {
 		{"schedclock.WallNow", "time.Now", func(n int) {
 			for range n {
 				_ = schedclock.WallNow()
+			}
+		}},
+		{"BoundedWallNow", "time.Now", func(n int) {
+			for range n {
+				_ = schedclock.BoundedWallNow()
 			}
 		}},
 		{"time.Since", "", func(n int) {

@@ -30,6 +30,8 @@ func TestRunFirstLineNamesTheSource(t *testing.T) {
 	summary, details := strings.Index(out.String(), "cost per call"), strings.Index(out.String(), "\ndetails:")
 	assert.True(t, summary > 0 && details > summary, "the costs come before the details")
 	assert.Contains(t, out.String(), "median of 5 rounds of 200µs a call")
+	assert.Regexp(t, `BoundedWallNow +[0-9.]+ ns +[0-9.]+x time\.Now`, out.String())
+	assert.Regexp(t, `\n  wall time bound: +(vmclock|clockbound|adjtimex|none)[ ,]`, out.String(), "the details say what bounds wall time")
 
 	out.Reset()
 	cfg.verbose = true

@@ -1,12 +1,19 @@
 // Command perfjoin makes spans that a kernel trace can be joined with:
-// n times it takes a reading of the default clock, makes a system call
-// (getpid, by syscall.Syscall: never cached), takes another reading, and
-// prints the two readings mapped onto a kernel clock (KernelTime), one
-// span a line, after a first line "tid TID" naming the thread that made
-// the calls. Recorded by perf (perf record -k CLOCK_MONOTONIC -e
-// raw_syscalls:sys_enter) or ftrace (trace_clock mono or boot), each
-// kernel stamp of those calls falls inside its span: main_test.go joins
-// the two timelines.
+// n times it makes a system call (getpid, by syscall.Syscall: never
+// cached) between two readings of the default clock, and prints the two
+// readings mapped onto a kernel clock (KernelTime), one span a line,
+// after a first line "tid TID" naming the thread that made the calls.
+// The first span starts at the program's first reading, which is mapped
+// at once: the first KernelTime makes the default clock's choice of
+// counter, and its switch, before it answers, so every later reading is
+// on the counter's line. (Where the clock's counter is not one the
+// kernel converts, KernelTime answers from a map paired in the
+// background from its first call on: the first spans then map through
+// a provisional pairing, microseconds off, and a trace would want its
+// first 100 ms left out.) Recorded by perf (perf record -k
+// CLOCK_MONOTONIC -e raw_syscalls:sys_enter) or ftrace (trace_clock mono
+// or boot), each kernel stamp of those calls falls inside its span:
+// main_test.go joins the two timelines.
 //
 //	perfjoin [-clock monotonic|boottime] [-n 10000]
 //go:build linux
@@ -20,7 +27,6 @@ import (
 	"os"
 	"runtime"
 	"syscall"
-	"time"
 
 	"github.com/schedclock/schedclock"
 )
@@ -31,18 +37,18 @@ func main() {
 	flag.Parse()
 	k := map[string]schedclock.KernelClock{"monotonic": schedclock.KernelMonotonic, "boottime": schedclock.KernelBoottime}[*clock]
 	c := schedclock.Default()
-	if _, ok := c.KernelTime(k, c.Now()); k == 0 || !ok {
+	spans := make([][2]schedclock.Instant, *n)
+	runtime.LockOSThread() // one thread makes every call
+	before := c.Now()      // the program's first reading
+	if _, ok := c.KernelTime(k, before); k == 0 || !ok {
 		fmt.Fprintf(os.Stderr, "perfjoin: no kernel clock %q here\n", *clock)
 		os.Exit(2)
 	}
-	time.Sleep(300 * time.Millisecond) // the map's first full pairings
-	runtime.LockOSThread()             // one thread makes every call
-	spans := make([][2]schedclock.Instant, *n)
 	for i := range spans {
-		before := c.Now()
 		syscall.Syscall(syscall.SYS_GETPID, 0, 0, 0)
 		after := c.Now()
 		spans[i] = [2]schedclock.Instant{before, after}
+		before = c.Now()
 	}
 	w := bufio.NewWriter(os.Stdout)
 	fmt.Fprintf(w, "tid %d\n", syscall.Gettid())

@@ -79,16 +79,18 @@ func run(t *testing.T, clock string, wrap ...string) (tid int, spans [][2]int64)
 
 var spansN = 10000
 
-// join checks that the i-th kernel stamp (ns, each known to within
-// resolution below it: a stamp s says the instant lies in
-// [s, s+resolution)) lies in the i-th span.
+// join checks that the i-th kernel stamp (ns, each the instant rounded
+// to the nearest multiple of resolution: a stamp s says the instant lies
+// in [s-resolution/2, s+resolution/2), as ftrace's ns2usecs rounds, and
+// is the instant itself at resolution 1) lies in the i-th span.
 func join(t *testing.T, what string, spans [][2]int64, stamps []int64, resolution int64) {
 	require.Len(t, stamps, len(spans), "%s: one kernel stamp per call", what)
 	slices.Sort(stamps)
 	outside, widths := 0, make([]int64, len(spans))
 	for i, s := range spans {
 		widths[i] = s[1] - s[0]
-		if stamps[i]+resolution-1 < s[0] || stamps[i] > s[1] {
+		lo, hi := stampCovers(stamps[i], resolution)
+		if hi < s[0] || lo > s[1] {
 			if outside < 5 {
 				t.Logf("%s: call %d stamped %d outside [%d, %d]", what, i, stamps[i], s[0], s[1])
 			}
@@ -98,6 +100,13 @@ func join(t *testing.T, what string, spans [][2]int64, stamps []int64, resolutio
 	slices.Sort(widths)
 	t.Logf("%s: %d of %d kernel stamps outside their span; median span %v", what, outside, len(spans), time.Duration(widths[len(widths)/2]))
 	assert.Zero(t, outside, "%s: kernel stamps outside their spans", what)
+}
+
+// stampCovers is the instants [lo, hi] a stamp s rounded to the nearest
+// multiple of resolution can stand for: ftrace prints ns2usecs(ts), which
+// is (ts + 500) / 1000, so "s µs" is every ts in [s·1000-500, s·1000+499].
+func stampCovers(s, resolution int64) (lo, hi int64) {
+	return s - resolution/2, s + (resolution-1)/2
 }
 
 // stampsOf is the stamps, in ns, of the lines of a trace that line
@@ -166,4 +175,19 @@ func TestJoinWithFtraceBoottime(t *testing.T) {
 	require.NoError(t, err)
 	stamps := stampsOf(string(out), tid, regexp.MustCompile(`-(\d+)\s+\[\d+\].*?\s(\d+)\.(\d{6}): sys_enter: NR 39 `), 1000)
 	join(t, "ftrace boot", spans, stamps, 1000)
+}
+
+// TestStampCovers: a stamp covers what its rounding maps to it: ftrace's
+// ns2usecs prints 1.000001 s for 1,000,000,500 ns to 1,000,001,499 ns,
+// and perf's ns stamps are the instant.
+func TestStampCovers(t *testing.T) {
+	usecs := func(ns int64) int64 { return (ns + 500) / 1000 } // the kernel's ns2usecs
+	lo, hi := stampCovers(1_000_001_000, 1000)
+	assert.Equal(t, int64(1_000_000_500), lo)
+	assert.Equal(t, int64(1_000_001_499), hi)
+	for _, ns := range []int64{lo - 1, lo, hi, hi + 1} {
+		assert.Equal(t, usecs(ns) == 1_000_001, lo <= ns && ns <= hi, "%d ns", ns)
+	}
+	lo, hi = stampCovers(1234, 1)
+	assert.Equal(t, [2]int64{1234, 1234}, [2]int64{lo, hi})
 }

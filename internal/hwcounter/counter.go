@@ -50,13 +50,19 @@ const (
 	// paravirtual clock's page converts the TSC with the hypervisor's
 	// own scale): exact, never refined, still watched.
 	RateNanoseconds
+	// RateKernel: the kernel's own conversion of the counter, its raw
+	// clock's mult and shift from the vDSO's time data, where the
+	// kernel runs on the counter (Counter.VDSOMode): CLOCK_MONOTONIC_RAW
+	// is that conversion, so the clock agrees with it to the ns by
+	// construction; never refined, still watched.
+	RateKernel
 )
 
 // rateOriginNames are the RateOrigins' names, as Info prints them.
 var rateOriginNames = [...]string{RateDeclared: "declared", RateCPUID: "cpuid", RateHypervisor: "hypervisor leaf",
 	RateMeasured: "measured", RateCNTFRQ: "cntfrq", RateRefined: "refined",
 	RateDeviceTree: "device tree", RateCPUInfo: "cpuinfo", RateArchitected: "architected", RateCPUCFG: "cpucfg",
-	RateNanoseconds: "nanoseconds by construction"}
+	RateNanoseconds: "nanoseconds by construction", RateKernel: "kernel"}
 
 func (o RateOrigin) String() string {
 	if o >= 0 && int(o) < len(rateOriginNames) {
@@ -69,7 +75,11 @@ func (o RateOrigin) String() string {
 // and its errUntrusted, which errors.Is also matches as ErrUnsupported.
 var (
 	// ErrUnsupported: the counter does not exist on this platform or in
-	// this build, or cannot be trusted as a clock on this machine.
+	// this build, or cannot be trusted as a clock on this machine. It is
+	// schedclock.ErrUnsupported itself, which the schedclock package
+	// declares (its go doc then names no internal package) and stores
+	// here as it initialises, before anything can probe a counter: this
+	// value stands in for tests of this package alone.
 	ErrUnsupported = errors.New("schedclock: counter not supported here")
 	// ErrUntrusted: the counter exists but cannot be trusted as a clock
 	// on this machine.
@@ -102,6 +112,12 @@ type Counter struct {
 	// cross-CPU check ran and found no warp.
 	Verdict   func() kernel.Verdict
 	NoVerdict string
+	// VDSOMode is the vDSO clock mode in which the kernel converts this
+	// counter (VDSOModeTSC), 0 where it converts none the default clock
+	// could read. Where the kernel runs on the counter, in that mode,
+	// the default clock converts with the kernel's own raw conversion
+	// (RateKernel) rather than a rate of its own.
+	VDSOMode int32
 	// Evidence, if not nil, is the counter's own evidence, asked with
 	// the kernel's verdict for life: "" while it holds, else why not (a
 	// paravirtual page whose stable bit cleared).

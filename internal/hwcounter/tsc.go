@@ -7,8 +7,13 @@ import (
 )
 
 // TSCCounter is the TSC's entry in the default clock's table: trusted on
-// the kernel's word (its clocksource is tsc), which it follows for life.
-var TSCCounter = Counter{Arch: "amd64", Probe: ProbeTSC, Verdict: kernel.TSCVerdict}
+// the kernel's word (its clocksource is tsc), which it follows for life,
+// and converted as the kernel converts it where it runs on it.
+var TSCCounter = Counter{Arch: "amd64", Probe: ProbeTSC, Verdict: kernel.TSCVerdict, VDSOMode: VDSOModeTSC}
+
+// VDSOModeTSC is x86's VDSO_CLOCKMODE_TSC: the vDSO's time data converts
+// the TSC.
+const VDSOModeTSC = 1
 
 // ProbeTSC returns the x86 time-stamp counter as a Source: 64 bits, read
 // with LFENCE; RDTSC (TSC). It is offered only where it is a clock (see

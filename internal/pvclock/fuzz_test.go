@@ -99,6 +99,17 @@ func FuzzPvclockPage(f *testing.F) {
 		want.Add(want, new(big.Int).SetUint64(ref.SystemTime))
 		require.Equal(t, new(big.Int).And(want, new(big.Int).SetUint64(^uint64(0))).Uint64(), p.Cycles(tsc))
 
+		// TSCAt inverts Time: the least TSC value with the same time.
+		if d := tsc - p.TSCTimestamp; p.Scalable() && d < 1<<32 && p.SystemTime < 1<<62 && ScaleDelta(d, p.Mul, p.Shift) < 1<<62 {
+			ns := p.Time(tsc)
+			inv := p.TSCAt(ns)
+			require.LessOrEqual(t, inv, tsc)
+			require.Equal(t, ns, p.Time(inv))
+			if inv > p.TSCTimestamp {
+				require.Less(t, p.Time(inv-1), ns)
+			}
+		}
+
 		if !hostLittleEndian {
 			return
 		}

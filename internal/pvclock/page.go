@@ -158,6 +158,62 @@ func (p Pvclock) Time(tsc uint64) uint64 {
 	return (p.SystemTime + ScaleDelta(forward(tsc-p.TSCTimestamp), p.Mul, p.Shift)) & (1<<63 - 1)
 }
 
+// TSCAt is Time inverted: the least TSC value at which the page's time
+// reaches ns, for a Scalable page. Where ns is below system_time (a
+// reading of an earlier version of the page), the page's time is
+// extended back before tsc_timestamp at its scale: system_time less the
+// scaled distance back. The page's time covers each ns over one or more
+// counts (a TSC of 1 GHz or more), and TSCAt is the first of them. It
+// saturates at the ends of the TSC's range.
+func (p Pvclock) TSCAt(ns uint64) uint64 {
+	if ns >= p.SystemTime {
+		d, ok := leastDelta(ns-p.SystemTime, p.Mul, p.Shift)
+		if !ok || d > ^uint64(0)-p.TSCTimestamp {
+			return ^uint64(0)
+		}
+		return p.TSCTimestamp + d
+	}
+	// The greatest distance back whose scaled ns stay within
+	// system_time - ns: one less than the least that passes it.
+	d, ok := leastDelta(p.SystemTime-ns+1, p.Mul, p.Shift)
+	if !ok || d-1 > p.TSCTimestamp {
+		return 0
+	}
+	return p.TSCTimestamp - (d - 1)
+}
+
+// leastDelta is the least TSC delta d with ScaleDelta(d, mul, shift) >=
+// ns; ok false past 64 bits. ScaleDelta is floor((d shifted)·mul/2^32),
+// so the shifted delta must be at least ceil(ns·2^32/mul).
+func leastDelta(ns uint64, mul uint32, shift int8) (d uint64, ok bool) {
+	if ns == 0 {
+		return 0, true
+	}
+	hi, lo := ns>>32, ns<<32
+	if hi >= uint64(mul) {
+		return 0, false
+	}
+	e, rem := bits.Div64(hi, lo, uint64(mul))
+	if rem != 0 {
+		if e++; e == 0 {
+			return 0, false
+		}
+	}
+	if shift >= 0 {
+		k := uint(shift)
+		d = e >> k
+		if d<<k != e {
+			d++
+		}
+		return d, d <= ^uint64(0)>>k
+	}
+	k := uint(-int(shift))
+	if e > ^uint64(0)>>k {
+		return 0, false
+	}
+	return e << k, true
+}
+
 // forward is a TSC delta counted only when it is forward motion (see
 // Time): 0 when bit 62 or 63 is set.
 func forward(delta uint64) uint64 {

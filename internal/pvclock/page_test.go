@@ -124,3 +124,38 @@ func TestDecodeHyperv(t *testing.T) {
 	_, err = DecodeHyperv(b[:HypervSize-1])
 	assert.ErrorIs(t, err, ErrImplausible)
 }
+
+// TestTSCAt: TSCAt inverts the page's time: the least TSC value whose
+// time reaches ns, forward of the stamp at every shift and multiplier
+// a hypervisor writes, and, back before it, at the page's scale
+// extended backwards.
+func TestTSCAt(t *testing.T) {
+	back := func(p Pvclock, tsc uint64) uint64 { // the page's time extended back
+		return p.SystemTime - ScaleDelta(p.TSCTimestamp-tsc, p.Mul, p.Shift)
+	}
+	for _, p := range []Pvclock{
+		{TSCTimestamp: 3404391452, SystemTime: 1392805294, Mul: 3512649351, Shift: -1}, // this machine's
+		{TSCTimestamp: 1 << 40, SystemTime: 5e12, Mul: 4098200400, Shift: -1},
+		{TSCTimestamp: 7e10, SystemTime: 1e9, Mul: 1 << 31, Shift: 1},  // 1 GHz
+		{TSCTimestamp: 1e12, SystemTime: 1e9, Mul: 3 << 30, Shift: -3}, // 6 counts a ns... and more
+		{TSCTimestamp: 5e10, SystemTime: 1e9, Mul: 0xffffffff, Shift: 0},
+	} {
+		for _, ns := range []uint64{p.SystemTime, p.SystemTime + 1, p.SystemTime + 12345, p.SystemTime + 3e9, p.SystemTime + 777_777_777_777} {
+			tsc := p.TSCAt(ns)
+			assert.GreaterOrEqual(t, p.Time(tsc), ns, "%+v: %d ns", p, ns)
+			if tsc > p.TSCTimestamp {
+				assert.Less(t, p.Time(tsc-1), ns, "%+v: %d ns: the least such TSC", p, ns)
+			}
+		}
+		for _, ns := range []uint64{p.SystemTime - 1, p.SystemTime - 1000, p.SystemTime - 999_999_999} {
+			tsc := p.TSCAt(ns)
+			require.Less(t, tsc, p.TSCTimestamp+1, "%+v: %d ns", p, ns)
+			assert.GreaterOrEqual(t, back(p, tsc), ns, "%+v: %d ns", p, ns)
+			assert.Less(t, back(p, tsc-1), ns, "%+v: %d ns: the least such TSC", p, ns)
+		}
+	}
+	far := Pvclock{TSCTimestamp: ^uint64(0) - 10, SystemTime: 0, Mul: 1 << 31, Shift: 1}
+	assert.Equal(t, ^uint64(0), far.TSCAt(1e9), "saturates forward")
+	near := Pvclock{TSCTimestamp: 10, SystemTime: 1e9, Mul: 1 << 31, Shift: 1}
+	assert.Equal(t, uint64(0), near.TSCAt(0), "saturates back")
+}

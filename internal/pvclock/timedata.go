@@ -256,3 +256,75 @@ func (t *TimeData) BootOffset(l Layout) (offset, from int64, seq uint32, ok bool
 	offset = int64(bootSec-monoSec)*1e9 + (int64(bootNsec)-int64(monoNsec))>>shift
 	return offset, int64(monoSec*1e9 + monoNsec>>shift), seq, true
 }
+
+// RawConv is the kernel's conversion of its clocksource's counter to
+// CLOCK_MONOTONIC_RAW: the vDSO's second clock base (CS_RAW), whose
+// time at counter value cyc is
+//
+//	Base.Sec*1e9 + ((cyc-CycleLast)*Mult + Base.Nsec) >> Shift
+//
+// Its mult and shift are the clocksource's own (tkr_raw: no NTP
+// adjustment ever touches them), so they stay what they are for as
+// long as the kernel runs on the same clocksource.
+type RawConv struct {
+	Seq         uint32
+	Mode        int32
+	CycleLast   uint64
+	Mult, Shift uint32
+	Base        Timestamp
+}
+
+// At is CLOCK_MONOTONIC_RAW at counter value cyc, as Conv.At computes
+// its clocks.
+func (r *RawConv) At(cyc uint64) int64 {
+	return convertAt(r.Base.Sec, r.Base.Nsec, r.CycleLast, r.Mult, r.Shift, cyc)
+}
+
+// baseMonotonicRaw is CLOCK_MONOTONIC_RAW's basetime entry in the raw
+// clock base.
+const baseMonotonicRaw = 4
+
+// rawStrides are where the raw clock base may start, after the first
+// one's basetime: struct vdso_clock ends with its basetime array (Linux
+// 6.13 on), struct vdso_data with 16 bytes more (tz_minuteswest,
+// tz_dsttime, hrtimer_res, __unused: 5.6 to 6.12; x86 and arm64 have no
+// arch_data in it).
+var rawStrides = [...]int{bases * timestampSize, bases*timestampSize + 16}
+
+// Raw reads the raw clock base's conversion (CS_RAW), under the data's
+// sequence count: ok false while the kernel writes it, and where no
+// candidate place holds it. The kernel writes both bases in one update
+// (update_vsyscall): the same sequence count, clock mode, cycle_last
+// and mask in each; a place whose head does not repeat the first base's
+// is not the raw base, and one whose mult is 0 or shift past 32 is no
+// conversion.
+func (t *TimeData) Raw(l Layout) (r RawConv, ok bool) {
+	if !l.Valid() {
+		return r, false
+	}
+	seq := t.seq.Load()
+	if seq&1 != 0 {
+		return r, false
+	}
+	mode := int32(t.u32(4).Load())
+	cycleLast := t.cycleLast.Load()
+	mask := t.u64(l.maskAt()).Load()
+	for _, stride := range rawStrides {
+		at := l.basetime + stride
+		if at+l.baseAt(baseMonotonicRaw)+timestampSize > TimeDataSize {
+			continue
+		}
+		if t.u32(at).Load() != seq || int32(t.u32(at+4).Load()) != mode ||
+			t.u64(at+8).Load() != cycleLast || t.u64(at+l.maskAt()).Load() != mask {
+			continue
+		}
+		r = RawConv{Seq: seq, Mode: mode, CycleLast: cycleLast,
+			Mult: t.u32(at + l.multAt()).Load(), Shift: t.u32(at + l.shiftAt()).Load(),
+			Base: Timestamp{t.u64(at + l.baseAt(baseMonotonicRaw)).Load(), t.u64(at + l.baseAt(baseMonotonicRaw) + 8).Load()}}
+		if r.Mult == 0 || r.Shift > 32 || t.seq.Load() != seq {
+			return RawConv{}, false
+		}
+		return r, true
+	}
+	return RawConv{}, false
+}

@@ -175,6 +175,7 @@ func FuzzTimeData(f *testing.F) {
 	b, sec, nsec := realTimeData(f)
 	f.Add(b, sec, nsec)
 	f.Add(b[:64], sec, nsec)
+	f.Add(realTSCTimeData(f), uint64(0x50c), uint64(0x17eda8f2))
 	f.Fuzz(func(t *testing.T, b []byte, sec, nsec uint64) {
 		at, found := FindCoarse(b, sec, nsec)
 		l, hasLayout := FindLayout(b, sec, nsec)
@@ -195,6 +196,15 @@ func FuzzTimeData(f *testing.F) {
 			require.True(t, ok)
 			_ = c.At(0, c.CycleLast+sec)
 			_ = c.At(1, c.CycleLast-nsec)
+			// The raw base, where one is found, is a conversion too.
+			if r, ok := timeDataOf(b).Raw(l); ok {
+				require.NotZero(t, r.Mult)
+				require.LessOrEqual(t, r.Shift, uint32(32))
+				require.Equal(t, c.Seq, r.Seq)
+				require.Equal(t, c.Mode, r.Mode)
+				require.Equal(t, c.CycleLast, r.CycleLast)
+				_ = r.At(r.CycleLast + sec)
+			}
 		}
 		if !found {
 			return
@@ -266,4 +276,104 @@ func TestConvertUnderUpdates(t *testing.T) {
 	<-done
 	t.Logf("%d conversions read, %d torn", read, torn)
 	assert.Zero(t, torn)
+}
+
+// realTSCTimeData is the vDSO time data captured on the development
+// machine with the kernel on the TSC (testdata/README.md).
+func realTSCTimeData(t testing.TB) []byte {
+	realTimeData(t) // the byte-order check
+	b, err := os.ReadFile("testdata/vdso-time-data-firecracker-6.18-tsc.bin")
+	require.NoError(t, err)
+	require.Len(t, b, TimeDataSize)
+	return b
+}
+
+// timeDataOf is b in a TimeDataSize buffer of its own, aligned for the
+// atomics.
+func timeDataOf(b []byte) *TimeData {
+	words := make([]uint64, TimeDataSize/8)
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), TimeDataSize), b)
+	return (*TimeData)(unsafe.Pointer(&words[0]))
+}
+
+// TestRawConv: the raw clock base (CS_RAW) is found after the first one
+// in each layout the kernel has had, the 6.18 captures' (struct
+// vdso_clock: right after base 0's basetime array), 6.10 to 6.12's
+// (struct vdso_data: 16 bytes of tz_minuteswest, tz_dsttime,
+// hrtimer_res and padding after it) and 5.6 to 6.9's (no max_cycles
+// either), with the clocksource's own mult and shift and
+// CLOCK_MONOTONIC_RAW's base; a place whose head does not repeat the
+// first base's (another count, clock mode, cycle_last or mask), a count
+// that is odd, a mult of 0 or a shift past 32 is none.
+func TestRawConv(t *testing.T) {
+	pv, sec, nsec := realTimeData(t)
+	tsc := realTSCTimeData(t)
+	// 6.10 to 6.12: the same struct, 16 bytes more after the bases.
+	tz := func(b []byte) []byte {
+		return append(append(append([]byte(nil), b[:232]...), make([]byte, 16)...), b[232:232+232]...)
+	}
+	// 5.6 to 6.9: without max_cycles too (8 bytes at 16 in each base).
+	noMax := func(b []byte) []byte {
+		base := func(b []byte) []byte { return append(append([]byte(nil), b[:16]...), b[24:232]...) }
+		return append(append(base(b[:232]), make([]byte, 16)...), base(b[232:464])...)
+	}
+	for _, c := range []struct {
+		name              string
+		b                 []byte
+		mode              int32
+		mult, shift       uint32
+		rawSec, rawNsec   uint64
+		coarseSec, coarse uint64
+	}{
+		{"6.18 on kvm-clock", pv, ModePvclock, 0x800000, 23, 0x2c2b, 0x0012224e63000000, sec, nsec},
+		{"6.18 on the TSC", tsc, ModeTSC, 6860646, 24, 0x50c, 0x00052bf818a39c84, 0x50c, 0x17eda8f2},
+	} {
+		for _, layout := range []struct {
+			name string
+			b    []byte
+		}{{"6.13+", c.b}, {"6.10-6.12", tz(c.b)}, {"5.6-6.9", noMax(c.b)}} {
+			what := c.name + ", " + layout.name
+			l, ok := FindLayout(layout.b, c.coarseSec, c.coarse)
+			require.True(t, ok, what)
+			td := timeDataOf(layout.b)
+			r, ok := td.Raw(l)
+			require.True(t, ok, what)
+			conv, ok := td.Load(l)
+			require.True(t, ok, what)
+			assert.Equal(t, RawConv{Seq: conv.Seq, Mode: c.mode, CycleLast: conv.CycleLast, Mult: c.mult, Shift: c.shift,
+				Base: Timestamp{c.rawSec, c.rawNsec}}, r, what)
+			assert.Equal(t, int64(c.rawSec*1e9+c.rawNsec>>c.shift), r.At(r.CycleLast), "%s: at cycle_last, the base", what)
+
+			rawAt := 232
+			if layout.name != "6.13+" {
+				rawAt += 16
+			}
+			if layout.name == "5.6-6.9" {
+				rawAt -= 8
+			}
+			for _, bad := range []struct {
+				name string
+				off  int
+				put  func([]byte)
+			}{
+				{"another count", rawAt, func(b []byte) { binary.NativeEndian.PutUint32(b, binary.NativeEndian.Uint32(b)+2) }},
+				{"another clock mode", rawAt + 4, func(b []byte) { binary.NativeEndian.PutUint32(b, 7) }},
+				{"another cycle_last", rawAt + 8, func(b []byte) { binary.NativeEndian.PutUint64(b, binary.NativeEndian.Uint64(b)+1) }},
+				{"another mask", rawAt + l.maskAt(), func(b []byte) { binary.NativeEndian.PutUint64(b, 1<<32-1) }},
+				{"mult 0", rawAt + l.multAt(), func(b []byte) { binary.NativeEndian.PutUint32(b, 0) }},
+				{"shift 33", rawAt + l.shiftAt(), func(b []byte) { binary.NativeEndian.PutUint32(b, 33) }},
+				{"an odd count", 0, func(b []byte) {
+					binary.NativeEndian.PutUint32(b, binary.NativeEndian.Uint32(b)|1)
+					binary.NativeEndian.PutUint32(b[rawAt:], binary.NativeEndian.Uint32(b))
+				}},
+			} {
+				b := append([]byte(nil), layout.b...)
+				bad.put(b[bad.off:])
+				_, ok := timeDataOf(b).Raw(l)
+				assert.False(t, ok, "%s: %s", what, bad.name)
+			}
+		}
+	}
+	_, ok := timeDataOf(pv).Raw(Layout{})
+	assert.False(t, ok, "no layout")
 }

@@ -1,6 +1,7 @@
 // Package quickstart is the README's Quick start, kept where it compiles:
-// the lines between the two marker comments below are the README's Go
-// block under "## Quick start", byte for byte (TestReadmeQuickStart).
+// the lines between the two marker comments below are the README's first
+// Go block under "## Quick start", byte for byte, and the test between
+// the markers of quickstart_test.go its second (TestReadmeQuickStart).
 package quickstart
 
 // README Quick start: begin
@@ -11,35 +12,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/schedclock/schedclock"
-	"github.com/schedclock/schedclock/adapt"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 )
 
 var latency = promauto.NewHistogram(prometheus.HistogramOpts{Name: "request_duration_seconds", Help: "Time to serve a request."})
 
-func Timed(handle http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		start := schedclock.Now() // an Instant: ns since the package started; wait-free
-		handle(w, r)
-		latency.Observe(schedclock.Since(start).Seconds()) // Since: a time.Duration, never negative
-	}
+// Server times each request on Clock, and Handle's context ends Timeout later on Clock.
+// A nil Clock is the default clock, the CPU's counter; tests give it a manual one.
+type Server struct {
+	Clock   *schedclock.Clock
+	Timeout time.Duration
+	Handle  http.HandlerFunc
 }
 
-func Expired(deadline schedclock.Instant) bool { return schedclock.Coarse() >= deadline } // three loads, no system call; 1 ms resolution
-
-func Stamp() time.Time { return schedclock.WallNow() } // wall time from the counter, no monotonic reading
-
-// zap stamps its entries from the counter: adapt.Clock is a zapcore.Clock (and a k8s clock.PassiveClock).
-func Logger(core zapcore.Core) *zap.Logger { return zap.New(core, zap.WithClock(adapt.Clock{})) }
-
-// Your own counter, its rate refined and the counter watched against a clock you trust.
-func DeviceClock(read func() uint64, hz uint64, ref func() int64) (*schedclock.Clock, error) {
-	return schedclock.New(schedclock.Source{Name: "device", Read: read, Bits: 64, Rate: hz}, schedclock.WithReference(ref))
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := s.Clock.Now() // an Instant: ns since the clock started; wait-free, never backwards
+	ctx, cancel := s.Clock.WithTimeout(r.Context(), s.Timeout)
+	defer cancel()
+	s.Handle(w, r.WithContext(ctx))
+	latency.Observe(s.Clock.Since(start).Seconds()) // Since: a time.Duration, never negative
 }
 
 // README Quick start: end
 
-// Latency is the histogram Timed observes (registered with the default
+// Latency is the histogram Server observes (registered with the default
 // registry by promauto), for tests.
 func Latency() prometheus.Histogram { return latency }

@@ -16,26 +16,33 @@ import (
 var readme = flag.String("readme", "../../../README.md", "the README whose Quick start must match quickstart.go")
 
 const (
-	beginMarker = "// README Quick start: begin"
-	endMarker   = "// README Quick start: end"
+	beginMarker     = "// README Quick start: begin"
+	endMarker       = "// README Quick start: end"
+	testBeginMarker = "// README Quick start test: begin"
+	testEndMarker   = "// README Quick start test: end"
 )
 
-// TestReadmeQuickStart fails unless the README's Go block under
-// "## Quick start" is, line for line, the code between the markers in
-// quickstart.go: code that this module builds, vets and tests.
+// TestReadmeQuickStart fails unless the README's Go blocks under
+// "## Quick start" are, line for line, the code between the markers in
+// quickstart.go, then in quickstart_test.go: code that this module
+// builds, vets and tests.
 func TestReadmeQuickStart(t *testing.T) {
-	src, err := os.ReadFile("quickstart.go")
-	require.NoError(t, err)
-	want, err := between(src, beginMarker, endMarker)
-	require.NoError(t, err, "quickstart.go")
-
 	doc, err := os.ReadFile(*readme)
 	require.NoError(t, err)
-	got, err := quickStartBlock(doc)
-	require.NoError(t, err, *readme)
-
-	if !assert.Equal(t, want, got, "the README's Quick start differs from quickstart.go") {
-		t.Logf("the block the README should hold:\n```go\n%s```", strings.Join(want, ""))
+	for i, file := range []string{"quickstart.go", "quickstart_test.go"} {
+		src, err := os.ReadFile(file)
+		require.NoError(t, err)
+		begin, end := beginMarker, endMarker
+		if i == 1 {
+			begin, end = testBeginMarker, testEndMarker
+		}
+		want, err := between(src, begin, end)
+		require.NoError(t, err, file)
+		got, err := quickStartBlock(doc, i)
+		require.NoError(t, err, *readme)
+		if !assert.Equal(t, want, got, "the README's Quick start differs from %s", file) {
+			t.Logf("the block the README should hold:\n```go\n%s```", strings.Join(want, ""))
+		}
 	}
 }
 
@@ -61,9 +68,10 @@ func between(src []byte, begin, end string) ([]string, error) {
 	return nil, fmt.Errorf("no lines between %q and %q", begin, end)
 }
 
-// quickStartBlock returns the lines of the first ```go block under the
-// "## Quick start" heading, before the next heading of that level.
-func quickStartBlock(doc []byte) ([]string, error) {
+// quickStartBlock returns the lines of the n-th (from 0) ```go block
+// under the "## Quick start" heading, before the next heading of that
+// level.
+func quickStartBlock(doc []byte, n int) ([]string, error) {
 	var lines []string
 	section, inside := false, false
 	sc := bufio.NewScanner(bytes.NewReader(doc))
@@ -73,11 +81,15 @@ func quickStartBlock(doc []byte) ([]string, error) {
 		case !section:
 			section = line == "## Quick start"
 		case inside && line == "```":
-			return lines, nil
+			if n == 0 {
+				return lines, nil
+			}
+			n--
+			inside, lines = false, nil
 		case inside:
 			lines = append(lines, line+"\n")
 		case strings.HasPrefix(line, "## "):
-			return nil, fmt.Errorf("no ```go block under ## Quick start")
+			return nil, fmt.Errorf("no ```go block %d under ## Quick start", n)
 		case line == "```go":
 			inside = true
 		}
@@ -85,5 +97,5 @@ func quickStartBlock(doc []byte) ([]string, error) {
 	if !section {
 		return nil, fmt.Errorf("no ## Quick start heading")
 	}
-	return nil, fmt.Errorf("the ```go block under ## Quick start is not closed")
+	return nil, fmt.Errorf("a ```go block under ## Quick start is not closed")
 }
