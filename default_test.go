@@ -97,7 +97,7 @@ func synctestChild(t *testing.T) {
 		wallBefore := realtime(t)
 		w := schedclock.WallNow()
 		wallAfter := realtime(t)
-		time.Sleep(time.Hour) // fake: the bubble's clock jumps an hour at once
+		bubbleSleep(time.Hour) // fake: the bubble's clock jumps an hour at once
 		n2 := schedclock.Now()
 		require.GreaterOrEqual(t, n2, n1)
 		assert.Less(t, n2-n1, schedclock.Instant(time.Minute), "Now followed the bubble's fake hour")
@@ -114,7 +114,7 @@ func synctestChild(t *testing.T) {
 		require.NoError(t, err)
 		a := c.Now()
 		_ = c.Coarse()
-		time.Sleep(time.Second)
+		bubbleSleep(time.Second)
 		require.GreaterOrEqual(t, c.Now(), a)
 		require.NoError(t, c.Close())
 
@@ -165,7 +165,7 @@ func firstUseChild(t *testing.T) {
 	assert.Zero(t, schedclockGoroutines("setUp"), "set-up before the first use")
 	assert.Zero(t, schedclockGoroutines("background"), "background work before the first use")
 	schedclock.Now()
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // twice the first use's grace: no timer of the first Now starts one either
 	assert.False(t, anySchedclockGoroutine(), "the first Now started a goroutine: its caller paid for it")
 	schedclock.Now()
 	require.Eventually(t, func() bool { return schedclockGoroutines("background") == 1 }, 10*time.Second, time.Millisecond,
