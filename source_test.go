@@ -27,8 +27,10 @@ func TestPortable(t *testing.T) {
 	outer := time.Now()
 	first := src.Read()
 	inner := time.Now()
-	time.Sleep(5 * time.Millisecond)
 	innerEnd := time.Now()
+	for !innerEnd.After(inner) { // at least one step of the monotonic clock
+		innerEnd = time.Now()
+	}
 	last := src.Read()
 	outerEnd := time.Now()
 	// Both clocks are the runtime's monotonic clock: the source's advance
@@ -203,10 +205,20 @@ func TestBubbleSource(t *testing.T) {
 	c, err := schedclock.New(schedclock.Bubble())
 	require.NoError(t, err)
 	defer c.Close()
-	start, realStart := c.Now(), time.Now()
-	time.Sleep(20 * time.Millisecond)
-	moved, real := time.Duration(c.Now()-start), time.Since(realStart)
-	assert.InDelta(t, float64(real), float64(moved), float64(real)/10+float64(time.Millisecond), "outside a bubble: real time")
+	// Outside a bubble it reads time.Now: its advance lies within the
+	// brackets of the monotonic clock's, however loaded the machine is.
+	outer := time.Now()
+	start := c.Now()
+	inner := time.Now()
+	innerEnd := time.Now()
+	for !innerEnd.After(inner) {
+		innerEnd = time.Now()
+	}
+	end := c.Now()
+	outerEnd := time.Now()
+	moved := time.Duration(end - start)
+	assert.GreaterOrEqual(t, moved, innerEnd.Sub(inner), "outside a bubble: slower than real time")
+	assert.LessOrEqual(t, moved, outerEnd.Sub(outer), "outside a bubble: faster than real time")
 }
 
 // The jiffy counter (source.go): refused rates, its ticking, and
@@ -218,17 +230,21 @@ func TestJiffies(t *testing.T) {
 	_, err = schedclock.NewJiffies(schedclock.MaxHZ + 1)
 	assert.ErrorIs(t, err, schedclock.ErrInvalidSource)
 
-	j, err := schedclock.NewJiffies(1000)
-	require.NoError(t, err)
-	time.Sleep(30 * time.Millisecond)
-	j.Stop()
-	n := j.Read()
-	assert.GreaterOrEqual(t, n, uint64(20))
-	assert.LessOrEqual(t, n, uint64(1000), "a stopped 1000 Hz counter counted %d in 30 ms", n)
-	time.Sleep(5 * time.Millisecond)
-	assert.Equal(t, n, j.Read(), "a stopped counter must not move")
-	j.Stop() // idempotent
-	src := j.Source()
-	assert.Equal(t, uint64(1000), src.Rate)
-	assert.Equal(t, n, src.Read())
+	// In a testing/synctest bubble the ticker's ticks are the bubble's:
+	// 30 ms of them count 30.
+	synctest.Test(t, func(t *testing.T) {
+		j, err := schedclock.NewJiffies(1000)
+		require.NoError(t, err)
+		bubbleSleep(30*time.Millisecond + time.Microsecond)
+		synctest.Wait()
+		j.Stop()
+		n := j.Read()
+		assert.Equal(t, uint64(30), n, "a 1000 Hz counter in 30 ms")
+		bubbleSleep(5 * time.Millisecond)
+		assert.Equal(t, n, j.Read(), "a stopped counter must not move")
+		j.Stop() // idempotent
+		src := j.Source()
+		assert.Equal(t, uint64(1000), src.Rate)
+		assert.Equal(t, n, src.Read())
+	})
 }
