@@ -49,28 +49,30 @@ func realtime1GHz() Source {
 // TestCalibrationStopsWithClose checks that Close ends the background
 // goroutine, calibration and watch included, at once.
 func TestCalibrationStopsWithClose(t *testing.T) {
-	base := runtime.NumGoroutine()
-	for _, hw := range []Source{realtime1GHz(), Portable()} {
-		c, err := New(hw, WithReference(rawNow))
-		if hw.Rate == 0 {
-			c, err = newClock(Portable(), rating{hz: 1e9}, &tracker{ref: rawNow, src: hw, endsOnRegister: true})
-			c.start()
+	// In a testing/synctest bubble: once every other goroutine of the
+	// bubble has ended or waits for good (synctest.Wait), the clocks'
+	// must have ended.
+	synctest.Test(t, func(t *testing.T) {
+		base := runtime.NumGoroutine()
+		for _, hw := range []Source{realtime1GHz(), Portable()} {
+			c, err := New(hw, WithReference(rawNow))
+			if hw.Rate == 0 {
+				c, err = newClock(Portable(), rating{hz: 1e9}, &tracker{ref: rawNow, src: hw, endsOnRegister: true})
+				c.start()
+			}
+			require.NoError(t, err)
+			bubbleSleep(5 * time.Millisecond)
+			done := make(chan struct{})
+			go func() { _ = c.Close(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(time.Second):
+				t.Fatal("Close still waiting for the background goroutine after 1 s")
+			}
 		}
-		require.NoError(t, err)
-		time.Sleep(5 * time.Millisecond)
-		done := make(chan struct{})
-		go func() { _ = c.Close(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(time.Second):
-			t.Fatal("Close still waiting for the background goroutine after 1 s")
-		}
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	assert.LessOrEqual(t, runtime.NumGoroutine(), base)
+		synctest.Wait()
+		assert.LessOrEqual(t, runtime.NumGoroutine(), base)
+	})
 }
 
 // TestCalibrationAdoptsTheMeasuredCounter checks the default clock's path
@@ -129,11 +131,11 @@ func TestRefinementsWaitForTheWatch(t *testing.T) {
 		}()
 		// The refinement schedule's 16 s point falls between the watch's
 		// ticks at 15.5 s and 17.5 s.
-		time.Sleep(15600 * time.Millisecond)
+		bubbleSleep(15600 * time.Millisecond)
 		jump.Store(int64(time.Second))
 		worst := 0.0
 		for i := 0; i < 50; i++ {
-			time.Sleep(100 * time.Millisecond)
+			bubbleSleep(100 * time.Millisecond)
 			worst = max(worst, math.Abs(float64(c.Info().Rate)/1e9-1)*1e6)
 		}
 		close(stop)
@@ -161,7 +163,7 @@ func TestAPanickingReferenceNeverStopsTheFolds(t *testing.T) {
 		defer c.Close()
 		prev, back := c.nanos(), 0
 		for i := 0; i < 1000; i++ {
-			time.Sleep(10 * time.Millisecond)
+			bubbleSleep(10 * time.Millisecond)
 			if now := c.nanos(); now < prev {
 				back++
 			} else {
@@ -217,7 +219,7 @@ func TestAnExactRateIsNeverRefined(t *testing.T) {
 		require.NoError(t, err)
 		c.start()
 		defer c.Close()
-		time.Sleep(200 * time.Second)
+		bubbleSleep(200 * time.Second)
 		in := c.Info()
 		assert.Equal(t, hwcounter.RateNanoseconds.String(), in.RateOrigin, "%+v", in)
 		assert.Equal(t, uint64(1e9), in.Rate)
@@ -311,10 +313,10 @@ func TestAFarAheadReadingOnceIsNeverAdopted(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					c, l, ref := lyingClock(t, far.by)
 					defer c.Close()
-					time.Sleep(time.Second)
+					bubbleSleep(time.Second)
 					off := c.nanos() - ref()
 					l.onceAt.Store(l.reads.Load() + k)
-					time.Sleep(3 * time.Second)
+					bubbleSleep(3 * time.Second)
 					require.Greater(t, l.reads.Load(), l.onceAt.Load(), "the garbage value was never read")
 					prev := int64(math.MinInt64)
 					for i := 0; i < 100; i++ {
@@ -324,7 +326,7 @@ func TestAFarAheadReadingOnceIsNeverAdopted(t *testing.T) {
 							"%v from its reference after %d readings (%+v)", time.Duration(now-ref()-off), i, c.Info())
 						require.GreaterOrEqual(t, now, prev, "Now went back")
 						prev = now
-						time.Sleep(10 * time.Millisecond)
+						bubbleSleep(10 * time.Millisecond)
 					}
 					assert.Zero(t, c.Info().Watch.Reanchors, c.Info().Watch.LastReanchor)
 				})
@@ -387,7 +389,7 @@ func TestAFarAheadCounterHeldIsNotAdopted(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c, l, ref := lyingClock(t, 0)
 				defer c.Close()
-				time.Sleep(time.Second)
+				bubbleSleep(time.Second)
 				off := c.nanos() - ref()
 				settle := maxWatchPeriod + rateProbe + 10*time.Millisecond
 				var rs []heldReading
@@ -400,7 +402,7 @@ func TestAFarAheadCounterHeldIsNotAdopted(t *testing.T) {
 						l.heldBy.Store(0)
 					}
 					rs = append(rs, heldReading{ref(), c.nanos()})
-					time.Sleep(10 * time.Millisecond)
+					bubbleSleep(10 * time.Millisecond)
 				}
 				in := c.Info()
 				t.Logf("held: %+v", inHeld.Watch)
@@ -494,13 +496,13 @@ func TestAFarAheadCounterAcrossARestart(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c, l, ref := lyingClock(t, 0)
 				defer c.Close()
-				time.Sleep(time.Second)
+				bubbleSleep(time.Second)
 				off := c.nanos() - ref()
 				var rs []heldReading
 				read := func(d time.Duration) {
 					for end := ref() + int64(d); ref() < end; {
 						rs = append(rs, heldReading{ref(), c.nanos()})
-						time.Sleep(10 * time.Millisecond)
+						bubbleSleep(10 * time.Millisecond)
 					}
 				}
 				l.refBroken.Store(true)
@@ -551,9 +553,9 @@ func TestANarrowCountersGarbageIsNeverFolded(t *testing.T) {
 				c.start()
 				defer c.Close()
 				require.Less(t, c.st.conv.refreshPeriod(), maxWatchPeriod)
-				time.Sleep(3900 * time.Millisecond)
+				bubbleSleep(3900 * time.Millisecond)
 				off := c.nanos() - ref()
-				time.Sleep(at + 3*time.Second - 3900*time.Millisecond)
+				bubbleSleep(at + 3*time.Second - 3900*time.Millisecond)
 				require.Zero(t, after.Load(), "the garbage value was never read")
 				prev := int64(math.MinInt64)
 				for i := 0; i < 100; i++ {
@@ -562,7 +564,7 @@ func TestANarrowCountersGarbageIsNeverFolded(t *testing.T) {
 						"%v from its reference (%+v)", time.Duration(now-ref()-off), c.Info())
 					require.GreaterOrEqual(t, now, prev, "Now went back")
 					prev = now
-					time.Sleep(10 * time.Millisecond)
+					bubbleSleep(10 * time.Millisecond)
 				}
 				assert.Zero(t, c.Info().Watch.Reanchors, c.Info().Watch.LastReanchor)
 			})
@@ -593,7 +595,7 @@ func TestAStepWithinTheRateProbeIsNoRate(t *testing.T) {
 		require.NoError(t, err)
 		c.start()
 		defer c.Close()
-		time.Sleep(time.Second)
+		bubbleSleep(time.Second)
 		step.Add(-int64(time.Second))
 		probing := func() bool {
 			c.st.mu.Lock()
@@ -601,10 +603,10 @@ func TestAStepWithinTheRateProbeIsNoRate(t *testing.T) {
 			return c.st.track != nil && c.st.track.probe != nil
 		}
 		for !probing() {
-			time.Sleep(time.Millisecond)
+			bubbleSleep(time.Millisecond)
 		}
 		step.Add(int64(5 * time.Second))
-		time.Sleep(rateProbe + 5*time.Millisecond)
+		bubbleSleep(rateProbe + 5*time.Millisecond)
 		in := c.Info()
 		require.GreaterOrEqual(t, in.Watch.Reanchors, 1, "%+v", in)
 		assert.NotContains(t, in.Watch.LastReanchor, "rate changed")
@@ -618,41 +620,55 @@ func TestAStepWithinTheRateProbeIsNoRate(t *testing.T) {
 // 5 ms inside its second counter read (what a preemption on a loaded
 // machine does): a witness read after it would be 5 ms late, and a
 // reference that agrees with it to the nanosecond would be called slow.
+// In a testing/synctest bubble: the stall is the bubble's 5 ms exactly.
 func TestTheWitnessIsReadInTheNarrowestBracket(t *testing.T) {
-	start := time.Now()
-	now := func() int64 { return int64(time.Since(start)) }
-	var stall atomic.Bool
-	var reads atomic.Int64
-	perSample := int64(0)
-	read := func() uint64 {
-		if n := reads.Add(1); stall.Load() && n%perSample == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		return uint64(now())
+	// inBubble runs f in a testing/synctest bubble with a tracker whose
+	// counter, reference and witness read the bubble's time, and whose
+	// every perSample-th counter read stalls 5 ms while stall is set.
+	type stalling struct {
+		tr        *tracker
+		ln        line
+		stall     atomic.Bool
+		reads     atomic.Int64
+		perSample int64
 	}
-	tr := &tracker{ref: now, witness: now, src: Source{Read: read}}
-	ln := line{read: read, conv: portableConversion}
-
+	inBubble := func(t *testing.T, f func(t *testing.T, s *stalling)) {
+		synctest.Test(t, func(t *testing.T) {
+			s := &stalling{}
+			start := time.Now()
+			now := func() int64 { return int64(time.Since(start)) }
+			read := func() uint64 {
+				if n := s.reads.Add(1); s.stall.Load() && n%s.perSample == 0 {
+					bubbleSleep(5 * time.Millisecond)
+				}
+				return uint64(now())
+			}
+			s.tr = &tracker{ref: now, witness: now, src: Source{Read: read}}
+			s.ln = line{read: read, conv: portableConversion}
+			f(t, s)
+		})
+	}
 	t.Run("comparison", func(t *testing.T) {
-		perSample = 2 * watchSamples
-		reads.Store(0)
-		stall.Store(false)
-		a := tr.sample(ln)
-		stall.Store(true)
-		reads.Store(0)
-		b := tr.sample(ln)
-		assert.Less(t, b.halfWidth, int64(time.Millisecond), "the stalled bracket was kept")
-		assert.Empty(t, referenceOff(b.ref-a.ref, b.mono-a.mono), "a reference equal to its witness misjudged")
+		inBubble(t, func(t *testing.T, s *stalling) {
+			s.perSample = 2 * watchSamples
+			a := s.tr.sample(s.ln)
+			s.stall.Store(true)
+			s.reads.Store(0)
+			b := s.tr.sample(s.ln)
+			assert.Less(t, b.halfWidth, int64(time.Millisecond), "the stalled bracket was kept")
+			assert.Empty(t, referenceOff(b.ref-a.ref, b.mono-a.mono), "a reference equal to its witness misjudged")
+		})
 	})
 	t.Run("rate point", func(t *testing.T) {
-		stall.Store(false)
-		a := tr.point(&ln)
-		perSample = 2 * bracketSamples
-		reads.Store(0)
-		stall.Store(true)
-		b := tr.point(&ln)
-		stall.Store(false)
-		assert.Empty(t, referenceOff(b.ns-a.ns, b.mono-a.mono), "a reference equal to its witness misjudged")
+		inBubble(t, func(t *testing.T, s *stalling) {
+			a := s.tr.point(&s.ln)
+			s.perSample = 2 * bracketSamples
+			s.reads.Store(0)
+			s.stall.Store(true)
+			b := s.tr.point(&s.ln)
+			s.stall.Store(false)
+			assert.Empty(t, referenceOff(b.ns-a.ns, b.mono-a.mono), "a reference equal to its witness misjudged")
+		})
 	})
 }
 
@@ -694,7 +710,7 @@ func TestNarrowCountersAreWatchedUnwrapped(t *testing.T) {
 				off := c.nanos() - ref()
 				prev, back, deepest := c.nanos(), 0, int64(0)
 				for i := 0; i < 1000; i++ {
-					time.Sleep(10 * time.Millisecond)
+					bubbleSleep(10 * time.Millisecond)
 					if now := c.nanos(); now < prev {
 						back++
 						deepest = max(deepest, prev-now)
@@ -742,7 +758,7 @@ func refusedJumpHolds(t *testing.T, slowPPM int64) {
 	synctest.Test(t, func(t *testing.T) {
 		c, l, ref := lyingClockSlow(t, 0, slowPPM)
 		defer c.Close()
-		time.Sleep(time.Second)
+		bubbleSleep(time.Second)
 		off := c.nanos() - ref()
 		const jump = 10 * time.Second
 		l.heldBy.Store(uint64(jump))
@@ -754,7 +770,7 @@ func refusedJumpHolds(t *testing.T, slowPPM int64) {
 			if in := c.Info(); in.Watch.Holding && !holding.Watch.Holding {
 				holding = in
 			}
-			time.Sleep(10 * time.Millisecond)
+			bubbleSleep(10 * time.Millisecond)
 		}
 		in := c.Info()
 		t.Logf("while holding: %+v", holding.Watch)
@@ -812,24 +828,24 @@ func TestAStandStillWhoseEndPanicsIsRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, l, ref := lyingClock(t, 0)
 		defer c.Close()
-		time.Sleep(time.Second)
+		bubbleSleep(time.Second)
 		off := c.nanos() - ref()
 		l.heldBy.Store(uint64(10 * time.Second))
-		time.Sleep(maxWatchPeriod + rateProbe)
+		bubbleSleep(maxWatchPeriod + rateProbe)
 		require.True(t, c.Info().Watch.Holding, "%+v", c.Info().Watch)
 		held := c.nanos()
-		time.Sleep(time.Duration(held-ref()-off) - time.Millisecond)
+		bubbleSleep(time.Duration(held-ref()-off) - time.Millisecond)
 		c.st.mu.Lock()
 		wakes := c.st.loop.wakes
 		c.unlock()
 		l.readPanics.Store(20)
-		time.Sleep(time.Second)
+		bubbleSleep(time.Second)
 		assert.Equal(t, held, c.nanos(), "the clock moved while its re-anchoring failed")
 		c.st.mu.Lock()
 		wakes = c.st.loop.wakes - wakes
 		c.unlock()
 		assert.Less(t, wakes, 30, "the failed re-anchoring was retried at once")
-		time.Sleep(4 * time.Second)
+		bubbleSleep(4 * time.Second)
 		in := c.Info()
 		assert.False(t, in.Watch.Holding, "%+v", in.Watch)
 		assert.Positive(t, in.Faults)

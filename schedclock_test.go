@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"math/bits"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -199,20 +200,33 @@ func TestTooFastNarrowCountersAreRefused(t *testing.T) {
 
 // TestCloseDoesNotWaitForTheLoopsNextLook: Close wakes the background
 // goroutine, which then ends, rather than waiting for its next look at
-// the schedule, a fold period away on the portable source.
+// the schedule, a fold period away on the portable source. In a
+// testing/synctest bubble, whose time moves only while every goroutine
+// waits: a Close that waited for the loop's timer would take the rest
+// of the period, one that kicks the loop takes no time at all.
 func TestCloseDoesNotWaitForTheLoopsNextLook(t *testing.T) {
-	c, err := schedclock.New(schedclock.Portable())
-	require.NoError(t, err)
-	period := c.Info().RefreshPeriod
-	time.Sleep(period / 100) // the loop has looked once and sleeps until the next fold
-	start := time.Now()
-	require.NoError(t, c.Close())
-	took := time.Since(start)
-	t.Logf("Close took %v; the loop's next look was at most %v away", took, period)
-	assert.Less(t, took, period/2, "Close waited for the background goroutine's next look")
+	synctest.Test(t, func(t *testing.T) {
+		c, err := schedclock.New(schedclock.Portable())
+		require.NoError(t, err)
+		period := c.Info().RefreshPeriod
+		bubbleSleep(period / 100) // the loop has looked once and sleeps until the next fold
+		synctest.Wait()
+		start := time.Now()
+		require.NoError(t, c.Close())
+		took := time.Since(start)
+		t.Logf("Close took %v; the loop's next look was at most %v away", took, period)
+		assert.Less(t, took, period/2, "Close waited for the background goroutine's next look")
+	})
 }
 
 func TestClose(t *testing.T) {
+	synctest.Test(t, testClose)
+}
+
+// testClose runs in a testing/synctest bubble: once every other
+// goroutine of the bubble has ended or waits for good (synctest.Wait),
+// the clock's must have ended.
+func testClose(t *testing.T) {
 	base := runtime.NumGoroutine()
 	f := &schedclock.FakeCounter{}
 	c, err := schedclock.New(f.Source("fake", 64, ghz))
@@ -237,10 +251,7 @@ func TestClose(t *testing.T) {
 	assert.Equal(t, schedclock.Instant(30), c.Now())
 
 	// No goroutine is left behind.
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	synctest.Wait()
 	assert.LessOrEqual(t, runtime.NumGoroutine(), base)
 }
 
@@ -498,15 +509,34 @@ func TestAWriterWaitsForAnotherGoroutinesRead(t *testing.T) {
 		<-inRead
 		second := make(chan error, 1)
 		go func() { second <- call() }()
-		select {
-		case err := <-second:
+		if err, returned := awaitWaitingForTheLock(t, second); returned {
 			t.Fatalf("a writer on another goroutine did not wait for the Read in progress: %v", err)
-		case <-time.After(50 * time.Millisecond):
 		}
 		close(release)
 		require.NoError(t, <-first)
 		require.NoError(t, <-second)
 		inRead, release = make(chan struct{}), make(chan struct{})
+	}
+}
+
+// awaitWaitingForTheLock returns once t's goroutine, or one it started,
+// waits for a clock's lock (its stack shows a Mutex's Lock called from the
+// package), or once returned yields a result first: a writer that did
+// not wait.
+func awaitWaitingForTheLock(t *testing.T, returned <-chan error) (error, bool) {
+	buf := make([]byte, 1<<20)
+	for {
+		select {
+		case err := <-returned:
+			return err, true
+		default:
+		}
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "Mutex).Lock") && strings.Contains(g, "github.com/schedclock/schedclock.(*Clock)") && strings.Contains(g, "."+t.Name()) {
+				return nil, false
+			}
+		}
+		runtime.Gosched()
 	}
 }
 
@@ -536,11 +566,14 @@ func TestAFormerWriterIsNoHolder(t *testing.T) {
 		timed <- c.WallTime(now)
 	}()
 	<-inRead
+	updated := make(chan error, 1)
 	go func() {
-		time.Sleep(50 * time.Millisecond)
+		awaitWaitingForTheLock(t, updated) // or an Update that did not wait
 		close(release)
 	}()
-	assert.NoError(t, c.Update(), "Update while another goroutine holds the lock")
+	err = c.Update()
+	updated <- err
+	assert.NoError(t, err, "Update while another goroutine holds the lock")
 	<-timed
 }
 
