@@ -242,9 +242,13 @@ slew:
 # Each mutant runs in a copy of the tree of its own, MUTANTS_JOBS at once
 # (its go test mostly compiles the mutated package, on one CPU).
 # MUTANTS_FLAGS=-baseline-list checks only that each mutation's tests
-# exist, instead of running them unmutated first (make test has just run
-# them); -failfast stops each mutant at its first failing test (make test
-# needs a kill, make mutants the evidence of every killer).
+# exist, instead of running them unmutated first: only make test passes
+# it, right after its make qualify ran every test unmutated with
+# SCHEDCLOCK_QUALIFY=1, as the mutants do (its mutants-fast subset is
+# amd64's alone, which make qualify runs natively). make mutants alone
+# runs the baselines. -failfast stops each mutant at its first failing
+# test (make test needs a kill, make mutants the evidence of every
+# killer).
 MUTANTS_JOBS  ?= 2
 MUTANTS_FLAGS ?=
 mutants:
