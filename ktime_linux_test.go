@@ -73,8 +73,8 @@ var kernelClocks = []struct {
 // source reads CLOCK_MONOTONIC itself (runtime.nanotime), so its
 // readings map onto CLOCK_MONOTONIC and CLOCK_BOOTTIME exactly: every
 // one inside its [clock_gettime, clock_gettime] bracket, and Info says
-// so. 20,000 brackets a clock (a few ms);
-// the qualification layer's bracket tests measure for seconds.
+// so. 20,000 brackets a clock (a few ms); the qualification layer's
+// bracket tests measure for seconds.
 func TestKernelTimeOnThePortableSourceIsExact(t *testing.T) {
 	skipEmulated(t)
 	c, err := schedclock.New(schedclock.Portable())
