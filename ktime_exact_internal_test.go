@@ -210,6 +210,19 @@ func TestKernelTimeModeMustMatch(t *testing.T) {
 	(*f.k.pvclockSrc).state.Store(onFallback)
 	_, how = c.exactKernelTime(f.k, 0, reading)
 	assert.Equal(t, kernelNone, how, "the Source reads its fall back")
+
+	// The fall back alone, on a clock whose kernel never left the page:
+	// exact while the Source reads the page, none once it reads its
+	// fall back (the steps above, the TSC's conversion among them, would
+	// refuse the reading without the fall back's check).
+	g := newFakeTimeData(t)
+	g.put(q)
+	d := newPvclockLineClock(t, g.k)
+	_, how = d.exactKernelTime(g.k, 0, reading)
+	require.Equal(t, kernelExact, how)
+	(*g.k.pvclockSrc).state.Store(onFallback)
+	_, how = d.exactKernelTime(g.k, 0, reading)
+	assert.Equal(t, kernelNone, how, "the Source reads its fall back, the kernel the page")
 }
 
 // TestKernelTimeBoundsTheMapBeforeTheExactPath: a reading the exact path
