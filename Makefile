@@ -1,5 +1,7 @@
-# schedclock: make test is the quick gate (about 8 minutes on a 2-vCPU
-# machine); make test-full adds the rest of the matrix. .ci/run runs both.
+# schedclock: make test is the README's test command and CI's gate (see
+# docs/development.md for how long each target takes); make qualify runs
+# its qualification layer alone; make test-full adds the rest of the
+# matrix. .ci/run runs both.
 GO        ?= go
 QEMU      ?= qemu-aarch64
 # The other 64-bit Linux ports, each under its own user-mode qemu
@@ -14,63 +16,80 @@ BENCHSTAT_VERSION   ?= v0.0.0-20260908200009-22c9c6c9d4da
 CROSS     ?=
 CROSS_VET ?=
 
-.PHONY: go127 test race-purego test-full mutants-slow cross-quick lint race unit ordering purego test-arm64 test-riscv64 test-ppc64le test-s390x test-loong64 cross bench tail fuzz fuzz-short mutants mutants-fast peers peers-test stress integrations kernel-trace slew
+.PHONY: go127 test qualify test-full mutants-slow cross-quick lint race unit ordering purego test-arm64 test-riscv64 test-ppc64le test-s390x test-loong64 cross bench tail fuzz fuzz-short mutants mutants-fast peers peers-test stress integrations kernel-trace slew
 
-# The checks that catch most regressions: formatting and vet, the suite
-# under the race detector and as pure Go, the hardware ordering tests,
-# the arm64 build under qemu, the cross-builds, the example modules (zap,
-# slog and k8s.io/utils on the adapters, the README's Quick start), the
-# joins with perf's and ftrace's stamps, and the fast mutants.
-# The race and pure-Go suites spend most of their time waiting (timeouts,
-# idle-cost and spinning measurements: under half a CPU each), so they
-# run side by side; every suite holds on a loaded machine.
-test: lint race-purego ordering test-arm64 cross-quick integrations kernel-trace mutants-fast
+# Two layers of tests. A plain go test ./... is the fast layer: it proves
+# the guarantees by construction (synthetic counters and pages, manual
+# and testing/synctest clocks, tables), sleeps no real time to speak of,
+# and passes on any machine, loaded or not. The qualification layer
+# (tests that start with testenv.Qualify) needs real hardware, load or
+# long time: the cross-CPU ordering on the real counters, the SIGPROF
+# stress, idle CPU, the binary's weight, first calls, the strace of the
+# import, the real clock pages, the joins with perf's and ftrace's stamps
+# (root, perf and tracefs; each skips saying which is missing) and the
+# kernel's clocksource switches; SCHEDCLOCK_QUALIFY=1 turns it on.
+#
+# make test: gofmt, vet and staticcheck; then, two at a time (each
+# keeps about one CPU busy), the fast layer natively, under the race
+# detector and as the arm64 build under qemu, the cross-builds and the
+# example modules; then the qualification layer natively, alone (its
+# tests switch the kernel's clocksource, which a test run beside it would
+# see change under it); then the fast mutants, two at a time, whose
+# tests make qualify has just run unmutated.
+test: lint
+	@$(MAKE) --no-print-directory --output-sync=target -j2 unit race test-arm64 cross-quick integrations
+	@$(MAKE) --no-print-directory qualify
+	@$(MAKE) --no-print-directory mutants-fast MUTANTS_FLAGS="-baseline-list -failfast"
 
-race-purego:
-	$(MAKE) --no-print-directory --output-sync=target -j2 race purego
+# The fast layer and the qualification layer, natively (the qualification
+# tests run beside the fast ones: go test selects by name, not by layer),
+# one package at a time (-p 1): a qualification test measures the machine,
+# or switches its clocksource, and another package's tests must not run
+# beside it.
+qualify:
+	SCHEDCLOCK_QUALIFY=1 SCHEDCLOCK_KERNEL_TRACE=1 $(GO) test -p 1 -count=1 ./...
 
-# The full matrix: make test, then every other architecture's suite under
-# its qemu-user, every fuzz target briefly, the peers' module, and the
-# mutants make test leaves out.
-test-full: test cross test-riscv64 test-ppc64le test-s390x test-loong64 fuzz-short slew peers-test mutants-slow
+# The full matrix: make test, then the pure-Go build, every pair of
+# cross-builds, every other architecture's fast layer under its
+# qemu-user, every fuzz target briefly, the adjtimex slew, the peers'
+# module, and the mutants make test leaves out.
+test-full: test purego cross test-riscv64 test-ppc64le test-s390x test-loong64 fuzz-short slew peers-test mutants-slow
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	GOFLAGS= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
+# The fast layer under the race detector.
 race:
 	$(GO) test -race -count=1 ./...
 
+# The fast layer.
 unit:
 	$(GO) test -count=1 ./...
 
-# The hardware ordering tests without the race detector, whose bookkeeping
-# around every atomic access hides the reorderings they must catch; and
-# the idle-cost tests, which hold their native bar (5 ms over 10 s) only
-# here (under -race a looser one; purego and qemu runs are -short, which
-# skips them).
+# The hardware ordering tests alone (part of make qualify), without the
+# race detector, whose bookkeeping around every atomic access hides the
+# reorderings they must catch.
 ordering:
-	$(GO) test -count=1 -run '^(TestCrossCPUOrdering|TestReadersUnderBackToBackPublications|TestIdleCostAfterCoarse|TestIdleCostAfterWallNow)$$' .
+	SCHEDCLOCK_QUALIFY=1 $(GO) test -count=1 -run '^(TestCrossCPUOrdering|TestReadersUnderBackToBackPublications)$$' .
 
-# The pure-Go build must link no assembly and pass the same tests, but
-# the measurements of many seconds that -short skips (idle cost, Coarse
-# spinning, binary weight): the race and ordering targets take them.
+# The pure-Go build must link no assembly and pass the fast layer.
 purego:
 	@for a in $(ASM_ARCHES); do \
 		sfiles=$$(GOARCH=$$a $(GO) list -deps -tags purego -f '{{if and .SFiles .Module}}{{if .Module.Main}}{{.ImportPath}}: {{.SFiles}}{{end}}{{end}}' .); \
 		if [ -n "$$sfiles" ]; then echo "purego build for $$a links $$sfiles"; exit 1; fi; \
 	done
-	$(GO) test -tags purego -short -count=1 ./...
+	$(GO) test -tags purego -count=1 ./...
 
-# The arm64 build, assembly included, run under user-mode qemu (-short:
-# what qemu would measure of idle CPU and spinning is qemu's).
+# The arm64 build, assembly included: the fast layer under user-mode
+# qemu (what qemu would measure of idle CPU and spinning is qemu's, not
+# the machine's).
 test-arm64:
-	GOARCH=arm64 $(GO) test -short -count=1 -exec $(QEMU) ./...
+	GOARCH=arm64 $(GO) test -count=1 -exec $(QEMU) ./...
 
 # The riscv64, ppc64le, s390x and loong64 builds, assembly included, each
-# running the whole suite under its user-mode qemu (2.5-3 min each on a
-# 2-vCPU machine).
+# running the fast layer under its user-mode qemu.
 test-riscv64 test-ppc64le test-s390x test-loong64:
 	@arch=$(@:test-%=%); for p in $(QEMU_ARCHES); do [ "$${p%%:*}" = "$$arch" ] && emu=$${p#*:}; done; \
 	echo "GOARCH=$$arch $(GO) test -count=1 -exec $$emu ./..."; \
@@ -160,16 +179,18 @@ fuzz:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SHORT)
 
-# The long versions of the consistency checks (15 minutes on a 2-vCPU
-# machine): the stress test's 10^9 readings on every P under a SIGPROF
-# flood (now_internal_test.go), then examples/inconsistency for 60 s on every
-# clock this machine offers; a clock the library refuses here (exit
-# status 2) is reported with its reason and skipped, an inversion fails.
+# The long versions of the qualification layer's checks (about 20
+# minutes on a 2-vCPU machine): the stress test's 10^9 readings on every
+# P under a SIGPROF flood (now_qualify_test.go), the rate against the raw
+# clock over 60 s, 50 runs of narrow counters beside two CPU-bound
+# processes, then examples/inconsistency for 60 s on every clock this
+# machine offers; a clock the library refuses here (exit status 2) is
+# reported with its reason and skipped, an inversion fails.
 STRESS_READS    ?= 1000000000
 STRESS_DURATION ?= 60s
 stress:
-	SCHEDCLOCK_STRESS_READS=$(STRESS_READS) $(GO) test -run 'Stress' -count=1 -timeout 2h -v .
-	SCHEDCLOCK_LONG=1 $(GO) test -run '^TestRateAgainstRaw$$' -count=1 -v .
+	SCHEDCLOCK_QUALIFY=1 SCHEDCLOCK_STRESS_READS=$(STRESS_READS) $(GO) test -run 'Stress' -count=1 -timeout 2h -v .
+	SCHEDCLOCK_QUALIFY=1 SCHEDCLOCK_LONG=1 $(GO) test -run '^(TestRateAgainstRaw|TestNarrowCountersBesideCPUHogs|TestWatchRefusesAJumpFarForward)$$' -count=1 -timeout 30m -v .
 	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
 	$(GO) build -o "$$dir/inconsistency" ./examples/inconsistency && \
 	for clock in default portable tsc cntvct jiffies; do \
@@ -206,29 +227,42 @@ go127:
 
 # KernelTime against the kernel's own stamps (docs/kernel-time.md):
 # examples/perfjoin's 10,000 getpid under perf record -k CLOCK_MONOTONIC
-# and ftrace's boot clock. Root, perf and tracefs; each test skips with
-# the reason where one is missing.
+# and ftrace's boot clock, alone (make qualify runs them too). Root, perf
+# and tracefs; each test skips with the reason where one is missing.
 kernel-trace:
 	SCHEDCLOCK_KERNEL_TRACE=1 $(GO) test -count=1 -v -run 'Join' ./examples/perfjoin
 
 # The map under adjtimex's ±500 ppm slew: it changes the machine's clock
 # frequency for 4 s (and restores it), so only the full matrix runs it.
 slew:
-	SCHEDCLOCK_SLEW=1 $(GO) test -count=1 -v -run 'KernelTime' .
+	SCHEDCLOCK_QUALIFY=1 SCHEDCLOCK_SLEW=1 $(GO) test -count=1 -v -run 'KernelTime' .
 
 # Every safeguard of the read path removed in turn, in a copy of the tree:
 # the tests must fail for each (tools/mutants prints the table).
+# Each mutant runs in a copy of the tree of its own, MUTANTS_JOBS at once
+# (its go test mostly compiles the mutated package, on one CPU).
+# MUTANTS_FLAGS=-baseline-list checks only that each mutation's tests
+# exist, instead of running them unmutated first: only make test passes
+# it, right after its make qualify ran every test unmutated with
+# SCHEDCLOCK_QUALIFY=1, as the mutants do (its mutants-fast subset is
+# amd64's alone, which make qualify runs natively). make mutants alone
+# runs the baselines. -failfast stops each mutant at its first failing
+# test (make test needs a kill, make mutants the evidence of every
+# killer).
+MUTANTS_JOBS  ?= 2
+MUTANTS_FLAGS ?=
 mutants:
-	$(GO) run ./tools/mutants
+	$(GO) run ./tools/mutants -j $(MUTANTS_JOBS) $(MUTANTS_FLAGS)
 
 # make test's subset: the read path's safeguards (the fences, the seq
 # re-checks, the clamps, the freezer, the paravirtual page's protocol,
-# the vDSO call's stack), about 4 minutes here; mutants-slow, in
-# make test-full, has the writer side's (the watch, the fold, the wall
-# map, the trust policy, the fault record) and the other arches'.
+# the vDSO call's stack); mutants-slow, in make test-full, has the
+# writer side's (the watch, the fold, the wall map, the trust policy,
+# the fault record) and the other arches'. Each mutant runs its killers
+# with SCHEDCLOCK_QUALIFY=1: the qualification layer's tests too.
 mutants-fast:
-	$(GO) run ./tools/mutants -fast
+	$(GO) run ./tools/mutants -fast -j $(MUTANTS_JOBS) $(MUTANTS_FLAGS)
 
 # The mutations mutants-fast leaves out (make test-full).
 mutants-slow:
-	$(GO) run ./tools/mutants -slow
+	$(GO) run ./tools/mutants -slow -j $(MUTANTS_JOBS) $(MUTANTS_FLAGS)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -19,75 +18,8 @@ import (
 // The calibration and the watch (calibrate.go) seen from inside: the
 // tracker a clock is built with, and the default clock's path where the
 // hardware counter's rate must be measured. calibrate_test.go has those
-// that the public API can reach.
-//
-// TestRateAgainstRaw runs before the default clock's tests (this file
-// sorts before default_internal_test.go, as its own file did): the adoption test
-// there allows the default clock one second to adopt its counter and two
-// from process start to refine its rate, and on a loaded machine the
-// seconds this test takes are part of that time.
-
-// rawPair pairs the clock with CLOCK_MONOTONIC_RAW: the tightest of 64
-// (clock, raw, clock) brackets. On Linux the raw clock is read by a
-// system call (about 1-3 µs inside a KVM guest), whose own place inside
-// the bracket is the same at every pairing, so it cancels out of a rate.
-func rawPair(c *Clock) (clock, raw int64) {
-	best := int64(math.MaxInt64)
-	for i := 0; i < 64; i++ {
-		a := c.nanos()
-		r := rawNow()
-		b := c.nanos()
-		if b-a < best {
-			best, clock, raw = b-a, a+(b-a)/2, r
-		}
-	}
-	return clock, raw
-}
-
-// TestRateAgainstRaw is the kernel's raw_skew logic (tools/testing/
-// selftests/timers/raw_skew.c) applied to a hardware-counter clock whose
-// reference is CLOCK_MONOTONIC_RAW, as the default clock's is: after the
-// clock has refined its rate for a while, its pace over a window must
-// match the raw clock's. By default (make test) 2 s of refinement and a
-// 2 s window, within 0.5 ppm; with SCHEDCLOCK_LONG=1 (make stress) the
-// targets: 0.05 ppm from 10 s, 0.02 ppm from 60 s.
-func TestRateAgainstRaw(t *testing.T) {
-	hw, ok := hwSource(t)
-	require.True(t, ok || !tscSupported && !cntvctSupported, "a hardware counter is in this build but could not be read")
-	if !ok {
-		hw = Portable()
-	}
-	checks := []struct {
-		after, window time.Duration
-		ppm           float64
-	}{{2 * time.Second, 2 * time.Second, 0.5}}
-	if os.Getenv("SCHEDCLOCK_LONG") != "" {
-		checks = []struct {
-			after, window time.Duration
-			ppm           float64
-		}{{10 * time.Second, 10 * time.Second, 0.05}, {60 * time.Second, 20 * time.Second, 0.02}}
-	}
-	hw.Rate = uint64(float64(hw.Rate) * (1 + 30e-6)) // declared 30 ppm off: refinement must find the truth
-	c, err := New(hw, WithReference(rawNow))
-	require.NoError(t, err)
-	defer c.Close()
-	start := time.Now()
-	for _, ck := range checks {
-		time.Sleep(time.Until(start.Add(ck.after)))
-		c0, r0 := rawPair(c)
-		time.Sleep(ck.window)
-		c1, r1 := rawPair(c)
-		ppm := (float64(c1-c0) - float64(r1-r0)) / float64(r1-r0) * 1e6
-		in := c.Info()
-		t.Logf("%s after %v, over %v: %+.4f ppm against %s (rate %d Hz, %v, estimated ±%.4f ppm, rounding %+.5f ppm)",
-			hw.Name, ck.after, ck.window, ppm, rawClockName, in.Rate, in.RateOrigin, in.RateErrorPPM, in.ConversionErrorPPM)
-		// The target, or, where the machine's own brackets are too wide
-		// to refine that far (under emulation), the error the clock
-		// estimates for its rate.
-		assert.LessOrEqual(t, math.Abs(ppm), max(ck.ppm, 1.5*in.RateErrorPPM), "after %v", ck.after)
-		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
-	}
-}
+// that the public API can reach, calibrate_internal_qualify_test.go
+// those that need real time.
 
 // defaultLike returns a clock set up as the default clock is where the
 // hardware counter's rate must be measured: on the portable source,
@@ -115,28 +47,30 @@ func realtime1GHz() Source {
 // TestCalibrationStopsWithClose checks that Close ends the background
 // goroutine, calibration and watch included, at once.
 func TestCalibrationStopsWithClose(t *testing.T) {
-	base := runtime.NumGoroutine()
-	for _, hw := range []Source{realtime1GHz(), Portable()} {
-		c, err := New(hw, WithReference(rawNow))
-		if hw.Rate == 0 {
-			c, err = newClock(Portable(), rating{hz: 1e9}, &tracker{ref: rawNow, src: hw, endsOnRegister: true})
-			c.start()
+	// In a testing/synctest bubble: once every other goroutine of the
+	// bubble has ended or waits for good (synctest.Wait), the clocks'
+	// must have ended.
+	synctest.Test(t, func(t *testing.T) {
+		base := runtime.NumGoroutine()
+		for _, hw := range []Source{realtime1GHz(), Portable()} {
+			c, err := New(hw, WithReference(rawNow))
+			if hw.Rate == 0 {
+				c, err = newClock(Portable(), rating{hz: 1e9}, &tracker{ref: rawNow, src: hw, endsOnRegister: true})
+				c.start()
+			}
+			require.NoError(t, err)
+			bubbleSleep(5 * time.Millisecond)
+			done := make(chan struct{})
+			go func() { _ = c.Close(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(time.Second):
+				t.Fatal("Close still waiting for the background goroutine after 1 s")
+			}
 		}
-		require.NoError(t, err)
-		time.Sleep(5 * time.Millisecond)
-		done := make(chan struct{})
-		go func() { _ = c.Close(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(time.Second):
-			t.Fatal("Close still waiting for the background goroutine after 1 s")
-		}
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	assert.LessOrEqual(t, runtime.NumGoroutine(), base)
+		synctest.Wait()
+		assert.LessOrEqual(t, runtime.NumGoroutine(), base)
+	})
 }
 
 // TestCalibrationAdoptsTheMeasuredCounter checks the default clock's path
@@ -154,27 +88,6 @@ func TestCalibrationAdoptsTheMeasuredCounter(t *testing.T) {
 	assert.InDelta(t, 1e9, float64(in.Rate), 1e9*(in.RateErrorPPM+1)*1e-6, "%+v", in)
 	assert.Empty(t, in.Evidence.Rejected)
 	assert.Empty(t, in.Evidence.Pending)
-}
-
-// TestCallerRegisterEndsCalibration checks that any Register by a caller,
-// even of the portable source the default clock starts on, ends the
-// background calibration: it must never switch the clock to the counter
-// it was measuring. Info().Evidence.Rejected keeps saying why the hardware counter
-// is not used.
-func TestCallerRegisterEndsCalibration(t *testing.T) {
-	own := &FakeCounter{}
-	for _, src := range []Source{Portable(), own.Source("own", 64, 2e9)} {
-		c := defaultLike(t, realtime1GHz())
-		require.NoError(t, c.Register(src))
-		time.Sleep(firstMeasurement + calibrationSchedule[0] + 50*time.Millisecond)
-		in := c.Info()
-		assert.Equal(t, src.Name, in.Source, "calibration switched away from a registered source")
-		assert.Equal(t, fmt.Sprintf("hw: not adopted: Register(%q) took the clock over first", src.Name), in.Evidence.Rejected)
-		assert.Empty(t, in.Evidence.Pending)
-		c.st.mu.Lock()
-		assert.Nil(t, c.st.track)
-		c.unlock()
-	}
 }
 
 // fakeTimeClock returns a clock in the calling testing/synctest bubble on
@@ -216,11 +129,11 @@ func TestRefinementsWaitForTheWatch(t *testing.T) {
 		}()
 		// The refinement schedule's 16 s point falls between the watch's
 		// ticks at 15.5 s and 17.5 s.
-		time.Sleep(15600 * time.Millisecond)
+		bubbleSleep(15600 * time.Millisecond)
 		jump.Store(int64(time.Second))
 		worst := 0.0
 		for i := 0; i < 50; i++ {
-			time.Sleep(100 * time.Millisecond)
+			bubbleSleep(100 * time.Millisecond)
 			worst = max(worst, math.Abs(float64(c.Info().Rate)/1e9-1)*1e6)
 		}
 		close(stop)
@@ -248,7 +161,7 @@ func TestAPanickingReferenceNeverStopsTheFolds(t *testing.T) {
 		defer c.Close()
 		prev, back := c.nanos(), 0
 		for i := 0; i < 1000; i++ {
-			time.Sleep(10 * time.Millisecond)
+			bubbleSleep(10 * time.Millisecond)
 			if now := c.nanos(); now < prev {
 				back++
 			} else {
@@ -304,7 +217,7 @@ func TestAnExactRateIsNeverRefined(t *testing.T) {
 		require.NoError(t, err)
 		c.start()
 		defer c.Close()
-		time.Sleep(200 * time.Second)
+		bubbleSleep(200 * time.Second)
 		in := c.Info()
 		assert.Equal(t, rateNanoseconds.String(), in.RateOrigin, "%+v", in)
 		assert.Equal(t, uint64(1e9), in.Rate)
@@ -398,10 +311,10 @@ func TestAFarAheadReadingOnceIsNeverAdopted(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					c, l, ref := lyingClock(t, far.by)
 					defer c.Close()
-					time.Sleep(time.Second)
+					bubbleSleep(time.Second)
 					off := c.nanos() - ref()
 					l.onceAt.Store(l.reads.Load() + k)
-					time.Sleep(3 * time.Second)
+					bubbleSleep(3 * time.Second)
 					require.Greater(t, l.reads.Load(), l.onceAt.Load(), "the garbage value was never read")
 					prev := int64(math.MinInt64)
 					for i := 0; i < 100; i++ {
@@ -411,7 +324,7 @@ func TestAFarAheadReadingOnceIsNeverAdopted(t *testing.T) {
 							"%v from its reference after %d readings (%+v)", time.Duration(now-ref()-off), i, c.Info())
 						require.GreaterOrEqual(t, now, prev, "Now went back")
 						prev = now
-						time.Sleep(10 * time.Millisecond)
+						bubbleSleep(10 * time.Millisecond)
 					}
 					assert.Zero(t, c.Info().Watch.Reanchors, c.Info().Watch.LastReanchor)
 				})
@@ -474,7 +387,7 @@ func TestAFarAheadCounterHeldIsNotAdopted(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c, l, ref := lyingClock(t, 0)
 				defer c.Close()
-				time.Sleep(time.Second)
+				bubbleSleep(time.Second)
 				off := c.nanos() - ref()
 				settle := maxWatchPeriod + rateProbe + 10*time.Millisecond
 				var rs []heldReading
@@ -487,7 +400,7 @@ func TestAFarAheadCounterHeldIsNotAdopted(t *testing.T) {
 						l.heldBy.Store(0)
 					}
 					rs = append(rs, heldReading{ref(), c.nanos()})
-					time.Sleep(10 * time.Millisecond)
+					bubbleSleep(10 * time.Millisecond)
 				}
 				in := c.Info()
 				t.Logf("held: %+v", inHeld.Watch)
@@ -581,13 +494,13 @@ func TestAFarAheadCounterAcrossARestart(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c, l, ref := lyingClock(t, 0)
 				defer c.Close()
-				time.Sleep(time.Second)
+				bubbleSleep(time.Second)
 				off := c.nanos() - ref()
 				var rs []heldReading
 				read := func(d time.Duration) {
 					for end := ref() + int64(d); ref() < end; {
 						rs = append(rs, heldReading{ref(), c.nanos()})
-						time.Sleep(10 * time.Millisecond)
+						bubbleSleep(10 * time.Millisecond)
 					}
 				}
 				l.refBroken.Store(true)
@@ -638,9 +551,9 @@ func TestANarrowCountersGarbageIsNeverFolded(t *testing.T) {
 				c.start()
 				defer c.Close()
 				require.Less(t, c.st.conv.refreshPeriod(), maxWatchPeriod)
-				time.Sleep(3900 * time.Millisecond)
+				bubbleSleep(3900 * time.Millisecond)
 				off := c.nanos() - ref()
-				time.Sleep(at + 3*time.Second - 3900*time.Millisecond)
+				bubbleSleep(at + 3*time.Second - 3900*time.Millisecond)
 				require.Zero(t, after.Load(), "the garbage value was never read")
 				prev := int64(math.MinInt64)
 				for i := 0; i < 100; i++ {
@@ -649,7 +562,7 @@ func TestANarrowCountersGarbageIsNeverFolded(t *testing.T) {
 						"%v from its reference (%+v)", time.Duration(now-ref()-off), c.Info())
 					require.GreaterOrEqual(t, now, prev, "Now went back")
 					prev = now
-					time.Sleep(10 * time.Millisecond)
+					bubbleSleep(10 * time.Millisecond)
 				}
 				assert.Zero(t, c.Info().Watch.Reanchors, c.Info().Watch.LastReanchor)
 			})
@@ -680,7 +593,7 @@ func TestAStepWithinTheRateProbeIsNoRate(t *testing.T) {
 		require.NoError(t, err)
 		c.start()
 		defer c.Close()
-		time.Sleep(time.Second)
+		bubbleSleep(time.Second)
 		step.Add(-int64(time.Second))
 		probing := func() bool {
 			c.st.mu.Lock()
@@ -688,10 +601,10 @@ func TestAStepWithinTheRateProbeIsNoRate(t *testing.T) {
 			return c.st.track != nil && c.st.track.probe != nil
 		}
 		for !probing() {
-			time.Sleep(time.Millisecond)
+			bubbleSleep(time.Millisecond)
 		}
 		step.Add(int64(5 * time.Second))
-		time.Sleep(rateProbe + 5*time.Millisecond)
+		bubbleSleep(rateProbe + 5*time.Millisecond)
 		in := c.Info()
 		require.GreaterOrEqual(t, in.Watch.Reanchors, 1, "%+v", in)
 		assert.NotContains(t, in.Watch.LastReanchor, "rate changed")
@@ -705,41 +618,55 @@ func TestAStepWithinTheRateProbeIsNoRate(t *testing.T) {
 // 5 ms inside its second counter read (what a preemption on a loaded
 // machine does): a witness read after it would be 5 ms late, and a
 // reference that agrees with it to the nanosecond would be called slow.
+// In a testing/synctest bubble: the stall is the bubble's 5 ms exactly.
 func TestTheWitnessIsReadInTheNarrowestBracket(t *testing.T) {
-	start := time.Now()
-	now := func() int64 { return int64(time.Since(start)) }
-	var stall atomic.Bool
-	var reads atomic.Int64
-	perSample := int64(0)
-	read := func() uint64 {
-		if n := reads.Add(1); stall.Load() && n%perSample == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		return uint64(now())
+	// inBubble runs f in a testing/synctest bubble with a tracker whose
+	// counter, reference and witness read the bubble's time, and whose
+	// every perSample-th counter read stalls 5 ms while stall is set.
+	type stalling struct {
+		tr        *tracker
+		ln        line
+		stall     atomic.Bool
+		reads     atomic.Int64
+		perSample int64
 	}
-	tr := &tracker{ref: now, witness: now, src: Source{Read: read}}
-	ln := line{read: read, conv: portableConversion}
-
+	inBubble := func(t *testing.T, f func(t *testing.T, s *stalling)) {
+		synctest.Test(t, func(t *testing.T) {
+			s := &stalling{}
+			start := time.Now()
+			now := func() int64 { return int64(time.Since(start)) }
+			read := func() uint64 {
+				if n := s.reads.Add(1); s.stall.Load() && n%s.perSample == 0 {
+					bubbleSleep(5 * time.Millisecond)
+				}
+				return uint64(now())
+			}
+			s.tr = &tracker{ref: now, witness: now, src: Source{Read: read}}
+			s.ln = line{read: read, conv: portableConversion}
+			f(t, s)
+		})
+	}
 	t.Run("comparison", func(t *testing.T) {
-		perSample = 2 * watchSamples
-		reads.Store(0)
-		stall.Store(false)
-		a := tr.sample(ln)
-		stall.Store(true)
-		reads.Store(0)
-		b := tr.sample(ln)
-		assert.Less(t, b.halfWidth, int64(time.Millisecond), "the stalled bracket was kept")
-		assert.Empty(t, referenceOff(b.ref-a.ref, b.mono-a.mono), "a reference equal to its witness misjudged")
+		inBubble(t, func(t *testing.T, s *stalling) {
+			s.perSample = 2 * watchSamples
+			a := s.tr.sample(s.ln)
+			s.stall.Store(true)
+			s.reads.Store(0)
+			b := s.tr.sample(s.ln)
+			assert.Less(t, b.halfWidth, int64(time.Millisecond), "the stalled bracket was kept")
+			assert.Empty(t, referenceOff(b.ref-a.ref, b.mono-a.mono), "a reference equal to its witness misjudged")
+		})
 	})
 	t.Run("rate point", func(t *testing.T) {
-		stall.Store(false)
-		a := tr.point(&ln)
-		perSample = 2 * bracketSamples
-		reads.Store(0)
-		stall.Store(true)
-		b := tr.point(&ln)
-		stall.Store(false)
-		assert.Empty(t, referenceOff(b.ns-a.ns, b.mono-a.mono), "a reference equal to its witness misjudged")
+		inBubble(t, func(t *testing.T, s *stalling) {
+			a := s.tr.point(&s.ln)
+			s.perSample = 2 * bracketSamples
+			s.reads.Store(0)
+			s.stall.Store(true)
+			b := s.tr.point(&s.ln)
+			s.stall.Store(false)
+			assert.Empty(t, referenceOff(b.ns-a.ns, b.mono-a.mono), "a reference equal to its witness misjudged")
+		})
 	})
 }
 
@@ -781,7 +708,7 @@ func TestNarrowCountersAreWatchedUnwrapped(t *testing.T) {
 				off := c.nanos() - ref()
 				prev, back, deepest := c.nanos(), 0, int64(0)
 				for i := 0; i < 1000; i++ {
-					time.Sleep(10 * time.Millisecond)
+					bubbleSleep(10 * time.Millisecond)
 					if now := c.nanos(); now < prev {
 						back++
 						deepest = max(deepest, prev-now)
@@ -829,7 +756,7 @@ func refusedJumpHolds(t *testing.T, slowPPM int64) {
 	synctest.Test(t, func(t *testing.T) {
 		c, l, ref := lyingClockSlow(t, 0, slowPPM)
 		defer c.Close()
-		time.Sleep(time.Second)
+		bubbleSleep(time.Second)
 		off := c.nanos() - ref()
 		const jump = 10 * time.Second
 		l.heldBy.Store(uint64(jump))
@@ -841,7 +768,7 @@ func refusedJumpHolds(t *testing.T, slowPPM int64) {
 			if in := c.Info(); in.Watch.Holding && !holding.Watch.Holding {
 				holding = in
 			}
-			time.Sleep(10 * time.Millisecond)
+			bubbleSleep(10 * time.Millisecond)
 		}
 		in := c.Info()
 		t.Logf("while holding: %+v", holding.Watch)
@@ -899,24 +826,24 @@ func TestAStandStillWhoseEndPanicsIsRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, l, ref := lyingClock(t, 0)
 		defer c.Close()
-		time.Sleep(time.Second)
+		bubbleSleep(time.Second)
 		off := c.nanos() - ref()
 		l.heldBy.Store(uint64(10 * time.Second))
-		time.Sleep(maxWatchPeriod + rateProbe)
+		bubbleSleep(maxWatchPeriod + rateProbe)
 		require.True(t, c.Info().Watch.Holding, "%+v", c.Info().Watch)
 		held := c.nanos()
-		time.Sleep(time.Duration(held-ref()-off) - time.Millisecond)
+		bubbleSleep(time.Duration(held-ref()-off) - time.Millisecond)
 		c.st.mu.Lock()
 		wakes := c.st.loop.wakes
 		c.unlock()
 		l.readPanics.Store(20)
-		time.Sleep(time.Second)
+		bubbleSleep(time.Second)
 		assert.Equal(t, held, c.nanos(), "the clock moved while its re-anchoring failed")
 		c.st.mu.Lock()
 		wakes = c.st.loop.wakes - wakes
 		c.unlock()
 		assert.Less(t, wakes, 30, "the failed re-anchoring was retried at once")
-		time.Sleep(4 * time.Second)
+		bubbleSleep(4 * time.Second)
 		in := c.Info()
 		assert.False(t, in.Watch.Holding, "%+v", in.Watch)
 		assert.Positive(t, in.Faults)

@@ -30,10 +30,10 @@ func TestCoarseTickerStartsAtOnce(t *testing.T) {
 				defer func() { require.NoError(t, c.Close()) }()
 				if firstUse == "Now" {
 					c.nanos()
-					time.Sleep(2 * time.Millisecond)
+					bubbleSleep(2 * time.Millisecond)
 				}
 				stored := c.Coarse()
-				time.Sleep(c.st.ticker.every + 1)
+				bubbleSleep(c.st.ticker.every + 1)
 				assert.NotEqual(t, stored, c.Coarse(), "Coarse not refreshed one resolution after its first call")
 			})
 		})
@@ -57,7 +57,7 @@ func TestCoarseTickerClearsAnOldValueWhenItStarts(t *testing.T) {
 		defer func() { require.NoError(t, c.Close()) }()
 		c.st.ticker.running.Store(true) // Coarse asks for no ticker
 		stored := c.Coarse()
-		time.Sleep(5 * c.st.ticker.every)
+		bubbleSleep(5 * c.st.ticker.every)
 		c.st.ticker.wanted.Store(&startTicker)
 		c.kick()
 		synctest.Wait() // the ticker starts

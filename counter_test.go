@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/schedclock/schedclock/internal/cpu"
 	"github.com/schedclock/schedclock/internal/kernel"
+	"github.com/schedclock/schedclock/internal/testenv"
 )
 
 // The table's walk, and Hardware on each architecture: a refusal says
@@ -103,8 +105,7 @@ func assertCounts(t *testing.T, src Source) {
 		}
 		prev = now
 	}
-	time.Sleep(time.Millisecond)
-	assert.Greater(t, src.Read()&mask, first, "%s did not advance in 1 ms", src.Name)
+	assert.Greater(t, prev, first, "%s did not advance in 200,000 reads", src.Name)
 }
 
 // assertRateAgrees measures src against the reference clock and checks
@@ -480,13 +481,18 @@ func testTimerCounter(t *testing.T, tc timerCounter) {
 	defer c.Close()
 	assert.Equal(t, src.Name, c.Info().Source)
 	assertNeverBackAcrossGoroutines(t, c)
-	assertClockRateWithin(t, c, src.Name, 100)
+	t.Run("rate", func(t *testing.T) {
+		testenv.Qualify(t) // 2 s of real time
+		assertClockRateWithin(t, c, src.Name, 100)
+	})
 }
 
 // assertNeverBackAcrossGoroutines reads c from four goroutines while the
-// test updates it 200 times, and fails if one of them sees it go back.
+// test updates it 200 times, each once the readers have read 64 times
+// since the last, and fails if one of them sees it go back.
 func assertNeverBackAcrossGoroutines(t *testing.T, c *Clock) {
 	t.Helper()
+	var reads atomic.Int64
 	var wg sync.WaitGroup
 	var stopped sync.WaitGroup
 	stopped.Add(1)
@@ -501,6 +507,7 @@ func assertNeverBackAcrossGoroutines(t *testing.T, c *Clock) {
 					return
 				default:
 				}
+				reads.Add(1)
 				if now := c.nanos(); now < last {
 					backs <- [2]int64{last, now}
 					return
@@ -513,7 +520,9 @@ func assertNeverBackAcrossGoroutines(t *testing.T, c *Clock) {
 	}
 	for range 200 {
 		require.NoError(t, c.Update())
-		time.Sleep(time.Millisecond)
+		for from := reads.Load(); reads.Load()-from < 64 && len(backs) == 0; {
+			runtime.Gosched()
+		}
 	}
 	stopped.Done()
 	wg.Wait()
@@ -523,57 +532,15 @@ func assertNeverBackAcrossGoroutines(t *testing.T, c *Clock) {
 	}
 }
 
-// assertClockRateWithin checks that c advances with CLOCK_MONOTONIC_RAW
-// to within ppm over 2 s. Each end is bracketed by two reads of the
-// reference; the bracket's width is added to the tolerance, so a slow
-// or preempted read cannot fail the test (only the counter's rate can).
-func assertClockRateWithin(t *testing.T, c *Clock, name string, ppm float64) {
-	t.Helper()
-	bracket := func() (clock, ref, width int64) {
-		lo := rawNow()
-		clock = c.nanos()
-		hi := rawNow()
-		return clock, lo + (hi-lo)/2, hi - lo
-	}
-	c0, r0, w0 := bracket()
-	time.Sleep(2 * time.Second)
-	c1, r1, w1 := bracket()
-	elapsed := float64(r1 - r0)
-	offPPM := (float64(c1-c0) - elapsed) / elapsed * 1e6
-	slackPPM := float64(w0+w1) / 2 / elapsed * 1e6
-	t.Logf("%s over %v of %s: %+.2f ppm (brackets ±%.2f ppm)", name, time.Duration(r1-r0), rawClockName, offPPM, slackPPM)
-	assert.InDelta(t, 0, offPPM, ppm+slackPPM, "%s's Clock disagrees with %s", name, rawClockName)
-}
-
+// TestWithMeasuredRate: what withMeasuredRate returns without measuring
+// (TestWithMeasuredRateMeasures, in the qualification layer, measures).
 func TestWithMeasuredRate(t *testing.T) {
 	refusal := errors.New("refused")
 	_, err := withMeasuredRate(Source{Name: "x", Read: readMono, Bits: 64, Rate: 5}, rateDeviceTree, 0, refusal)
 	assert.Equal(t, refusal, err, "a probe's error is returned as it is")
 
-	stated := Source{Name: "mono", Read: readMono, Bits: 64, Rate: 1_000_000_000}
-	src, err := withMeasuredRate(stated, rateDeviceTree, 0, nil)
-	require.NoError(t, err)
-	assert.Equal(t, stated.Rate, src.Rate, "a stated rate that holds is kept as it is")
-
-	// A stated rate the counter does not follow (qemu-loongarch64's
-	// CPUCFG) is replaced by a measured one.
-	stated.Rate = 100_000_000
-	src, err = withMeasuredRate(stated, rateCPUCFG, 0, nil)
-	require.NoError(t, err)
-	assert.InDelta(t, 1e9, float64(src.Rate), 1e9*600e-6)
-
-	// Go's monotonic clock as the counter: 1 GHz against the raw clock,
-	// off by no more than the kernel's NTP steering (at most 500 ppm).
-	src, err = withMeasuredRate(Source{Name: "mono", Read: readMono, Bits: 64}, rateMeasured, 0, nil)
-	require.NoError(t, err)
-	assert.InDelta(t, 1e9, float64(src.Rate), 1e9*600e-6)
-
-	_, err = withMeasuredRate(Source{Name: "stuck", Read: func() uint64 { return 7 }, Bits: 64}, rateMeasured, 0, nil)
-	assert.ErrorIs(t, err, errUntrusted)
-	assert.EqualError(t, err, `schedclock: counter not trusted "stuck": measuring its rate against `+rawClockName+": counter or reference did not advance")
-
 	// The TOD clock's architected rate is neither measured nor checked.
-	src, err = withMeasuredRate(Source{Name: "tod", Read: func() uint64 { return 7 }, Bits: 64, Rate: 5}, rateArchitected, 0, nil)
+	src, err := withMeasuredRate(Source{Name: "tod", Read: func() uint64 { return 7 }, Bits: 64, Rate: 5}, rateArchitected, 0, nil)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(5), src.Rate)
 }

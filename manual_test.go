@@ -59,28 +59,32 @@ func mustManual(rate uint64, bits int) *schedclocktest.Manual {
 // Time(Now()) moves by exactly what Advance moved, from the fixed wall
 // origin or the one SetWallOrigin gives. Real time passing changes
 // nothing: not Coarse's ticker, and not the wall map, which a clock on
-// any other counter re-aims at the wall clock every 100 ms.
+// any other counter re-aims at the wall clock every 100 ms. (In a
+// testing/synctest bubble, whose 150 ms pass at once, for the clock's
+// goroutines too.)
 func TestManualClockIsExact(t *testing.T) {
-	c, m := schedclocktest.NewManualClock(t)
-	origin := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-	assert.Equal(t, origin, c.WallTime(c.Now()).UTC(), "the default wall origin")
-	for i := 1; i <= 2000; i++ {
-		before := c.WallTime(c.Now())
-		m.Advance(time.Duration(i) * time.Microsecond)
-		require.Equal(t, c.Now(), c.Coarse(), "Coarse after Advance %d", i)
-		require.Equal(t, time.Duration(i)*time.Microsecond, c.WallTime(c.Now()).Sub(before), "Time after Advance %d", i)
-	}
-	m.Advance(time.Hour)
-	at := c.Now()
-	time.Sleep(150 * time.Millisecond) // past a coarse tick and a wall-map period
-	assert.Equal(t, at, c.Now())
-	assert.Equal(t, at, c.Coarse())
-	assert.Equal(t, origin.Add(time.Duration(at)), c.WallTime(at).UTC(), "Time left the wall origin")
-	m.Set(m.Read() + 5)
-	assert.Equal(t, at+5, c.Coarse(), "Coarse after Set")
-	shifted := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
-	m.SetWallOrigin(shifted)
-	assert.Equal(t, shifted.Add(time.Duration(at+5)), c.WallTime(c.Now()).UTC())
+	synctest.Test(t, func(t *testing.T) {
+		c, m := schedclocktest.NewManualClock(t)
+		origin := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+		assert.Equal(t, origin, c.WallTime(c.Now()).UTC(), "the default wall origin")
+		for i := 1; i <= 2000; i++ {
+			before := c.WallTime(c.Now())
+			m.Advance(time.Duration(i) * time.Microsecond)
+			require.Equal(t, c.Now(), c.Coarse(), "Coarse after Advance %d", i)
+			require.Equal(t, time.Duration(i)*time.Microsecond, c.WallTime(c.Now()).Sub(before), "Time after Advance %d", i)
+		}
+		m.Advance(time.Hour)
+		at := c.Now()
+		bubbleSleep(150 * time.Millisecond) // past a coarse tick and a wall-map period
+		assert.Equal(t, at, c.Now())
+		assert.Equal(t, at, c.Coarse())
+		assert.Equal(t, origin.Add(time.Duration(at)), c.WallTime(at).UTC(), "Time left the wall origin")
+		m.Set(m.Read() + 5)
+		assert.Equal(t, at+5, c.Coarse(), "Coarse after Set")
+		shifted := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
+		m.SetWallOrigin(shifted)
+		assert.Equal(t, shifted.Add(time.Duration(at+5)), c.WallTime(c.Now()).UTC())
+	})
 }
 
 func TestManualIsSafeForConcurrentUse(t *testing.T) {
@@ -109,7 +113,7 @@ func TestManualIsSafeForConcurrentUse(t *testing.T) {
 func TestNowInASynctestBubble(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start, fake := schedclock.Now(), time.Now()
-		time.Sleep(time.Hour)
+		bubbleSleep(time.Hour)
 		assert.Equal(t, time.Hour, time.Since(fake), "the bubble's time")
 		assert.Less(t, schedclock.Since(start), time.Minute, "Now does not follow the bubble")
 
@@ -117,7 +121,7 @@ func TestNowInASynctestBubble(t *testing.T) {
 		c, err := schedclock.New(m.Source())
 		require.NoError(t, err)
 		t0 := c.Now()
-		time.Sleep(time.Hour)
+		bubbleSleep(time.Hour)
 		m.Advance(time.Hour)
 		assert.Equal(t, time.Hour, c.Since(t0))
 		require.NoError(t, c.Close()) // its goroutine must leave the bubble

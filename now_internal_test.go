@@ -32,7 +32,7 @@ import (
 // The read path's logical safeguards are tested here deterministically,
 // each test written to fail when its safeguard is removed (tools/mutants
 // applies the removals): the fast path's window edge, the Go reader's
-// re-check of seq. The ordering safeguards are in latch_internal_test.go.
+// re-check of seq. The ordering safeguards are in latch_qualify_test.go.
 
 // TestNowPathsAgree runs the assembly reader (amd64) and the generic Go
 // reader over the same clock, interleaved: they must agree, and time must
@@ -1108,38 +1108,4 @@ func stressHardware(t *testing.T) (Source, int, bool) {
 	}()
 	require.NoError(t, <-done)
 	return src, cpu, true
-}
-
-func TestStressNowUnderSIGPROF(t *testing.T) {
-	total := stressTotalReads(t)
-	threadHz := stressProfileHz
-	if race.Enabled || cpu.Emulated() {
-		// Each signal's handler is many times slower too.
-		threadHz /= 10
-	}
-	if cpu.Emulated() {
-		t.Logf("under user-mode emulation (the host's /proc/cpuinfo shows through): %d readings, SIGPROF at %d Hz", total, threadHz)
-	}
-	stopProfile := stressProfile(t)
-	start := time.Now()
-	cases := stressCases(t)
-	procs := []int{1, runtime.NumCPU()}
-	reads := (total + len(procs)*len(cases) - 1) / (len(procs) * len(cases))
-	for _, p := range procs {
-		t.Run(fmt.Sprintf("GOMAXPROCS=%d", p), func(t *testing.T) {
-			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(p))
-			for _, sc := range cases {
-				sc.sigprofHz = threadHz
-				t.Run(sc.name, func(t *testing.T) {
-					stressRun(t, sc, sc.clock.nanos, reads).assertClean(t, sc.name, reads)
-				})
-			}
-		})
-	}
-	if samples := stopProfile(); samples >= 0 {
-		elapsed := time.Since(start)
-		t.Logf("SIGPROF: %d profile samples in %v (%.0f a second; the profiler at %d Hz and a timer at %d Hz on each reader's and the writer's thread)",
-			samples, elapsed.Round(time.Millisecond), float64(samples)/elapsed.Seconds(), stressProfileHz, threadHz)
-		assert.Positive(t, samples, "no SIGPROF reached the profiler")
-	}
 }

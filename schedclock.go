@@ -271,8 +271,14 @@ func New(src Source, opts ...Option) (*Clock, error) {
 	if src.bubble == nil && !ownCode(src.Read) && inSynctestBubble() {
 		// A caller's Source in a testing/synctest bubble reads the
 		// bubble's clock (time.Since), as the code under test does: its
-		// wall time is the bubble's too (see WallTime).
+		// wall time is the bubble's too (see WallTime), and so is the
+		// witness its reference is checked against (the runtime's clock
+		// hardly moves while the bubble's hours pass: every reference
+		// would read as one that jumps).
 		c.st.wall.ref = bubbleWall
+		if tr != nil {
+			tr.witness = bubbleWallNow
+		}
 	}
 	c.st.mu.Lock()
 	c.unlock()
@@ -965,7 +971,10 @@ type options struct {
 // compares every 100 ms at first, then at periods doubling to 2 s while
 // the counter agrees, and
 // refinements ride on its wake-ups. A reference that
-// misbehaves is checked against the runtime's monotonic clock: one that
+// misbehaves is checked against the runtime's monotonic clock (on a
+// Clock that New made inside a testing/synctest bubble on a Source of
+// the caller's, against the bubble's clock, which such a Source and its
+// reference read): one that
 // stops, steps back, jumps or runs more than 1000 ppm away from it is not
 // followed (no re-anchoring, no refinement) until it agrees again, and
 // Info.Watch.Reference says what it did; one that panics is counted in

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -83,7 +82,7 @@ func TestClockOnBoottimeNeverGoesBack(t *testing.T) {
 	}
 	for i := 0; i < 200; i++ {
 		require.NoError(t, c.Update())
-		time.Sleep(time.Millisecond)
+		runtime.Gosched()
 	}
 	close(stop)
 	wg.Wait()

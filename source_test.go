@@ -27,8 +27,10 @@ func TestPortable(t *testing.T) {
 	outer := time.Now()
 	first := src.Read()
 	inner := time.Now()
-	time.Sleep(5 * time.Millisecond)
 	innerEnd := time.Now()
+	for !innerEnd.After(inner) { // at least one step of the monotonic clock
+		innerEnd = time.Now()
+	}
 	last := src.Read()
 	outerEnd := time.Now()
 	// Both clocks are the runtime's monotonic clock: the source's advance
@@ -117,7 +119,7 @@ func TestTimeOfAReadingNeverChanges(t *testing.T) {
 		defer c.Close()
 		r0 := c.Now()
 		t0 := c.WallTime(r0)
-		time.Sleep(30 * time.Minute)
+		bubbleSleep(30 * time.Minute)
 		r1 := c.Now()
 		assert.Equal(t, 30*time.Minute, time.Duration(r1-r0))
 		_ = c.WallTime(r1)
@@ -143,7 +145,7 @@ func TestWallTimeFollowsABubblesClock(t *testing.T) {
 		r0 := c.Now()
 		t0 := c.WallTime(r0)
 		now0 := time.Now()
-		time.Sleep(30 * time.Minute)
+		bubbleSleep(30 * time.Minute)
 		r1 := c.Now()
 		t1 := c.WallTime(r1)
 		now1 := time.Now()
@@ -151,6 +153,34 @@ func TestWallTimeFollowsABubblesClock(t *testing.T) {
 		assert.InDelta(t, float64(30*time.Minute), float64(t1.Sub(t0)), float64(time.Microsecond), "readings 30 min apart map %v apart", t1.Sub(t0))
 		assert.InDelta(t, float64(now0.UnixNano()), float64(t0.UnixNano()), float64(time.Microsecond), "WallTime %v, the bubble's time.Now %v", t0, now0)
 		assert.InDelta(t, float64(now1.UnixNano()), float64(t1.UnixNano()), float64(time.Microsecond), "WallTime %v, the bubble's time.Now %v", t1, now1)
+	})
+}
+
+// TestAReferenceInABubbleIsCheckedAgainstTheBubble: a Clock made in a
+// testing/synctest bubble on a Source and a reference that read the
+// bubble's clock (built by hand, as a user would) checks the reference
+// against the bubble's clock too, not the runtime's (which hardly moves
+// while the bubble's hours pass): the reference agrees, the clock
+// refines its counter's rate, declared 30 ppm off, to the truth, and
+// keeps the reference's pace.
+func TestAReferenceInABubbleIsCheckedAgainstTheBubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		ref := func() int64 { return int64(time.Since(start)) }
+		c, err := schedclock.New(schedclock.Source{
+			Name: "by hand", Bits: 64, Rate: 1_000_030_000,
+			Read: func() uint64 { return uint64(time.Since(start)) },
+		}, schedclock.WithReference(ref))
+		require.NoError(t, err)
+		defer c.Close()
+		bubbleSleep(time.Minute)
+		in := c.Info()
+		assert.Empty(t, in.Watch.Reference, "the reference, as the clock judged it")
+		assert.Zero(t, in.Watch.Reanchors, in.Watch.LastReanchor)
+		assert.InDelta(t, 1e9, float64(in.Rate), 1, "the refined rate: %+v", in)
+		r0, c0 := ref(), c.Now()
+		bubbleSleep(time.Minute)
+		assert.InDelta(t, float64(ref()-r0), float64(c.Now()-c0), float64(time.Microsecond), "a minute of the reference")
 	})
 }
 
@@ -167,7 +197,7 @@ func TestBubbleSource(t *testing.T) {
 		r0 := c.Now()
 		t0 := c.WallTime(r0)
 		assert.True(t, time.Now().Equal(t0), "Time(Now()) %v, the bubble's time.Now %v", t0, time.Now())
-		time.Sleep(30 * time.Minute)
+		bubbleSleep(30 * time.Minute)
 		assert.Equal(t, 30*time.Minute, c.Since(r0))
 		assert.True(t, time.Now().Equal(c.WallTime(c.Now())), "after 30 min")
 		assert.Equal(t, t0, c.WallTime(r0), "Time(r0) after 30 min of bubble sleep")
@@ -175,8 +205,18 @@ func TestBubbleSource(t *testing.T) {
 	c, err := schedclock.New(schedclock.Bubble())
 	require.NoError(t, err)
 	defer c.Close()
-	start, realStart := c.Now(), time.Now()
-	time.Sleep(20 * time.Millisecond)
-	moved, real := time.Duration(c.Now()-start), time.Since(realStart)
-	assert.InDelta(t, float64(real), float64(moved), float64(real)/10+float64(time.Millisecond), "outside a bubble: real time")
+	// Outside a bubble it reads time.Now: its advance lies within the
+	// brackets of the monotonic clock's, however loaded the machine is.
+	outer := time.Now()
+	start := c.Now()
+	inner := time.Now()
+	innerEnd := time.Now()
+	for !innerEnd.After(inner) {
+		innerEnd = time.Now()
+	}
+	end := c.Now()
+	outerEnd := time.Now()
+	moved := time.Duration(end - start)
+	assert.GreaterOrEqual(t, moved, innerEnd.Sub(inner), "outside a bubble: slower than real time")
+	assert.LessOrEqual(t, moved, outerEnd.Sub(outer), "outside a bubble: faster than real time")
 }

@@ -5,16 +5,16 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/schedclock/schedclock/internal/cpu"
 )
 
-// fakeWall is a wall clock that runs at 1+slew times Go's monotonic
-// clock, from an offset that a test can step.
+// fakeWall is a wall clock that runs at 1+slew times the time package's
+// clock (a testing/synctest bubble's, in one), from an offset that a test
+// can step.
 type fakeWall struct {
 	start time.Time
 	base  int64
@@ -42,10 +42,13 @@ func (f *fakeWall) setSlew(ppm float64) {
 	f.slew.Store(int64(ppm * 1e3))
 }
 
-// wallClock returns a clock on Go's monotonic clock whose wall map is
-// aimed at fake.
+// wallClock returns a clock on a 1 GHz counter that follows the time
+// package's clock (a testing/synctest bubble's, in one, so that the
+// pairings run on its schedule and its brackets are exact) whose wall map
+// is aimed at fake.
 func wallClock(t *testing.T, fake *fakeWall) *Clock {
-	c, err := New(Portable())
+	start := time.Now()
+	c, err := New(Source{Name: "time", Bits: 64, Rate: 1e9, Read: func() uint64 { return uint64(time.Since(start)) }})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	c.st.mu.Lock()
@@ -59,68 +62,47 @@ func wallClock(t *testing.T, fake *fakeWall) *Clock {
 // clock that slews by ±500 ppm (the kernel's largest slew) and steps
 // forward and back: the map stays within 100µs of it a period after any
 // change of pace, takes steps at once (within a period), and one
-// goroutine's readings never decrease except across a step back.
+// goroutine's readings never decrease except across a step back. In a
+// testing/synctest bubble: the pairings run on their schedule, with
+// exact brackets, so the bound is the map's alone.
 func TestWallFollowsSlewAndSteps(t *testing.T) {
-	fake := newFakeWall()
-	c := wallClock(t, fake)
-	check := func(phase string, d time.Duration, stepBackAllowed bool) {
-		deadline := time.Now().Add(d)
-		settleUntil := time.Now().Add(2*wallPeriod + wallLead)
-		last := c.WallTime(c.Now()).UnixNano()
-		worst, lastPair, maxGap := int64(0), int64(0), int64(0)
-		for time.Now().Before(deadline) {
-			before := fake.now().UnixNano()
-			got := c.WallTime(c.Now()).UnixNano()
-			after := fake.now().UnixNano()
-			want := min(max(got, before), after) // the nearest instant of the bracket
-			if !stepBackAllowed {
-				require.GreaterOrEqual(t, got, last, "%s: wall time went back", phase)
-			}
-			// The background goroutine's pairings, as they come: how far
-			// apart they are bounds how stale the map's slope can be.
-			c.st.mu.Lock()
-			pairedAt := c.st.wall.lastPair[0]
-			c.unlock()
-			if pairedAt != lastPair {
-				if lastPair != 0 {
-					maxGap = max(maxGap, pairedAt-lastPair)
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFakeWall()
+		c := wallClock(t, fake)
+		check := func(phase string, d time.Duration, stepBackAllowed bool) {
+			deadline := time.Now().Add(d)
+			settleUntil := time.Now().Add(2*wallPeriod + wallLead)
+			last := c.WallTime(c.Now()).UnixNano()
+			worst := int64(0)
+			for time.Now().Before(deadline) {
+				before := fake.now().UnixNano()
+				got := c.WallTime(c.Now()).UnixNano()
+				after := fake.now().UnixNano()
+				want := min(max(got, before), after) // the nearest instant of the bracket
+				if !stepBackAllowed {
+					require.GreaterOrEqual(t, got, last, "%s: wall time went back", phase)
 				}
-				lastPair = pairedAt
+				if time.Now().After(settleUntil) {
+					worst = max(worst, abs(got-want))
+				}
+				last = got
+				stepBackAllowed = stepBackAllowed && time.Now().Before(settleUntil)
+				bubbleSleep(50 * time.Microsecond)
 			}
-			if time.Now().After(settleUntil) {
-				// 100µs, plus what the wall clock's slew (500 ppm) adds
-				// over the time the pairings ran later than their
-				// schedule, for the current pairing and the one its slope
-				// came from (a slow or loaded machine, qemu).
-				late := max(0, c.nanos()-pairedAt-int64(wallPeriod+wallLead)) + max(0, maxGap-int64(wallPeriod))
-				worst = max(worst, abs(got-want)-late*500/1e6)
-			}
-			last = got
-			stepBackAllowed = stepBackAllowed && time.Now().Before(settleUntil)
-			time.Sleep(50 * time.Microsecond)
+			t.Logf("%s: worst |Time(Now()) - wall| after settling: %v", phase, time.Duration(worst))
+			assert.LessOrEqual(t, worst, int64(100*time.Microsecond), phase)
 		}
-		t.Logf("%s: worst |Time(Now()) - wall| after settling (less what lateness explains): %v", phase, time.Duration(worst))
-		// Brackets and the scheduler add their own: the pairing is only
-		// as good as its bracket, here tens of ns to a few µs.
-		// Under user-mode emulation on a busy machine a bracket itself
-		// can take tens of µs (qemu-aarch64 beside make test's other
-		// runs: 116µs in the -500 ppm phase): twice the bound there.
-		bound := int64(100 * time.Microsecond)
-		if cpu.Emulated() {
-			bound *= 2
-		}
-		assert.LessOrEqual(t, worst, bound, phase)
-	}
-	check("steady", 400*time.Millisecond, false)
-	fake.setSlew(500)
-	check("slewing +500 ppm", 600*time.Millisecond, false)
-	fake.setSlew(-500)
-	check("slewing -500 ppm", 600*time.Millisecond, false)
-	fake.setSlew(0)
-	fake.step.Add(int64(3 * time.Second))
-	check("after a step forward", 400*time.Millisecond, false)
-	fake.step.Add(-int64(5 * time.Second))
-	check("after a step back", 400*time.Millisecond, true)
+		check("steady", 400*time.Millisecond, false)
+		fake.setSlew(500)
+		check("slewing +500 ppm", 600*time.Millisecond, false)
+		fake.setSlew(-500)
+		check("slewing -500 ppm", 600*time.Millisecond, false)
+		fake.setSlew(0)
+		fake.step.Add(int64(3 * time.Second))
+		check("after a step forward", 400*time.Millisecond, false)
+		fake.step.Add(-int64(5 * time.Second))
+		check("after a step back", 400*time.Millisecond, true)
+	})
 }
 
 func TestWallMapIsMonotonicAcrossVersions(t *testing.T) {
@@ -157,41 +139,43 @@ func TestWallMapIsMonotonicAcrossVersions(t *testing.T) {
 // each change stays what it was, bit for bit, through every later
 // version of the map.
 func TestTimeOfAReadingSurvivesStepsAndSlew(t *testing.T) {
-	fake := newFakeWall()
-	c := wallClock(t, fake)
-	var readings []int64
-	var times []time.Time
-	took := func() {
-		r := c.nanos()
-		readings, times = append(readings, r), append(times, c.WallTime(Instant(r)))
-	}
-	// follow calls Time until the map has taken the fake wall clock's
-	// latest change (a period or two; bounded by a generous multiple).
-	follow := func() {
-		deadline := time.Now().Add(50 * wallPeriod)
-		for time.Now().Before(deadline) {
-			took()
-			if abs(c.WallTime(c.Now()).UnixNano()-fake.now().UnixNano()) < int64(100*time.Microsecond) {
-				return
-			}
-			time.Sleep(time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFakeWall()
+		c := wallClock(t, fake)
+		var readings []int64
+		var times []time.Time
+		took := func() {
+			r := c.nanos()
+			readings, times = append(readings, r), append(times, c.WallTime(Instant(r)))
 		}
-		t.Fatalf("the map did not follow the wall clock within %v", 50*wallPeriod)
-	}
-	follow()
-	fake.setSlew(500)
-	time.Sleep(3 * wallPeriod)
-	follow()
-	fake.step.Add(int64(3 * time.Second))
-	follow()
-	fake.step.Add(-int64(5 * time.Second))
-	follow()
-	fake.setSlew(-500)
-	time.Sleep(3 * wallPeriod)
-	follow()
-	for i, r := range readings {
-		require.Equal(t, times[i], c.WallTime(Instant(r)), "reading %d of %d changed its wall time", i, len(readings))
-	}
+		// follow calls Time until the map has taken the fake wall clock's
+		// latest change (a period or two; bounded by a generous multiple).
+		follow := func() {
+			deadline := time.Now().Add(50 * wallPeriod)
+			for time.Now().Before(deadline) {
+				took()
+				if abs(c.WallTime(c.Now()).UnixNano()-fake.now().UnixNano()) < int64(100*time.Microsecond) {
+					return
+				}
+				bubbleSleep(time.Millisecond)
+			}
+			t.Fatalf("the map did not follow the wall clock within %v", 50*wallPeriod)
+		}
+		follow()
+		fake.setSlew(500)
+		bubbleSleep(3 * wallPeriod)
+		follow()
+		fake.step.Add(int64(3 * time.Second))
+		follow()
+		fake.step.Add(-int64(5 * time.Second))
+		follow()
+		fake.setSlew(-500)
+		bubbleSleep(3 * wallPeriod)
+		follow()
+		for i, r := range readings {
+			require.Equal(t, times[i], c.WallTime(Instant(r)), "reading %d of %d changed its wall time", i, len(readings))
+		}
+	})
 }
 
 // TestWallMapHoldsItsPairings runs the wall map against a fake wall clock
@@ -200,43 +184,42 @@ func TestTimeOfAReadingSurvivesStepsAndSlew(t *testing.T) {
 // in bursts of 200 every 50 ms for 1.5 s, then left idle for 3.5 s (the
 // map refreshed at its idle pace) and read again: the map stays at the
 // middle of [wall, wall] brackets around each Time(Now()), the median
-// distance at most 50 ns, or a quarter of the median bracket on a loaded
-// machine, in each phase. The error of a pairing is its own: neither the
-// epoch's size nor the time between pairings may add to it.
+// distance at most 50 ns, in each phase. The error of a pairing is its
+// own: neither the epoch's size nor the time between pairings may add to
+// it. In a testing/synctest bubble, whose brackets are exact (its time
+// stands still while goroutines run), and so are the pairings'.
 func TestWallMapHoldsItsPairings(t *testing.T) {
-	fake := newFakeWall()
-	fake.base = time.Date(2250, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-	fake.setSlew(37)
-	c := wallClock(t, fake)
-	measure := func(phase string, bursts int) {
-		var dists, widths []int64
-		for i := range bursts {
-			if i > 0 {
-				time.Sleep(wallPeriod / 2)
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFakeWall()
+		fake.base = time.Date(2250, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+		fake.setSlew(37)
+		c := wallClock(t, fake)
+		measure := func(phase string, bursts int) {
+			var dists, widths []int64
+			for i := range bursts {
+				if i > 0 {
+					bubbleSleep(wallPeriod / 2)
+				}
+				for range 200 {
+					a := fake.now().UnixNano()
+					got := c.WallTime(c.Now()).UnixNano()
+					b := fake.now().UnixNano()
+					dists, widths = append(dists, abs(got-(a+(b-a)/2))), append(widths, b-a)
+				}
 			}
-			for range 200 {
-				a := fake.now().UnixNano()
-				got := c.WallTime(c.Now()).UnixNano()
-				b := fake.now().UnixNano()
-				dists, widths = append(dists, abs(got-(a+(b-a)/2))), append(widths, b-a)
-			}
+			n := len(dists)
+			slices.Sort(dists)
+			slices.Sort(widths)
+			dist, width := time.Duration(dists[n/2]), time.Duration(widths[n/2])
+			t.Logf("%s: median |Time(Now()) - middle| %v, p90 %v, median bracket %v", phase, dist, time.Duration(dists[n*9/10]), width)
+			assert.LessOrEqual(t, dist, 50*time.Nanosecond, phase)
 		}
-		n := len(dists)
-		slices.Sort(dists)
-		slices.Sort(widths)
-		dist, width := time.Duration(dists[n/2]), time.Duration(widths[n/2])
-		t.Logf("%s: median |Time(Now()) - middle| %v, p90 %v, median bracket %v", phase, dist, time.Duration(dists[n*9/10]), width)
-		bound := max(50*time.Nanosecond, width/4)
-		if cpu.Emulated() {
-			bound = width / 2
-		}
-		assert.LessOrEqual(t, dist, bound, phase)
-	}
-	c.WallTime(c.Now())
-	time.Sleep(3*wallPeriod + wallLead) // the provisional map refined
-	measure("read every 50 ms", 30)
-	time.Sleep(3500 * time.Millisecond)
-	measure("after 3.5 s idle", 1)
+		c.WallTime(c.Now())
+		bubbleSleep(3*wallPeriod + wallLead) // the provisional map refined
+		measure("read every 50 ms", 30)
+		bubbleSleep(3500 * time.Millisecond)
+		measure("after 3.5 s idle", 1)
+	})
 }
 
 // TestWallAimMeetsThePairing: a map aimed at a pairing that finds it off
@@ -312,34 +295,38 @@ func TestWallMapVersionsStayAsPublished(t *testing.T) {
 // pace was 500 ppm off, and the map drifted that much until a later
 // pairing.
 func TestWallFollowsARateChangeWhileIdle(t *testing.T) {
-	fake := newFakeWall()
-	fake.setSlew(500)
-	c := wallClock(t, fake)
-	for end := time.Now().Add(3 * wallPeriod); time.Now().Before(end); time.Sleep(time.Millisecond) {
-		c.WallTime(c.Now()) // read: paired every period, the pace learned
-	}
-	time.Sleep(3 * wallPeriod) // unread: the idle pace
-	src := Portable()
-	src.Rate = 1_000_500_000 // the same counter, declared 500 ppm faster: its readings 500 ppm slower
-	require.NoError(t, c.Register(src))
-	offBy := func() time.Duration {
-		best, off := time.Duration(math.MaxInt64), time.Duration(0)
-		for range 20 {
-			a := fake.now()
-			w := time.Unix(0, c.st.wall.m.Load().wallAt(c.nanos())) // no mark: the map stays idle
-			b := fake.now()
-			if d := b.Sub(a); d < best {
-				best, off = d, w.Sub(a)-d/2
-			}
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFakeWall()
+		fake.setSlew(500)
+		c := wallClock(t, fake)
+		for end := time.Now().Add(3 * wallPeriod); time.Now().Before(end); bubbleSleep(time.Millisecond) {
+			c.WallTime(c.Now()) // read: paired every period, the pace learned
 		}
-		return off
-	}
-	var worst time.Duration
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		worst = max(worst, offBy().Abs())
-	}
-	t.Logf("worst %v", worst)
-	assert.Less(t, worst, 20*time.Microsecond, "the wall map after a change of the readings' pace, idle")
+		bubbleSleep(3 * wallPeriod) // unread: the idle pace
+		c.st.mu.Lock()
+		src := c.st.src
+		c.unlock()
+		src.Rate = 1_000_500_000 // the same counter, declared 500 ppm faster: its readings 500 ppm slower
+		require.NoError(t, c.Register(src))
+		offBy := func() time.Duration {
+			best, off := time.Duration(math.MaxInt64), time.Duration(0)
+			for range 20 {
+				a := fake.now()
+				w := time.Unix(0, c.st.wall.m.Load().wallAt(c.nanos())) // no mark: the map stays idle
+				b := fake.now()
+				if d := b.Sub(a); d < best {
+					best, off = d, w.Sub(a)-d/2
+				}
+			}
+			return off
+		}
+		var worst time.Duration
+		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); bubbleSleep(50 * time.Millisecond) {
+			worst = max(worst, offBy().Abs())
+		}
+		t.Logf("worst %v", worst)
+		assert.Less(t, worst, 20*time.Microsecond, "the wall map after a change of the readings' pace, idle")
+	})
 }
 
 // TestTheWallRefresherSlowsOnceUnread drives the wall map's refresher

@@ -18,6 +18,17 @@ type stamp struct {
 	before, at, after time.Time
 }
 
+// stampLines is how many lines each logger test stamps, and
+// pauseBetweenLines pauses 1 ms after every thousandth: the 20,000 lines
+// span 20 ms, over which the wall map is re-aimed between lines.
+const stampLines = 20_000
+
+func pauseBetweenLines(i int) {
+	if i%1000 == 0 {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // checkStamps asserts that each stamp lies inside its time.Now bracket
 // widened by wallBound, that none is earlier than the one before it, and
 // that each carries no monotonic reading (so that it is WallNow's, not

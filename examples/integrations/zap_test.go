@@ -31,14 +31,12 @@ func TestZapStampsWithWallNow(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	logger := zap.New(core, zap.WithClock(adapt.Clock{}))
 	var stamps []stamp
-	for i := range 20_000 {
+	for i := range stampLines {
 		before := time.Now()
 		logger.Info("line", zap.Int("i", i))
 		after := time.Now()
 		stamps = append(stamps, stamp{before: before, after: after})
-		if i%1000 == 0 {
-			time.Sleep(time.Millisecond) // let the wall map be re-aimed between lines
-		}
+		pauseBetweenLines(i)
 	}
 	for i, e := range logs.All() {
 		stamps[i].at = e.Time

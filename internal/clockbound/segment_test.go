@@ -11,6 +11,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/schedclock/schedclock/internal/testenv"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -58,14 +60,29 @@ func TestReadersNeverSeeATornSegment(t *testing.T) {
 		}
 	})
 	var reads, busy atomic.Int64
-	deadline := time.Now().Add(300 * time.Millisecond)
+	// 5,000 reads a reader, 200 of them during a write at least (tens of ms);
+	// the qualification layer (and the mutants) reads for 300 ms, 5,000
+	// reads during a write at least: a loaded machine that seldom runs
+	// the writer and a reader at once takes longer, not fewer chances.
+	// With one P they overlap only where the writer is preempted.
+	deadline, minReads, minOverlaps := time.Time{}, 5000, int64(200)
+	if testenv.Qualifying() {
+		deadline, minReads, minOverlaps = time.Now().Add(300*time.Millisecond), 1000, 5000
+	}
+	if runtime.GOMAXPROCS(0) < 2 {
+		minOverlaps = 0
+	}
+	var overlapped atomic.Int64 // reads during which a write completed
 	var rg sync.WaitGroup
 	for range max(runtime.GOMAXPROCS(0)-1, 1) {
 		rg.Go(func() {
 			var last uint64
-			for n := 0; time.Now().Before(deadline) || n < 1000; n++ {
+			for n := 0; time.Now().Before(deadline) || n < minReads || overlapped.Load() < minOverlaps; n++ {
 				before := written.Load()
 				s, err := g.Read()
+				if written.Load() != before {
+					overlapped.Add(1)
+				}
 				if err != nil {
 					assert.ErrorIs(t, err, ErrBusy)
 					busy.Add(1)
@@ -86,7 +103,7 @@ func TestReadersNeverSeeATornSegment(t *testing.T) {
 	rg.Wait()
 	close(stop)
 	wg.Wait()
-	t.Logf("%d consistent reads, %d refused as busy, over %d updates", reads.Load(), busy.Load(), written.Load())
+	t.Logf("%d consistent reads, %d refused as busy, %d during an update, over %d updates", reads.Load(), busy.Load(), overlapped.Load(), written.Load())
 	require.Positive(t, reads.Load())
 }
 

@@ -3,7 +3,6 @@ package testcounter
 import (
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,6 +18,7 @@ func TestReadersReadOneCounter(t *testing.T) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	first := ReadSerialized()
 	for i := 0; i < 10_000; i++ {
 		before := ReadSerialized()
 		v := ReadUnfenced()
@@ -26,7 +26,5 @@ func TestReadersReadOneCounter(t *testing.T) {
 		require.LessOrEqual(t, before, v, "read %d", i)
 		require.LessOrEqual(t, v, after, "read %d", i)
 	}
-	first := ReadSerialized()
-	time.Sleep(time.Millisecond)
-	assert.Greater(t, ReadSerialized(), first, "the counter did not move in 1 ms")
+	assert.Greater(t, ReadSerialized(), first, "the counter did not move in 30,000 reads")
 }

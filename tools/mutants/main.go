@@ -11,10 +11,12 @@
 //
 // Usage (from the repository root; make mutants, make mutants-fast):
 //
-//	go run ./tools/mutants [-fast | -slow] [-only regexp] [-v]
+//	go run ./tools/mutants [-fast | -slow] [-only regexp] [-j n] [-v]
 //
 // -fast runs the subset make test runs (MUTANTS=fast in the environment
-// does the same); -slow the rest, which make test-full adds. When the code a mutation edits changes, update its Old text:
+// does the same); -slow the rest, which make test-full adds. -j runs n
+// mutants at once, each in a copy of its own (a mutant's go test mostly
+// compiles the mutated package, on one CPU). When the code a mutation edits changes, update its Old text:
 // each pattern is kept to the one line or instruction it removes.
 package main
 
@@ -34,6 +36,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 )
@@ -115,6 +118,9 @@ func main() {
 	only := flag.String("only", "", "run only the mutations whose name matches this regexp")
 	verbose := flag.Bool("v", false, "print the test output of mutations that survive or fail to build")
 	timeout := flag.Duration("timeout", 10*time.Minute, "limit for one go test run")
+	jobs := flag.Int("j", 1, "mutants run at once, each in a copy of the tree of its own")
+	flag.BoolVar(&failFast, "failfast", false, "stop a mutant's tests at its first failing test (go test -failfast): the table then names that test alone, and the other killers' evidence is not gathered")
+	listOnly := flag.Bool("baseline-list", false, "the unmutated tree's tests just passed (make test runs make qualify first): check only that each mutation's -run selects a test (go test -list), instead of running them unmutated")
 	check := flag.Bool("check", false, "only check that every mutation's edits apply to the tree (after code moved), running no test")
 	flag.Parse()
 	if *check {
@@ -128,13 +134,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mutants: -fast and -slow select disjoint sets; give one")
 		os.Exit(2)
 	}
-	if err := run(*fast, *slow, *only, *verbose, *timeout); err != nil {
+	if *jobs < 1 {
+		fmt.Fprintln(os.Stderr, "mutants: -j must be at least 1")
+		os.Exit(2)
+	}
+	if err := run(*fast, *slow, *only, *verbose, *timeout, *jobs, *listOnly); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(1)
 	}
 }
 
-func run(fast, slow bool, only string, verbose bool, timeout time.Duration) error {
+func run(fast, slow bool, only string, verbose bool, timeout time.Duration, jobs int, listOnly bool) error {
 	var sel []mutation
 	onlyRE, err := regexp.Compile(only)
 	if err != nil {
@@ -153,28 +163,52 @@ func run(fast, slow bool, only string, verbose bool, timeout time.Duration) erro
 	if err != nil {
 		return err
 	}
-	work, err := os.MkdirTemp("", "schedclock-mutants-")
-	if err != nil {
-		return err
+	jobs = min(jobs, len(sel))
+	works := make([]string, jobs)
+	for i := range works {
+		work, err := os.MkdirTemp("", "schedclock-mutants-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(work)
+		if err := copyTree(root, work); err != nil {
+			return err
+		}
+		works[i] = work
 	}
-	defer os.RemoveAll(work)
-	if err := copyTree(root, work); err != nil {
-		return err
-	}
-	fmt.Printf("mutants: %d mutations, in a copy at %s\n", len(sel), work)
+	fmt.Printf("mutants: %d mutations, in %d copies at %s\n", len(sel), jobs, strings.Join(works, ", "))
 
 	// The unmutated tests must pass, or a failure proves nothing: one run
-	// per architecture and package, of every test the mutations select.
-	if err := baselines(work, sel, timeout); err != nil {
+	// per architecture and package, of every test the mutations select
+	// (or, where the caller has just run them, a list of their names).
+	start := time.Now()
+	if err := baselines(works[0], sel, timeout, listOnly); err != nil {
 		return err
 	}
+	fmt.Printf("mutants: baselines in %v\n", time.Since(start).Round(time.Second))
 
-	var results []outcome
-	for _, m := range sel {
-		o := apply(work, m, timeout)
-		results = append(results, o)
-		fmt.Printf("  %-50s %s\n", m.Name, o.status)
+	results := make([]outcome, len(sel))
+	next := make(chan int)
+	var printing sync.Mutex
+	var wg sync.WaitGroup
+	for _, work := range works {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				o := apply(work, sel[i], timeout)
+				results[i] = o
+				printing.Lock()
+				fmt.Printf("  %-50s %s\n", sel[i].Name, o.status)
+				printing.Unlock()
+			}
+		}()
 	}
+	for i := range sel {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 
 	fmt.Println()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
@@ -356,8 +390,9 @@ func firstEvidence(out string) string {
 // baselines runs, unmutated, the tests each mutation of sel selects:
 // the patterns of one architecture and package in one go test (a
 // pattern with a slash, which go test would split, in one of its own),
-// each required to select a test.
-func baselines(work string, sel []mutation, timeout time.Duration) error {
+// each required to select a test. With listOnly it runs none, and lists
+// the top-level tests each pattern selects instead (go test -list).
+func baselines(work string, sel []mutation, timeout time.Duration, listOnly bool) error {
 	type group struct {
 		m    mutation // its Arch and Pkg; Run the patterns joined
 		runs []string
@@ -383,15 +418,30 @@ func baselines(work string, sel []mutation, timeout time.Duration) error {
 		}
 	}
 	ran := regexp.MustCompile(`(?m)^=== RUN\s+(\S+)$`)
+	listed := regexp.MustCompile(`(?m)^((?:Test|Fuzz|Example|Benchmark)\S*)$`)
 	for _, g := range groups {
 		g.m.Run = "(?:" + strings.Join(g.runs, ")|(?:") + ")"
-		out, err := goTest(work, g.m, timeout, true) // -v: the names of the tests run
-		if err != nil {
-			return fmt.Errorf("the unmutated tests fail (GOARCH=%s go test -run %q ./%s): %v\n%s", archName(g.m.Arch), g.m.Run, g.m.Pkg, err, out)
-		}
 		var names []string
-		for _, n := range ran.FindAllStringSubmatch(out, -1) {
-			names = append(names, n[1])
+		if listOnly {
+			var tops []string
+			for _, run := range g.runs {
+				tops = append(tops, strings.SplitN(run, "/", 2)[0])
+			}
+			out, err := goList(work, g.m, "(?:"+strings.Join(tops, ")|(?:")+")")
+			if err != nil {
+				return fmt.Errorf("listing the tests (GOARCH=%s go test -list ./%s): %v\n%s", archName(g.m.Arch), g.m.Pkg, err, out)
+			}
+			for _, n := range listed.FindAllStringSubmatch(out, -1) {
+				names = append(names, n[1])
+			}
+		} else {
+			out, err := goTest(work, g.m, timeout, true) // -v: the names of the tests run
+			if err != nil {
+				return fmt.Errorf("the unmutated tests fail (GOARCH=%s go test -run %q ./%s): %v\n%s", archName(g.m.Arch), g.m.Run, g.m.Pkg, err, out)
+			}
+			for _, n := range ran.FindAllStringSubmatch(out, -1) {
+				names = append(names, n[1])
+			}
 		}
 		for _, run := range g.runs {
 			top := regexp.MustCompile(strings.SplitN(run, "/", 2)[0])
@@ -403,6 +453,29 @@ func baselines(work string, sel []mutation, timeout time.Duration) error {
 	return nil
 }
 
+// goList lists the top-level tests of m's package in dir that match
+// pattern (go test -list), under m's architecture.
+func goList(dir string, m mutation, pattern string) (string, error) {
+	args := []string{"test", "-vet=off", "-list", pattern}
+	env := os.Environ()
+	if m.Arch != "" && m.Arch != runtime.GOARCH {
+		args = append(args, "-exec", emulators[m.Arch])
+		env = append(env, "GOARCH="+m.Arch)
+	}
+	pkg := "."
+	if m.Pkg != "" {
+		pkg = "./" + m.Pkg
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
+	cmd.Dir = dir
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// failFast makes a mutant's go test stop at its first failing test.
+var failFast bool
+
 // goTest runs m's tests in dir; verbose adds -v.
 func goTest(dir string, m mutation, timeout time.Duration, verbose bool) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
@@ -412,6 +485,9 @@ func goTest(dir string, m mutation, timeout time.Duration, verbose bool) (string
 	args := []string{"test", "-count=1", "-vet=off", "-timeout", timeout.String(), "-run", m.Run}
 	if verbose {
 		args = append(args, "-v")
+	}
+	if failFast {
+		args = append(args, "-failfast")
 	}
 	// The mutants are the qualification layer's: its tests (those that
 	// need real hardware, load or long time) run too.

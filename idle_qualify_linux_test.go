@@ -17,6 +17,7 @@ import (
 	"github.com/schedclock/schedclock"
 	"github.com/schedclock/schedclock/internal/cpu"
 	"github.com/schedclock/schedclock/internal/race"
+	"github.com/schedclock/schedclock/internal/testenv"
 )
 
 // idleEnv names, in a child process, what it does before idling: "use"
@@ -37,8 +38,8 @@ const idleFor = 10 * time.Second
 func TestIdleCostAfterCoarse(t *testing.T) {
 	spent := idleCosts(t, "use", "none")
 	t.Logf("CPU over %v idle: %v after a second of Now and Coarse, %v never reading the clock", idleFor, spent["use"], spent["none"])
-	// The bar is for a native build (make test runs this test natively
-	// too, in its ordering target). Under the race detector every
+	// The bar is for a native build (make qualify runs this test
+	// natively). Under the race detector every
 	// wake-up's Go code runs instrumented, several times slower: there the
 	// test holds the same wake-ups to four times the CPU.
 	bar := 5 * time.Millisecond
@@ -103,18 +104,17 @@ var pendingLine = regexp.MustCompile(`still pending after .*`)
 
 // idleCosts runs a child process of this test binary in each idle mode
 // (idleChild), all at once, and returns the CPU each spent in its idle
-// window. It skips, saying why, under -short and under an emulator, and
-// runs in parallel with the other idle test (the children only idle).
+// window: the qualification layer's (it takes 11 s). It skips, saying
+// why, under an emulator, and runs in parallel with the other idle test
+// (the children only idle).
 func idleCosts(t *testing.T, modes ...string) map[string]time.Duration {
-	if testing.Short() {
-		t.Skip("takes 11 s: make test measures it natively, in its ordering target")
-	}
+	testenv.Qualify(t)
 	if cpu.Emulated() {
 		// What an idle process spends under user-mode emulation is the
 		// emulator's, and a child forked under qemu-user can hang on a
 		// lock another of its threads held (one did, for 8m36s, under
 		// qemu-ppc64le, while the other idle test's children ran).
-		t.Skip("under an emulator: the idle CPU would be qemu's; make test measures it natively")
+		t.Skip("under an emulator: the idle CPU would be qemu's; make qualify measures it natively")
 	}
 	t.Parallel()
 	line := regexp.MustCompile(`idlecpu (\w+) (\d+)`)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedclock/schedclock/internal/testcounter"
+	"github.com/schedclock/schedclock/internal/testenv"
 	"github.com/schedclock/schedclock/internal/warp"
 )
 
@@ -24,11 +25,12 @@ const handoffEnv = "SCHEDCLOCK_HANDOFF_READS"
 // (LFENCE; RDTSC) and for a bare RDTSC, and logs how many reads went
 // backwards and by how much: on a machine whose TSCs are in step, the
 // fenced read never does, and whatever the bare one shows is its own
-// reordering, not skew. A measurement: it requires only that the reads
-// were taken.
+// reordering, not skew. A measurement of the machine (the qualification
+// layer's): it requires only that the reads were taken.
 //
-//	SCHEDCLOCK_HANDOFF_READS=6e6 go test -run TestTSCHandoff -v .
+//	SCHEDCLOCK_QUALIFY=1 SCHEDCLOCK_HANDOFF_READS=6e6 go test -run TestTSCHandoff -v .
 func TestTSCHandoff(t *testing.T) {
+	testenv.Qualify(t)
 	want := uint64(200_000)
 	if s := os.Getenv(handoffEnv); s != "" {
 		n, err := strconv.ParseFloat(s, 64)
