@@ -50,7 +50,7 @@ func TestJiffiesTickAtHZ(t *testing.T) {
 			sleep time.Duration
 			want  uint64
 		}{{time.Millisecond, 1}, {1500 * time.Microsecond, 2}, {500 * time.Microsecond, 3}, {27 * time.Millisecond, 30}, {time.Second, 1030}} {
-			time.Sleep(at.sleep)
+			bubbleSleep(at.sleep)
 			synctest.Wait() // the ticker's goroutine has stored the tick
 			assert.Equal(t, at.want, j.Read(), "after %v more", at.sleep)
 			assert.Equal(t, at.want, src.Read(), "the Source's Read is the counter's")
@@ -70,13 +70,13 @@ func TestAClockOnJiffiesAdvancesInTicks(t *testing.T) {
 		require.NoError(t, err)
 		defer c.Close()
 		start := c.Now()
-		time.Sleep(25 * time.Millisecond)
+		bubbleSleep(25 * time.Millisecond)
 		synctest.Wait()
 		assert.Equal(t, 20*time.Millisecond, c.Since(start), "two ticks in 25 ms")
-		time.Sleep(5 * time.Millisecond)
+		bubbleSleep(5 * time.Millisecond)
 		synctest.Wait()
 		assert.Equal(t, 30*time.Millisecond, c.Since(start), "the third tick")
-		time.Sleep(time.Minute)
+		bubbleSleep(time.Minute)
 		synctest.Wait()
 		assert.Equal(t, time.Minute+30*time.Millisecond, c.Since(start), "a minute on")
 	})
@@ -89,11 +89,11 @@ func TestStoppedJiffiesStandStill(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		j, err := schedclock.NewJiffies(1000)
 		require.NoError(t, err)
-		time.Sleep(30 * time.Millisecond)
+		bubbleSleep(30 * time.Millisecond)
 		synctest.Wait()
 		j.Stop()
 		assert.Equal(t, uint64(30), j.Read())
-		time.Sleep(time.Second)
+		bubbleSleep(time.Second)
 		synctest.Wait()
 		assert.Equal(t, uint64(30), j.Read(), "a stopped counter moved")
 		j.Stop()
