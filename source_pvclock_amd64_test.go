@@ -348,20 +348,28 @@ func syntheticCounter(page *paravirtPage) *descriptor {
 // pvclock Source says in Info when the Source left the page for a
 // transient (Source, and CounterCheck with the fall back's reason and
 // time), and says it is back once the page is consistent again.
+// lockedInfo is c's Info as of now: taken under the writer's lock,
+// where Info answers with the last writer's snapshot while the
+// background loop (which the first use starts) holds it.
+func lockedInfo(c *Clock) Info {
+	c.st.mu.Lock()
+	defer c.unlock()
+	return c.infoLocked()
+}
+
 func TestDefaultClockInfoNamesAPageFallBack(t *testing.T) {
 	base := syntheticPvclock()
 	pg, page := syntheticPage(t, base)
 	s := sharePage(t, page, timelineOf(base))
-	c := newChosenDefaultClock([]*descriptor{syntheticCounter(page)})
+	// The Source's own fall back, not the clock's: no set-up runs (as if
+	// it had), so no background loop follows the page's evidence off it
+	// (TestTheCountersOwnEvidenceIsFollowedForLife tests that), and no
+	// cross-CPU check reads the page after the test.
+	c := newDefaultClock([]*descriptor{syntheticCounter(page)})
+	c.st.policy.first.used.Store(true)
+	c.chooseHardware()
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
-	// The Source's own fall back, not the clock's: the clock's
-	// background loop, which the first Info starts, must not follow the
-	// page's evidence off it (TestTheCountersOwnEvidenceIsFollowedForLife
-	// tests that), nor its cross-CPU check read the page after the test.
-	c.st.mu.Lock()
-	c.st.policy.verdict, c.st.policy.checks = nil, false
-	c.unlock()
-	in := c.Info()
+	in := lockedInfo(c)
 	require.Equal(t, "kvm-clock (pvclock, stable)", in.Source, "%+v", in)
 	assert.Contains(t, in.Evidence.CounterCheck, "pvclock page at ")
 	pg.BeginUpdate()
@@ -369,7 +377,7 @@ func TestDefaultClockInfoNamesAPageFallBack(t *testing.T) {
 	for range 3 {
 		c.nanos()
 	}
-	in = c.Info()
+	in = lockedInfo(c)
 	assert.Contains(t, in.Source, "kvm-clock (pvclock, stable) (on "+rawClockName+" since ")
 	assert.Contains(t, in.Evidence.CounterCheck, "1 falls back to "+rawClockName+", the last at ")
 	assert.Contains(t, in.Evidence.CounterCheck, "version kept changing")
@@ -378,7 +386,7 @@ func TestDefaultClockInfoNamesAPageFallBack(t *testing.T) {
 	for i := 0; i < 100_000 && !s.onPage(); i++ {
 		require.GreaterOrEqual(t, c.nanos(), before)
 	}
-	in = c.Info()
+	in = lockedInfo(c)
 	assert.Equal(t, "kvm-clock (pvclock, stable)", in.Source)
 	assert.Contains(t, in.Evidence.CounterCheck, "1 returns to the page, the last at ")
 }

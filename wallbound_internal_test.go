@@ -85,9 +85,13 @@ const rigStart = time.Hour // the clock's reading when a rig starts
 func newWallRig(t testing.TB) *wallRig {
 	m, err := newManual(1e9, 64)
 	require.NoError(t, err)
-	c, err := New(m.Source())
+	// A clock without its background goroutine (New's clock less start):
+	// a tick of it, in real time, holds the writer lock, and a snapshot
+	// that finds it held is taken again a millisecond later. Nothing to
+	// close: there is no goroutine to stop.
+	src := m.Source()
+	c, err := newClock(src, rating{hz: float64(src.Rate), origin: rateDeclared}, nil)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
 	m.Advance(rigStart)
 	r := &wallRig{m: m, c: c}
 	r.kernel.now, r.kernel.tick = r.nowNs, adjtimex.NominalTick
