@@ -388,6 +388,8 @@ func TestWallBoundGenerationFollowsVMClockMarkers(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var written atomic.Uint64
+	var changes, reads atomic.Int64
+	readers := max(runtime.GOMAXPROCS(0)-1, 1)
 	wg.Go(func() {
 		for k := uint64(1); k <= 20_000; k++ {
 			select {
@@ -400,11 +402,24 @@ func TestWallBoundGenerationFollowsVMClockMarkers(t *testing.T) {
 			for range 8 {
 				runtime.Gosched() // the readers' turn, on a machine of few CPUs
 			}
+			// Every 16th version waits for two readings per reader after
+			// it (or for the readers' end), so that a reading sees the
+			// markers change however the scheduler, or the race detector,
+			// paces the goroutines: the markers change every 4 versions.
+			if k%16 == 0 {
+				for want := reads.Load() + 2*int64(readers); reads.Load() < want; {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					runtime.Gosched()
+				}
+			}
 		}
 	})
 	var rg sync.WaitGroup
-	var changes, reads atomic.Int64
-	for range max(runtime.GOMAXPROCS(0)-1, 1) {
+	for range readers {
 		rg.Go(func() {
 			var lastMarker, lastGen uint64
 			haveLast := false
@@ -548,6 +563,8 @@ func TestWallBoundGenerationFollowsClockBoundsMarker(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var written atomic.Uint64
+	var changes, reads atomic.Int64
+	readers := max(runtime.GOMAXPROCS(0)-1, 1)
 	wg.Go(func() {
 		for k := uint64(1); k <= 20_000; k++ {
 			select {
@@ -560,11 +577,24 @@ func TestWallBoundGenerationFollowsClockBoundsMarker(t *testing.T) {
 			for range 8 {
 				runtime.Gosched()
 			}
+			// Every 16th version waits for two readings per reader after
+			// it (or for the readers' end), so that a reading sees the
+			// markers change however the scheduler, or the race detector,
+			// paces the goroutines: the markers change every 4 versions.
+			if k%16 == 0 {
+				for want := reads.Load() + 2*int64(readers); reads.Load() < want; {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					runtime.Gosched()
+				}
+			}
 		}
 	})
-	var changes atomic.Int64
 	var rg sync.WaitGroup
-	for range max(runtime.GOMAXPROCS(0)-1, 1) {
+	for range readers {
 		rg.Go(func() {
 			var lastMarker, lastGen uint64
 			haveLast := false
@@ -573,6 +603,7 @@ func TestWallBoundGenerationFollowsClockBoundsMarker(t *testing.T) {
 				s1, err1 := r.cb.Read()
 				b := r.b.now()
 				s2, err2 := r.cb.Read()
+				reads.Add(1)
 				half := (b.latest - b.earliest) / 2
 				if b.Source() == "clockbound" {
 					k := half - 20_000
