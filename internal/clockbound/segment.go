@@ -3,7 +3,9 @@ package clockbound
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 )
@@ -133,6 +135,13 @@ func recoverFault(err *error) {
 	if r := recover(); r != nil {
 		if re, ok := r.(interface{ Addr() uintptr }); ok {
 			*err = fmt.Errorf("%w: the mapped segment faulted at %#x (truncated by the daemon?)", ErrNoSegment, re.Addr())
+			return
+		}
+		// qemu-user delivers the SIGBUS of a truncated mapping with no
+		// address, which the runtime reports as a nil dereference: in
+		// the deferring function only the mapping is dereferenced.
+		if re, ok := r.(runtime.Error); ok && strings.Contains(re.Error(), "invalid memory address") {
+			*err = fmt.Errorf("%w: the mapped segment faulted (truncated by the daemon?): %v", ErrNoSegment, re)
 			return
 		}
 		panic(r)

@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/schedclock/schedclock/internal/cpu"
 )
 
 // QualifyEnv is the environment variable that turns the qualification
@@ -78,10 +80,9 @@ func RequireRoot(t testing.TB) {
 // Emulated reports whether the test binary runs under a user-mode
 // emulator (qemu-user), where the counters and the scheduler are the
 // emulator's: what a test measures of time there is not the machine's.
-func Emulated() bool {
-	exe, err := os.Readlink("/proc/self/exe")
-	return err == nil && strings.Contains(exe, "qemu-")
-}
+// (qemu-user shows the guest binary as /proc/self/exe, so it is told by
+// the host's /proc/cpuinfo it passes through: see cpu.Emulated.)
+func Emulated() bool { return cpu.Emulated() }
 
 // RequireCPUs skips t unless n CPUs can run its goroutines at once.
 func RequireCPUs(t testing.TB, n int) {
