@@ -387,7 +387,7 @@ func TestWallBoundGenerationFollowsVMClockMarkers(t *testing.T) {
 	r.b.now()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var written atomic.Uint64
+	var begun, written atomic.Uint64 // versions whose write began, and ended
 	var changes, reads atomic.Int64
 	readers := max(runtime.GOMAXPROCS(0)-1, 1)
 	wg.Go(func() {
@@ -397,6 +397,7 @@ func TestWallBoundGenerationFollowsVMClockMarkers(t *testing.T) {
 				return
 			default:
 			}
+			begun.Store(k)
 			r.vm.Write(vmPage(k))
 			written.Store(k)
 			for range 8 {
@@ -425,9 +426,11 @@ func TestWallBoundGenerationFollowsVMClockMarkers(t *testing.T) {
 			haveLast := false
 			for n := 0; n < 20_000 && written.Load() < 20_000; n++ {
 				runtime.Gosched()
+				b1, w1 := begun.Load(), written.Load()
 				m1, g1, err1 := r.vm.Markers()
 				b := r.b.now()
 				m2, g2, err2 := r.vm.Markers()
+				w2, b2 := written.Load(), begun.Load()
 				reads.Add(1)
 				if b.Source() == "vmclock" {
 					want, ok := versions[b.earliest]
@@ -439,8 +442,8 @@ func TestWallBoundGenerationFollowsVMClockMarkers(t *testing.T) {
 					assert.Equal(t, WallUnknown, b.Status(), "the fallback while the page is being written: %v", b)
 				}
 				assert.GreaterOrEqual(t, b.Generation(), lastGen, "the generation went back")
-				if err1 != nil || err2 != nil || m1 != m2 || g1 != g2 {
-					continue // the markers moved during the call
+				if err1 != nil || err2 != nil || m1 != m2 || g1 != g2 || b1 != w1 || w1 != w2 || w2 != b2 {
+					continue // the page was written during the call (its markers may not have moved)
 				}
 				if haveLast && m1 != lastMarker {
 					changes.Add(1)
@@ -562,7 +565,7 @@ func TestWallBoundGenerationFollowsClockBoundsMarker(t *testing.T) {
 	r.b.now()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var written atomic.Uint64
+	var begun, written atomic.Uint64 // versions whose write began, and ended
 	var changes, reads atomic.Int64
 	readers := max(runtime.GOMAXPROCS(0)-1, 1)
 	wg.Go(func() {
@@ -572,6 +575,7 @@ func TestWallBoundGenerationFollowsClockBoundsMarker(t *testing.T) {
 				return
 			default:
 			}
+			begun.Store(k)
 			r.cb.Write(cbSegment(k, asOf, k/4))
 			written.Store(k)
 			for range 8 {
@@ -600,9 +604,11 @@ func TestWallBoundGenerationFollowsClockBoundsMarker(t *testing.T) {
 			haveLast := false
 			for n := 0; n < 20_000 && written.Load() < 20_000; n++ {
 				runtime.Gosched()
+				b1, w1 := begun.Load(), written.Load()
 				s1, err1 := r.cb.Read()
 				b := r.b.now()
 				s2, err2 := r.cb.Read()
+				w2, b2 := written.Load(), begun.Load()
 				reads.Add(1)
 				half := (b.latest - b.earliest) / 2
 				if b.Source() == "clockbound" {
@@ -612,8 +618,8 @@ func TestWallBoundGenerationFollowsClockBoundsMarker(t *testing.T) {
 					}
 				}
 				assert.GreaterOrEqual(t, b.Generation(), lastGen)
-				if err1 != nil || err2 != nil || s1.DisruptionMarker != s2.DisruptionMarker {
-					continue
+				if err1 != nil || err2 != nil || s1.DisruptionMarker != s2.DisruptionMarker || b1 != w1 || w1 != w2 || w2 != b2 {
+					continue // the segment was written during the call
 				}
 				if haveLast && s1.DisruptionMarker != lastMarker {
 					changes.Add(1)
