@@ -130,6 +130,35 @@ func TestTheFirstUseStartsTheSetUp(t *testing.T) {
 	assert.Empty(t, in.Evidence.Pending)
 }
 
+// TestInfoIsAFirstUse: a default clock whose first use is an Info
+// starts its set-up; and one whose snapshot a writer replaced before any
+// set-up (a Register inside a testing/synctest bubble, where no set-up
+// starts) answers Info with that snapshot, not the boot one.
+func TestInfoIsAFirstUse(t *testing.T) {
+	probing := make(chan struct{})
+	c := newDefaultClock([]*descriptor{{Arch: runtime.GOARCH, Probe: func() (Source, rateOrigin, float64, error) {
+		close(probing)
+		return Source{}, 0, 0, ErrUnsupported
+	}}})
+	defer c.Close()
+	c.Info()
+	select {
+	case <-probing:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first use, an Info, started no set-up")
+	}
+
+	synctest.Test(t, func(t *testing.T) {
+		c := newDefaultClock(nil)
+		defer c.Close()
+		m, err := newManual(1e9, 64)
+		require.NoError(t, err)
+		require.NoError(t, c.Register(m.Source()))
+		require.False(t, c.st.policy.started(), "a set-up started inside a bubble")
+		assert.Equal(t, "manual", c.Info().Source)
+	})
+}
+
 // newChosenDefaultClock is newDefaultClock with its hardware choice made
 // at once, as the set-up makes it at the first use: what a test of the
 // choice looks at. Its background work starts at its first use.
