@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/schedclock/schedclock/internal/errata"
+	"github.com/schedclock/schedclock/internal/measure"
 )
 
 // cntvctBits is the counter width the architecture guarantees: at least
@@ -158,7 +159,7 @@ func (t cntvctTrust) String() string {
 	} else {
 		b.WriteString(fmt.Sprintf("%s (%s), kernel's workaround read: %s", t.Match.Erratum, t.Match.Where, t.Match.Erratum.Workaround()))
 	}
-	b.WriteString("; read " + formatNs(t.Cost.CounterNs) + ", portable " + formatNs(t.Cost.PortableNs))
+	b.WriteString("; read " + measure.Ns(t.Cost.CounterNs) + ", portable " + measure.Ns(t.Cost.PortableNs))
 	if t.Fallback {
 		b.WriteString(": slower than the portable source (the kernel traps the counter?), falling back to it")
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/schedclock/schedclock/internal/kernel"
+	"github.com/schedclock/schedclock/internal/measure"
 	"github.com/schedclock/schedclock/internal/timebase"
 )
 
@@ -205,10 +206,10 @@ func prepareReadCost(src Source) (Source, func(measures) (string, error)) {
 			return src.Name + ": does not run at its stated rate", fmt.Errorf("%w %q: does not run at the stated %d Hz", errUntrusted, src.Name, src.Rate)
 		}
 		cost := measureReadCost(src.Read, m.Portable)
-		found := fmt.Sprintf("%s: read %s, portable %s", src.Name, formatNs(cost.CounterNs), formatNs(cost.PortableNs))
+		found := fmt.Sprintf("%s: read %s, portable %s", src.Name, measure.Ns(cost.CounterNs), measure.Ns(cost.PortableNs))
 		if cost.counterSlower() {
 			return found + ": slower than the portable source", fmt.Errorf("%w %q: read %s, slower than the portable source's %s (the counter is trapped?)",
-				errUntrusted, src.Name, formatNs(cost.CounterNs), formatNs(cost.PortableNs))
+				errUntrusted, src.Name, measure.Ns(cost.CounterNs), measure.Ns(cost.PortableNs))
 		}
 		return found, nil
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/schedclock/schedclock/internal/clockbound"
 	"github.com/schedclock/schedclock/internal/errata"
 	"github.com/schedclock/schedclock/internal/kernel"
+	"github.com/schedclock/schedclock/internal/measure"
 	"github.com/schedclock/schedclock/internal/vmclock"
 )
 
@@ -155,7 +156,7 @@ func (b WallBound) Before(t time.Time) bool {
 // half-width, the source, the status and why, the generation.
 func (b WallBound) String() string {
 	text := "[" + b.Earliest().UTC().Format(time.RFC3339Nano) + ", " + b.Latest().UTC().Format(time.RFC3339Nano) + "] ±" +
-		formatNs(float64(b.latest)/2-float64(b.earliest)/2) + " from " + b.Source() + ", " + b.Status().String()
+		measure.Ns(float64(b.latest)/2-float64(b.earliest)/2) + " from " + b.Source() + ", " + b.Status().String()
 	if r := b.Reason(); r != "" {
 		text += ": " + r
 	}
@@ -924,7 +925,7 @@ func (b *wallBounder) adjtimex(s *wallState, at int64, r adjtimex.Reading, err e
 	switch why := r.Unsynchronised(); {
 	case why != "":
 		s.status = WallUnknown
-		s.reason = fmt.Sprintf("the kernel counts its clock unsynchronised (adjtimex: %s, maxerror %s)", why, formatNs(float64(r.MaxErrorUs)*1e3))
+		s.reason = fmt.Sprintf("the kernel counts its clock unsynchronised (adjtimex: %s, maxerror %s)", why, measure.Ns(float64(r.MaxErrorUs)*1e3))
 	case b.disruption.why != "" && !b.disruption.adjOK:
 		s.status = WallUnknown
 		s.reason = "the kernel's error estimate was not set again since a disruption (" + b.disruption.why + ")"
@@ -967,7 +968,7 @@ func (b *wallBounder) disrupted(sig wallSignals) string {
 	case sig.pagesOK && last.pagesOK && sig.invalid && !last.invalid:
 		return "the Hyper-V TSC page was invalidated (sequence 0)"
 	case sig.bootOK && last.bootOK && sig.bootLo > last.bootLo+last.boots+bootJumpSlackNs:
-		return fmt.Sprintf("the machine was suspended (CLOCK_BOOTTIME − CLOCK_MONOTONIC grew by %s)", formatNs(float64(sig.bootLo-last.bootLo)))
+		return fmt.Sprintf("the machine was suspended (CLOCK_BOOTTIME − CLOCK_MONOTONIC grew by %s)", measure.Ns(float64(sig.bootLo-last.bootLo)))
 	}
 	return ""
 }
@@ -1089,7 +1090,7 @@ func (b *wallBounder) describe() string {
 	}
 	text := source
 	if half != math.MaxInt64 {
-		text += " ±" + formatNs(float64(half))
+		text += " ±" + measure.Ns(float64(half))
 	}
 	text += ", " + about.status.String()
 	if about.reason != "" {
@@ -1185,19 +1186,4 @@ func paravirtFlags() (stopped, invalid, ok bool) {
 		return false, p.hv.Load().Sequence == 0, true
 	}
 	return p.pv.Load().Flags&pvclockGuestStopped != 0, false, true
-}
-
-// formatNs writes a duration given in (fractional) nanoseconds with a
-// unit that keeps three significant digits: "12 ns", "1.5 µs", "2.5 ms",
-// "1.6 s".
-func formatNs(ns float64) string {
-	switch {
-	case ns >= 1e9:
-		return fmt.Sprintf("%.3g s", ns/1e9)
-	case ns >= 1e6:
-		return fmt.Sprintf("%.3g ms", ns/1e6)
-	case ns >= 1e3:
-		return fmt.Sprintf("%.3g µs", ns/1e3)
-	}
-	return fmt.Sprintf("%.3g ns", ns)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/schedclock/schedclock/internal/adjtimex"
 	"github.com/schedclock/schedclock/internal/clockbound"
+	"github.com/schedclock/schedclock/internal/measure"
 	"github.com/schedclock/schedclock/internal/testenv"
 	"github.com/schedclock/schedclock/internal/vmclock"
 )
@@ -725,7 +726,7 @@ func TestTheWallMapsErrorIsInTheBound(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d readings, the map's error at most ±%s; %s", n, formatNs(float64(widest)), defaultClock.Info().Source)
+	t.Logf("%d readings, the map's error at most ±%s; %s", n, measure.Ns(float64(widest)), defaultClock.Info().Source)
 }
 
 // TestWallBoundWhileTheClocksWriterHoldsItsLock: a snapshot taken while

@@ -8,6 +8,8 @@ package warp
 import (
 	"fmt"
 	"time"
+
+	"github.com/schedclock/schedclock/internal/measure"
 )
 
 // The cross-CPU warp check is the kernel's check_tsc_warp
@@ -84,7 +86,7 @@ func (r Report) String() string {
 	case Found:
 		where := fmt.Sprintf("a read on CPU %d was %d cycles", r.After, r.Cycles)
 		if r.Ns > 0 {
-			where += fmt.Sprintf(" (%s)", formatNs(r.Ns))
+			where += fmt.Sprintf(" (%s)", measure.Ns(r.Ns))
 		}
 		if r.Before == r.After {
 			where += " behind an earlier read on the same CPU"
@@ -103,21 +105,6 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// formatNs writes a duration given in (fractional) nanoseconds with a
-// unit that keeps three significant digits: "12 ns", "1.5 µs", "2.5 ms",
-// "1.6 s".
-func formatNs(ns float64) string {
-	switch {
-	case ns >= 1e9:
-		return fmt.Sprintf("%.3g s", ns/1e9)
-	case ns >= 1e6:
-		return fmt.Sprintf("%.3g ms", ns/1e6)
-	case ns >= 1e3:
-		return fmt.Sprintf("%.3g µs", ns/1e3)
-	}
-	return fmt.Sprintf("%.3g ns", ns)
 }
 
 // DefaultBudget is the default budget for the whole check: on two CPUs
