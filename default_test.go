@@ -193,3 +193,21 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// TestNilClockSuspendsTheDefault: Suspend and Resume of a nil *Clock are
+// the default clock's, in a process of its own (the default clock is the
+// process's).
+func TestNilClockSuspendsTheDefault(t *testing.T) {
+	inAProcessOfItsOwn(t, func(t *testing.T) {
+		var c *schedclock.Clock
+		require.NoError(t, c.Suspend())
+		assert.True(t, schedclock.Default().Info().Suspended, "the default clock suspended")
+		frozen := schedclock.Now()
+		time.Sleep(time.Millisecond)
+		assert.Equal(t, frozen, schedclock.Now(), "the default clock stands still")
+		require.NoError(t, c.Resume())
+		assert.False(t, schedclock.Default().Info().Suspended)
+		time.Sleep(time.Millisecond)
+		assert.Greater(t, schedclock.Now(), frozen)
+	})
+}

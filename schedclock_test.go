@@ -656,24 +656,6 @@ func TestNilAndZeroClocksAreTheDefault(t *testing.T) {
 	}
 }
 
-// TestNilClockSuspendsTheDefault: Suspend and Resume of a nil *Clock are
-// the default clock's, in a process of its own (the default clock is the
-// process's).
-func TestNilClockSuspendsTheDefault(t *testing.T) {
-	inAProcessOfItsOwn(t, func(t *testing.T) {
-		var c *schedclock.Clock
-		require.NoError(t, c.Suspend())
-		assert.True(t, schedclock.Default().Info().Suspended, "the default clock suspended")
-		frozen := schedclock.Now()
-		time.Sleep(time.Millisecond)
-		assert.Equal(t, frozen, schedclock.Now(), "the default clock stands still")
-		require.NoError(t, c.Resume())
-		assert.False(t, schedclock.Default().Info().Suspended)
-		time.Sleep(time.Millisecond)
-		assert.Greater(t, schedclock.Now(), frozen)
-	})
-}
-
 // TestTimeAtItsEdges: readings before the clock's start (which no Now of
 // it returns) map through its first segment, Time(math.MinInt64) about
 // 292 years before the start, as Time's doc says; the largest saturates
