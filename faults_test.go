@@ -477,6 +477,7 @@ func TestGoexitInTheBackground(t *testing.T) {
 				in := c.Info()
 				assert.GreaterOrEqual(t, in.Faults, 1)
 				assert.Contains(t, in.LastFault, "Goexit")
+				synctest.Wait() // the replacement blocked where it waits, not still on its way there
 				assert.Equal(t, 1, clockGoroutines(), "the clock's goroutines after the exit")
 				require.NoError(t, c.Close())
 				synctest.Wait()
