@@ -142,23 +142,7 @@ func TestKernelTimeFollowsAdjtimexSlew(t *testing.T) {
 		// MONOTONIC ran 500 ppm fast until someone looked).
 		t.Skip("slews the machine's clock: opt in with " + slewEnv + "=1 (make slew does)")
 	}
-	var found unix.Timex
-	_, err := unix.Adjtimex(&found) // modes 0: reads
-	require.NoError(t, err)
-	// set applies mode to a copy of the frequency found (Freq is an
-	// int32 on 386, an int64 elsewhere: the constants fit both).
-	set := func(mode func(*unix.Timex)) error {
-		tx := unix.Timex{Modes: unix.ADJ_FREQUENCY, Freq: found.Freq}
-		mode(&tx)
-		_, err := unix.Adjtimex(&tx)
-		return err
-	}
-	if err := set(func(*unix.Timex) {}); err != nil {
-		t.Skipf("adjtimex(ADJ_FREQUENCY) refused (%v): the slew needs CAP_SYS_TIME (root)", err)
-	}
-	defer func() {
-		assert.NoError(t, set(func(*unix.Timex) {}), "restoring the frequency")
-	}()
+	set := frequencySetter(t)
 	c := schedclock.Default()
 	exact := map[vdso.ID]bool{}
 	for _, kc := range kernelClocks {
@@ -488,21 +472,7 @@ func TestKernelTimeOfReadingsMappedAgainAfterASlew(t *testing.T) {
 	if os.Getenv(slewEnv) != "1" {
 		t.Skip("slews the machine's clock: opt in with " + slewEnv + "=1")
 	}
-	var found unix.Timex
-	_, err := unix.Adjtimex(&found)
-	require.NoError(t, err)
-	// set applies mode to a copy of the frequency found (Freq is an
-	// int32 on 386, an int64 elsewhere: the constants fit both).
-	set := func(mode func(*unix.Timex)) error {
-		tx := unix.Timex{Modes: unix.ADJ_FREQUENCY, Freq: found.Freq}
-		mode(&tx)
-		_, err := unix.Adjtimex(&tx)
-		return err
-	}
-	if err := set(func(*unix.Timex) {}); err != nil {
-		t.Skipf("adjtimex(ADJ_FREQUENCY) refused (%v): the slew needs CAP_SYS_TIME", err)
-	}
-	defer func() { assert.NoError(t, set(func(*unix.Timex) {}), "restoring the frequency") }()
+	set := frequencySetter(t)
 	c := schedclock.Default()
 	vc, err := vdso.Open(vdso.Monotonic)
 	require.NoError(t, err)
@@ -561,4 +531,26 @@ func abs64(x int64) int64 {
 		return -x
 	}
 	return x
+}
+
+// frequencySetter reads the kernel's frequency and returns set, which
+// applies mode to a copy of it (Freq is an int32 on 386, an int64
+// elsewhere: the constants fit both); the frequency found is restored
+// when t ends. It skips t where adjtimex(ADJ_FREQUENCY) is refused.
+func frequencySetter(t *testing.T) func(mode func(*unix.Timex)) error {
+	t.Helper()
+	var found unix.Timex
+	_, err := unix.Adjtimex(&found) // modes 0: reads
+	require.NoError(t, err)
+	set := func(mode func(*unix.Timex)) error {
+		tx := unix.Timex{Modes: unix.ADJ_FREQUENCY, Freq: found.Freq}
+		mode(&tx)
+		_, err := unix.Adjtimex(&tx)
+		return err
+	}
+	if err := set(func(*unix.Timex) {}); err != nil {
+		t.Skipf("adjtimex(ADJ_FREQUENCY) refused (%v): the slew needs CAP_SYS_TIME (root)", err)
+	}
+	t.Cleanup(func() { assert.NoError(t, set(func(*unix.Timex) {}), "restoring the frequency") })
+	return set
 }
