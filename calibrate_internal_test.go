@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -51,7 +50,7 @@ func TestCalibrationStopsWithClose(t *testing.T) {
 	// bubble has ended or waits for good (synctest.Wait), the clocks'
 	// must have ended.
 	synctest.Test(t, func(t *testing.T) {
-		base := runtime.NumGoroutine()
+		base := bubbleGoroutines("")
 		for _, hw := range []Source{realtime1GHz(), Portable()} {
 			c, err := New(hw, WithReference(rawNow))
 			if hw.Rate == 0 {
@@ -69,7 +68,7 @@ func TestCalibrationStopsWithClose(t *testing.T) {
 			}
 		}
 		synctest.Wait()
-		assert.LessOrEqual(t, runtime.NumGoroutine(), base)
+		assert.Equal(t, base, bubbleGoroutines(""), "the bubble's goroutines after the Closes")
 	})
 }
 

@@ -73,3 +73,7 @@ var (
 
 // WatchPeriod is the watch's shortest period.
 const WatchPeriod = watchPeriod
+
+// BubbleGoroutines counts the goroutines of the caller's testing/synctest
+// bubble whose stack runs through fn ("" for all of them).
+var BubbleGoroutines = bubbleGoroutines

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -406,28 +405,9 @@ func goexitOnce(armed, fired *atomic.Bool) func() {
 	}
 }
 
-// bubbleLabel matches the testing/synctest bubble a goroutine's header
-// names.
-var bubbleLabel = regexp.MustCompile(`synctest bubble \d+\]`)
-
-// clockGoroutines counts the goroutines that run a Clock's background
-// loop in the caller's testing/synctest bubble: what a Goexit could take
-// away, counted exactly, whatever other tests' clocks run beside it.
-func clockGoroutines() int {
-	own := make([]byte, 1<<10)
-	bubble := bubbleLabel.Find(own[:runtime.Stack(own, false)])
-	if bubble == nil {
-		panic("clockGoroutines: not in a synctest bubble")
-	}
-	buf := make([]byte, 1<<20)
-	n := 0
-	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-		if strings.Contains(g, string(bubble)) && strings.Contains(g, "schedclock.runBackground(") {
-			n++
-		}
-	}
-	return n
-}
+// clockGoroutines counts the goroutines of the caller's testing/synctest
+// bubble that run a Clock's background work.
+func clockGoroutines() int { return schedclock.BubbleGoroutines("schedclock.runBackground(") }
 
 // keepsTime reads c for d of a testing/synctest bubble's time: it never
 // steps back, and it moves with the bubble's time to within a count of

@@ -227,7 +227,7 @@ func TestClose(t *testing.T) {
 // goroutine of the bubble has ended or waits for good (synctest.Wait),
 // the clock's must have ended.
 func testClose(t *testing.T) {
-	base := runtime.NumGoroutine()
+	base := schedclock.BubbleGoroutines("")
 	f := &schedclock.FakeCounter{}
 	c, err := schedclock.New(f.Source("fake", 64, ghz))
 	require.NoError(t, err)
@@ -252,7 +252,7 @@ func testClose(t *testing.T) {
 
 	// No goroutine is left behind.
 	synctest.Wait()
-	assert.LessOrEqual(t, runtime.NumGoroutine(), base)
+	assert.Equal(t, base, schedclock.BubbleGoroutines(""), "the bubble's goroutines after Close")
 }
 
 // TestNowIsMonotonicUnderConcurrentWriters hammers a clock with readers
