@@ -366,29 +366,40 @@ func (c *Clock) trackLocked(tr *tracker, now time.Time) {
 		}
 		return
 	}
-	if tr.adopted {
-		// Refinements of an adopted counter ride on the watch's ticks,
-		// after the watch and only when it agreed: a refinement measured
-		// over a span in which the counter stepped, jumped or changed rate
-		// would adopt a rate that is no rate at all. When the watch
-		// disagrees it starts a re-anchoring (or distrusts the
-		// reference), and the refinement waits for the baseline that
-		// follows. A fold due before the watch brings the watch forward:
-		// the watch's fold is confirmed against the reference, where a
-		// fold of its own would adopt whatever the counter read then
-		// (a narrow counter is folded more often than the watch's
-		// longest period).
-		if now.Before(tr.watch.due) && now.Before(c.st.fold.due) {
-			return
+	refineDue := !now.Before(tr.cal.due)
+	if !tr.adopted {
+		if refineDue {
+			c.applyLocked(tr, now, tr.refine(now, &v, tr.point(v.cur)))
 		}
-		tr.watch.due = now.Add(tr.watch.every)
-		c.applyLocked(tr, now, tr.compare(now, &v))
-		if c.st.track != tr || tr.restart || tr.probe != nil {
-			return
-		}
+		return
 	}
-	if !now.Before(tr.cal.due) {
-		c.applyLocked(tr, now, tr.refine(now, &v))
+	// Refinements of an adopted counter ride on the watch's ticks, and
+	// count only when the watch agreed: a refinement measured over a span
+	// in which the counter stepped, jumped or changed rate would adopt a
+	// rate that is no rate at all. Its point is taken before the watch's
+	// comparison, so that whatever the counter did up to the point, the
+	// comparison, later, sees too (a point taken after it could hold a
+	// jump no comparison saw). When the watch disagrees it starts a
+	// re-anchoring (or distrusts the reference), and the refinement waits
+	// for the baseline that follows. A fold due before the watch brings
+	// the watch forward: the watch's fold is confirmed against the
+	// reference, where a fold of its own would adopt whatever the counter
+	// read then (a narrow counter is folded more often than the watch's
+	// longest period).
+	if now.Before(tr.watch.due) && now.Before(c.st.fold.due) {
+		return
+	}
+	var p ratePoint
+	if refineDue {
+		p = tr.point(v.cur)
+	}
+	tr.watch.due = now.Add(tr.watch.every)
+	c.applyLocked(tr, now, tr.compare(now, &v))
+	if c.st.track != tr || tr.restart || tr.probe != nil {
+		return
+	}
+	if refineDue {
+		c.applyLocked(tr, now, tr.refine(now, &v, p))
 	}
 }
 
@@ -410,12 +421,11 @@ func (tr *tracker) nextDue() time.Time {
 	return tr.cal.due
 }
 
-// refine measures the tracked counter's rate and decides its adoption:
-// the first time for a counter whose rate nothing gave (the default clock
+// refine measures the tracked counter's rate up to p (the counter paired
+// with its reference, tr.point) and decides its adoption: the first time for a counter whose rate nothing gave (the default clock
 // then switches to it), then whenever the estimate is better, and, after
 // the schedule, always (following drift).
-func (tr *tracker) refine(now time.Time, v *clockView) trackDecision {
-	p := tr.point(v.cur)
+func (tr *tracker) refine(now time.Time, v *clockView, p ratePoint) trackDecision {
 	base, sliding := tr.cal.baseline, tr.cal.step >= len(calibrationSchedule)
 	if sliding {
 		tr.cal.history = append(tr.cal.history, p)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -194,7 +195,7 @@ func BenchmarkRefine(b *testing.B) {
 	tr.cal.step = len(calibrationSchedule) // the sliding phase: always adopts
 	tr.cal.history = []ratePoint{tr.cal.baseline}
 	for b.Loop() {
-		c.applyLocked(tr, time.Now(), tr.refine(time.Now(), new(c.viewLocked())))
+		c.applyLocked(tr, time.Now(), tr.refine(time.Now(), new(c.viewLocked()), tr.point(&c.st.cur)))
 	}
 }
 
@@ -848,4 +849,65 @@ func TestAStandStillWhoseEndPanicsIsRetried(t *testing.T) {
 		assert.Positive(t, in.Faults)
 		assert.InDelta(t, float64(ref()+off), float64(c.nanos()), float64(time.Millisecond))
 	})
+}
+
+// TestARefinementNeverAdoptsAJump: a counter that jumps forward while a
+// refinement riding on the watch's tick takes its measurement is the
+// watch's business, not a rate: no refinement adopts the jump as a rate
+// (1.167 GHz, a 50 ms jump over the 300 ms since its baseline, before
+// the fix), and the watch re-anchors it as a jump. The counter jumps at
+// the measurement's first read after the test arms it (found on the
+// reader's stack: in a bubble a jump at a time of its own lands before
+// or after the whole tick, never inside it).
+func TestARefinementNeverAdoptsAJump(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var jump atomic.Int64
+		var armed atomic.Bool
+		read := func() uint64 {
+			if armed.Load() && calledFrom("schedclock.(*tracker).point") && !calledFrom("schedclock.(*tracker).startLocked") {
+				armed.Store(false)
+				jump.Store(50e6) // 50 ms ahead, less than the watch's period
+			}
+			return uint64(1e12 + int64(time.Since(start)) + jump.Load())
+		}
+		refStart := time.Now()
+		c, err := New(Source{Name: "wild", Bits: 64, Rate: 1e9, Read: read},
+			WithReference(func() int64 { return int64(time.Since(refStart)) }))
+		require.NoError(t, err)
+		defer c.Close()
+		c.st.mu.Lock()
+		c.st.track.witness = bubbleWallNow // as New gives a caller's Source in a bubble (this one is the package's own code)
+		c.unlock()
+		bubbleSleep(300 * time.Millisecond) // the watch has agreed a few times
+		armed.Store(true)
+		var rates []uint64
+		for range 40 { // 4 s: several refinements and watch periods
+			bubbleSleep(100 * time.Millisecond)
+			rates = append(rates, c.Info().Rate)
+		}
+		require.False(t, armed.Load(), "no refinement read the counter")
+		in := c.Info()
+		for _, hz := range rates {
+			assert.InDelta(t, 1e9, float64(hz), 1e9*(watchDriftPPM+in.RateErrorPPM)*1e-6, "a rate adopted: %d Hz", hz)
+		}
+		assert.Equal(t, 1, in.Watch.Reanchors, in.Watch.LastReanchor)
+		assert.Contains(t, in.Watch.LastReanchor, "jumped forward")
+	})
+}
+
+// calledFrom reports whether fn (a function's full name) is on the
+// caller's stack.
+func calledFrom(fn string) bool {
+	pc := make([]uintptr, 32)
+	frames := runtime.CallersFrames(pc[:runtime.Callers(2, pc)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, fn) {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
 }

@@ -192,7 +192,7 @@ func TestWatchReanchorsAJumpForward(t *testing.T) {
 		before := offset(c, ref)
 		w.change(50e6, 1e9) // 50 ms forward, less than the watch's period
 		in := waitReanchors(t, c, 1)
-		t.Logf("re-anchored: %s", in.Watch.LastReanchor)
+		t.Logf("re-anchored: %s; reference %q", in.Watch.LastReanchor, in.Watch.Reference)
 		assert.Contains(t, in.Watch.LastReanchor, "jumped forward")
 		after := offset(c, ref)
 		// What readers saw stands: the clock keeps the jump, never steps

@@ -311,7 +311,7 @@ func TestDefaultClockConvertsAsTheKernelDoes(t *testing.T) {
 		tr.cal.step, tr.cal.history = len(calibrationSchedule), []ratePoint{tr.cal.baseline}
 		time.Sleep(2 * time.Millisecond)
 		v := clock.viewLocked()
-		d := tr.refine(time.Now(), &v)
+		d := tr.refine(time.Now(), &v, tr.point(v.cur))
 		clock.unlock()
 		assert.Nil(t, d.rerate, "%s: the kernel's conversion refined", c.name)
 		require.NoError(t, clock.Close())
