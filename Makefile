@@ -30,16 +30,15 @@ CROSS_VET ?=
 # kernel's clocksource switches; SCHEDCLOCK_QUALIFY=1 turns it on.
 #
 # make test: gofmt, vet and staticcheck; then, two at a time (each
-# keeps about one CPU busy), the fast layer natively, under the race
-# detector and as the arm64 build under qemu, the cross-builds and the
-# example modules; then the qualification layer natively, alone (its
-# tests switch the kernel's clocksource, which a test run beside it would
-# see change under it); then the fast mutants, two at a time, whose
-# tests make qualify has just run unmutated.
+# keeps about one CPU busy), the fast layer under the race detector and
+# as the arm64 build under qemu, the cross-builds and the example
+# modules; then the fast layer and the qualification layer natively,
+# alone (its tests switch the kernel's clocksource, which a test run
+# beside it would see change under it). The mutants, which take longer
+# than all of that on two CPUs, are make test-full's (make mutants).
 test: lint
-	@$(MAKE) --no-print-directory --output-sync=target -j2 unit race test-arm64 cross-quick integrations
+	@$(MAKE) --no-print-directory --output-sync=target -j2 race test-arm64 cross-quick integrations
 	@$(MAKE) --no-print-directory qualify
-	@$(MAKE) --no-print-directory mutants-fast MUTANTS_FLAGS="-baseline-list -failfast"
 
 # The fast layer and the qualification layer, natively (the qualification
 # tests run beside the fast ones: go test selects by name, not by layer),
@@ -52,8 +51,8 @@ qualify:
 # The full matrix: make test, then the pure-Go build, every pair of
 # cross-builds, every other architecture's fast layer under its
 # qemu-user, every fuzz target briefly, the adjtimex slew, the peers'
-# module, and the mutants make test leaves out.
-test-full: test purego cross test-riscv64 test-ppc64le test-s390x test-loong64 fuzz-short slew peers-test mutants-slow
+# module, and every mutant (make mutants).
+test-full: test purego cross test-riscv64 test-ppc64le test-s390x test-loong64 fuzz-short slew peers-test mutants
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -237,32 +236,28 @@ kernel-trace:
 slew:
 	SCHEDCLOCK_QUALIFY=1 SCHEDCLOCK_SLEW=1 $(GO) test -count=1 -v -run 'KernelTime' .
 
-# Every safeguard of the read path removed in turn, in a copy of the tree:
-# the tests must fail for each (tools/mutants prints the table).
-# Each mutant runs in a copy of the tree of its own, MUTANTS_JOBS at once
-# (its go test mostly compiles the mutated package, on one CPU).
-# MUTANTS_FLAGS=-baseline-list checks only that each mutation's tests
-# exist, instead of running them unmutated first: only make test passes
-# it, right after its make qualify ran every test unmutated with
-# SCHEDCLOCK_QUALIFY=1, as the mutants do (its mutants-fast subset is
-# amd64's alone, which make qualify runs natively). make mutants alone
-# runs the baselines. -failfast stops each mutant at its first failing
-# test (make test needs a kill, make mutants the evidence of every
-# killer).
+# Every safeguard removed in turn, in a copy of the tree: the tests must
+# fail for each (tools/mutants prints the table). Each mutant runs in a
+# copy of the tree of its own, MUTANTS_JOBS at once (its go test mostly
+# compiles the mutated package, on one CPU), its killers with
+# SCHEDCLOCK_QUALIFY=1: the qualification layer's tests too. make
+# test-full runs them all, after running each mutation's tests unmutated
+# (the baselines). MUTANTS_FLAGS=-baseline-list only checks that each
+# mutation's tests exist, for a run right after make qualify;
+# -failfast stops each mutant at its first failing test.
 MUTANTS_JOBS  ?= 2
 MUTANTS_FLAGS ?=
 mutants:
 	$(GO) run ./tools/mutants -j $(MUTANTS_JOBS) $(MUTANTS_FLAGS)
 
-# make test's subset: the read path's safeguards (the fences, the seq
-# re-checks, the clamps, the freezer, the paravirtual page's protocol,
-# the vDSO call's stack); mutants-slow, in make test-full, has the
+# The read path's safeguards (the fences, the seq re-checks, the clamps,
+# the freezer, the paravirtual page's protocol, the vDSO call's stack),
+# amd64's: a few minutes after a change there. mutants-slow has the
 # writer side's (the watch, the fold, the wall map, the trust policy,
-# the fault record) and the other arches'. Each mutant runs its killers
-# with SCHEDCLOCK_QUALIFY=1: the qualification layer's tests too.
+# the fault record) and the other arches'.
 mutants-fast:
 	$(GO) run ./tools/mutants -fast -j $(MUTANTS_JOBS) $(MUTANTS_FLAGS)
 
-# The mutations mutants-fast leaves out (make test-full).
+# The mutations mutants-fast leaves out.
 mutants-slow:
 	$(GO) run ./tools/mutants -slow -j $(MUTANTS_JOBS) $(MUTANTS_FLAGS)

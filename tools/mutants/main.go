@@ -13,8 +13,8 @@
 //
 //	go run ./tools/mutants [-fast | -slow] [-only regexp] [-j n] [-v]
 //
-// -fast runs the subset make test runs (MUTANTS=fast in the environment
-// does the same); -slow the rest, which make test-full adds. -j runs n
+// -fast runs the read path's subset (MUTANTS=fast in the environment
+// does the same); -slow the rest; make test-full runs both. -j runs n
 // mutants at once, each in a copy of its own (a mutant's go test mostly
 // compiles the mutated package, on one CPU). When the code a mutation edits changes, update its Old text:
 // each pattern is kept to the one line or instruction it removes.
@@ -56,7 +56,7 @@ type mutation struct {
 	Arch string
 	// Run selects the tests that should kill the mutation (go test -run).
 	Run string
-	// Fast puts the mutation in the CI subset.
+	// Fast puts the mutation in the read path's subset (-fast).
 	Fast bool
 	// Unobservable, when set, says why no test can see the mutation on
 	// the hardware at hand; it is still applied and run, and a survival
@@ -113,14 +113,14 @@ type outcome struct {
 }
 
 func main() {
-	fast := flag.Bool("fast", os.Getenv("MUTANTS") == "fast", "run only the CI subset")
-	slow := flag.Bool("slow", false, "run only the mutations the CI subset leaves out")
+	fast := flag.Bool("fast", os.Getenv("MUTANTS") == "fast", "run only the read path's subset")
+	slow := flag.Bool("slow", false, "run only the mutations the read path's subset leaves out")
 	only := flag.String("only", "", "run only the mutations whose name matches this regexp")
 	verbose := flag.Bool("v", false, "print the test output of mutations that survive or fail to build")
 	timeout := flag.Duration("timeout", 10*time.Minute, "limit for one go test run")
 	jobs := flag.Int("j", 1, "mutants run at once, each in a copy of the tree of its own")
 	flag.BoolVar(&failFast, "failfast", false, "stop a mutant's tests at its first failing test (go test -failfast): the table then names that test alone, and the other killers' evidence is not gathered")
-	listOnly := flag.Bool("baseline-list", false, "the unmutated tree's tests just passed (make test runs make qualify first): check only that each mutation's -run selects a test (go test -list), instead of running them unmutated")
+	listOnly := flag.Bool("baseline-list", false, "the unmutated tree's tests just passed (as right after make qualify): check only that each mutation's -run selects a test (go test -list), instead of running them unmutated")
 	check := flag.Bool("check", false, "only check that every mutation's edits apply to the tree (after code moved), running no test")
 	flag.Parse()
 	if *check {
