@@ -300,35 +300,58 @@ var farAhead = []struct {
 }{{"wrapped", 8_800_000_000_000_000_000}, {"saturating", 3 << 62}, {"10s", uint64(10 * time.Second)}}
 
 // TestAFarAheadReadingOnceIsNeverAdopted hands one garbage value to each
-// of the reads the background goroutine makes over a watch (the watch's
-// brackets, its fold, the refinement that follows), in a testing/synctest
-// bubble, while no reader reads the clock: none of them may carry the
-// clock away from its reference, and none may re-anchor it.
+// of the reads the background goroutine makes over a watch's tick, in a
+// testing/synctest bubble, while no reader reads the clock: the watch's
+// brackets and its fold (a tick with no refinement due), and the
+// brackets of a refinement's point, which comes first where one is due
+// (the first and last two, and two in the middle: in a bubble the
+// counter stands still through a tick, and the point's step probe reads
+// it thousands of times after them). None of them may carry the clock
+// away from its reference, and none may re-anchor it.
 func TestAFarAheadReadingOnceIsNeverAdopted(t *testing.T) {
+	var watchReads, pointReads []int64
+	for k := int64(1); k <= 2*watchSamples+2; k++ {
+		watchReads = append(watchReads, k)
+	}
+	for _, k := range []int64{1, 2, bracketSamples - 1, bracketSamples, 2*bracketSamples - 1, 2 * bracketSamples} {
+		pointReads = append(pointReads, k)
+	}
 	for _, far := range farAhead {
-		for k := int64(1); k <= 2*watchSamples+2; k++ {
-			t.Run(fmt.Sprintf("%s/read%d", far.name, k), func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) {
-					c, l, ref := lyingClock(t, far.by)
-					defer c.Close()
-					bubbleSleep(time.Second)
-					off := c.nanos() - ref()
-					l.onceAt.Store(l.reads.Load() + k)
-					bubbleSleep(3 * time.Second)
-					require.Greater(t, l.reads.Load(), l.onceAt.Load(), "the garbage value was never read")
-					prev := int64(math.MinInt64)
-					for i := 0; i < 100; i++ {
-						now := c.nanos()
-						require.NotEqual(t, int64(math.MaxInt64), now, "the clock saturated")
-						require.InDelta(t, float64(ref()+off), float64(now), float64(time.Millisecond),
-							"%v from its reference after %d readings (%+v)", time.Duration(now-ref()-off), i, c.Info())
-						require.GreaterOrEqual(t, now, prev, "Now went back")
-						prev = now
-						bubbleSleep(10 * time.Millisecond)
-					}
-					assert.Zero(t, c.Info().Watch.Reanchors, c.Info().Watch.LastReanchor)
+		for _, tick := range []struct {
+			what   string
+			refine bool
+			reads  []int64
+		}{{"watch", false, watchReads}, {"refinement", true, pointReads}} {
+			for _, k := range tick.reads {
+				t.Run(fmt.Sprintf("%s/%s/read%d", far.name, tick.what, k), func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						c, l, ref := lyingClock(t, far.by)
+						defer c.Close()
+						bubbleSleep(time.Second)
+						off := c.nanos() - ref()
+						c.st.mu.Lock()
+						c.st.track.cal.due = time.Now().Add(time.Hour) // none in the next tick
+						if tick.refine {
+							c.st.track.cal.due = time.Now() // one in the next tick
+						}
+						l.onceAt.Store(l.reads.Load() + k)
+						c.unlock()
+						bubbleSleep(3 * time.Second)
+						require.Greater(t, l.reads.Load(), l.onceAt.Load(), "the garbage value was never read")
+						prev := int64(math.MinInt64)
+						for i := 0; i < 100; i++ {
+							now := c.nanos()
+							require.NotEqual(t, int64(math.MaxInt64), now, "the clock saturated")
+							require.InDelta(t, float64(ref()+off), float64(now), float64(time.Millisecond),
+								"%v from its reference after %d readings (%+v)", time.Duration(now-ref()-off), i, c.Info())
+							require.GreaterOrEqual(t, now, prev, "Now went back")
+							prev = now
+							bubbleSleep(10 * time.Millisecond)
+						}
+						assert.Zero(t, c.Info().Watch.Reanchors, c.Info().Watch.LastReanchor)
+					})
 				})
-			})
+			}
 		}
 	}
 }

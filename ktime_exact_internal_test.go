@@ -631,15 +631,32 @@ func TestKernelTimeOfThePastLine(t *testing.T) {
 }
 
 // TestKernelTimeStartsTheSetUp: a default clock's first use that is a
-// KernelTime starts its set-up at once (its switch to the hardware's
-// counter, which stands Now still for microseconds, is then behind the
-// events a program traces).
+// KernelTime starts its set-up at once, and answers once the set-up's
+// switch to the hardware's counter (which stands Now still for
+// microseconds) is done: the switch is then behind the events a program
+// traces, not among them.
 func TestKernelTimeStartsTheSetUp(t *testing.T) {
-	c := newDefaultClock(nil)
+	c, _ := slowProbeDefaultClock()
 	defer c.Close()
 	require.False(t, c.st.policy.started(), "set-up before the first use")
 	c.KernelTime(KernelMonotonic, 0)
 	assert.True(t, c.st.policy.started(), "KernelTime started no set-up")
+	assert.Equal(t, "hw", c.Info().Source, "the first use, a KernelTime, answered before the switch")
+}
+
+// slowProbeDefaultClock is a default clock whose only descriptor's probe
+// takes 5 ms (file reads on a loaded machine) to give hw, a 1 GHz
+// counter that runs with Go's monotonic clock.
+func slowProbeDefaultClock() (*Clock, Source) {
+	hw := realtime1GHz()
+	hw.Rate = 1e9
+	return newDefaultClock([]*descriptor{{Arch: runtime.GOARCH,
+		Probe: func() (Source, rateOrigin, float64, error) {
+			time.Sleep(5 * time.Millisecond)
+			return hw, rateCPUID, 0, nil
+		},
+		NoVerdict: "no verdict: a test's counter",
+	}}), hw
 }
 
 // putRaw writes the raw clock base (CS_RAW) after the first one, as the
@@ -690,15 +707,7 @@ func TestKernelConversionIsChecked(t *testing.T) {
 // that maps its readings from its very first one finds every later
 // reading on the counter's line, never in the switch's stand-still.
 func TestTheFirstKernelTimeAnswersAfterTheSwitch(t *testing.T) {
-	hw := realtime1GHz()
-	hw.Rate = 1e9
-	c := newDefaultClock([]*descriptor{{Arch: runtime.GOARCH,
-		Probe: func() (Source, rateOrigin, float64, error) {
-			time.Sleep(5 * time.Millisecond) // a probe that takes a while: file reads on a loaded machine
-			return hw, rateCPUID, 0, nil
-		},
-		NoVerdict: "no verdict: a test's counter",
-	}})
+	c, hw := slowProbeDefaultClock()
 	defer c.Close()
 	first := c.Now() // starts the set-up, whose probe takes a while
 	_, ok := c.KernelTime(KernelMonotonic, first)
