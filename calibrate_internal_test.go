@@ -309,13 +309,11 @@ var farAhead = []struct {
 // it thousands of times after them). None of them may carry the clock
 // away from its reference, and none may re-anchor it.
 func TestAFarAheadReadingOnceIsNeverAdopted(t *testing.T) {
-	var watchReads, pointReads []int64
+	var watchReads []int64
 	for k := int64(1); k <= 2*watchSamples+2; k++ {
 		watchReads = append(watchReads, k)
 	}
-	for _, k := range []int64{1, 2, bracketSamples - 1, bracketSamples, 2*bracketSamples - 1, 2 * bracketSamples} {
-		pointReads = append(pointReads, k)
-	}
+	pointReads := []int64{1, 2, bracketSamples - 1, bracketSamples, 2*bracketSamples - 1, 2 * bracketSamples}
 	for _, far := range farAhead {
 		for _, tick := range []struct {
 			what   string
