@@ -61,7 +61,7 @@ func TestIdleCostAfterCoarse(t *testing.T) {
 func processCPUTime() (time.Duration, int64) {
 	var ru unix.Rusage
 	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Nvcsw
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), int64(ru.Nvcsw)
 }
 
 func idleChild(mode string) int {
