@@ -43,7 +43,9 @@ const firstCallProcesses = 15
 // against the bar without the wake-up and the block too. The median of
 // 15 processes, each measuring its own lateness: a loaded machine
 // preempts a process now and then for milliseconds, and 7 of the 15
-// may be so preempted without moving the median past the bar.
+// may be so preempted without moving the median past the bar. The
+// processes of the calls take turns, so that a spell of the host's
+// contention is shared among the calls.
 // Fresh processes and their timings: the qualification layer.
 func TestFirstCallsAreCheap(t *testing.T) {
 	testenv.Qualify(t)
@@ -59,9 +61,13 @@ func TestFirstCallsAreCheap(t *testing.T) {
 		slices.Sort(v)
 		return time.Duration(v[len(v)/2])
 	}
-	for _, name := range firstCallNames {
-		var nows, wakes, blocks, calls []int64
-		for range firstCallProcesses {
+	// Round by round, a process for each call in turn: a spell of the
+	// host's contention then slows every call's processes a little, not
+	// all of one call's.
+	type samples struct{ nows, wakes, blocks, calls []int64 }
+	measured := map[string]*samples{}
+	for range firstCallProcesses {
+		for _, name := range firstCallNames {
 			out, err := exec.Command(bin, name).CombinedOutput()
 			require.NoError(t, err, "child:\n%s", out)
 			m := line.FindSubmatch(out)
@@ -71,8 +77,17 @@ func TestFirstCallsAreCheap(t *testing.T) {
 				v[i], err = strconv.ParseInt(string(m[2+i]), 10, 64)
 				require.NoError(t, err)
 			}
-			nows, wakes, blocks, calls = append(nows, v[0]), append(wakes, v[1]), append(blocks, v[2]), append(calls, v[3])
+			s := measured[name]
+			if s == nil {
+				s = &samples{}
+				measured[name] = s
+			}
+			s.nows, s.wakes, s.blocks, s.calls = append(s.nows, v[0]), append(s.wakes, v[1]), append(s.blocks, v[2]), append(s.calls, v[3])
 		}
+	}
+	for _, name := range firstCallNames {
+		s := measured[name]
+		nows, wakes, blocks, calls := s.nows, s.wakes, s.blocks, s.calls
 		now, wake, block, call := median(nows), median(wakes), median(blocks), median(calls)
 		bar := 2*now + 10*time.Microsecond
 		t.Logf("first %-8s median %8v (%v); time.Now %v (%v); a wake-up %v (%v); a block %v (%v); the bar without them %v: %s",
