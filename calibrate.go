@@ -422,9 +422,10 @@ func (tr *tracker) nextDue() time.Time {
 }
 
 // refine measures the tracked counter's rate up to p (the counter paired
-// with its reference, tr.point) and decides its adoption: the first time for a counter whose rate nothing gave (the default clock
-// then switches to it), then whenever the estimate is better, and, after
-// the schedule, always (following drift).
+// with its reference, tr.point) and decides its adoption: the first time
+// for a counter whose rate nothing gave (the default clock then switches
+// to it), then whenever the estimate is better, and, after the schedule,
+// always (following drift).
 func (tr *tracker) refine(now time.Time, v *clockView, p ratePoint) trackDecision {
 	base, sliding := tr.cal.baseline, tr.cal.step >= len(calibrationSchedule)
 	if sliding {
